@@ -1,0 +1,435 @@
+"""The tokenization lattice of a text: a DAG over its UTF-8 bytes whose arcs are token ids.
+
+Every path from byte 0 to the last byte spells the text exactly (DESIGN.md points 3 and 4).
+Paths are counted exactly with Python integers, optionally limited to at most L tokens, and
+are ranked and unranked in a fixed order (arcs sorted by start, end, token id) so that samplers
+can draw distinct integers and turn them into distinct paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from transformers import PreTrainedTokenizerBase
+
+from marginal_core import bigint
+from marginal_core.errors import (
+    EmptyTextError,
+    NormalizationError,
+    TooManyPathsError,
+    UnrepresentableTextError,
+)
+from marginal_core.vocab import ByteFallback, Vocabulary, vocabulary
+
+Path = tuple[int, ...]
+DEFAULT_LENGTH_MARGIN = 10
+DEFAULT_ENUMERATION_BUDGET = 100_000
+MAX_TABLE_CELLS = 20_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class Lattice:
+    """All tokenizations of one text under one vocabulary, trimmed to arcs on some path.
+
+    Nodes are byte offsets into ``data`` (the text as the tokenizer sees it). Arc ``a`` runs
+    from ``arc_start[a]`` to ``arc_end[a]`` with token ``arc_token[a]``; the arcs leaving byte
+    ``i`` are ``out_ptr[i]:out_ptr[i + 1]``.
+    """
+
+    text: str
+    data: bytes
+    vocab: Vocabulary = field(repr=False)
+    arc_start: np.ndarray = field(repr=False)
+    arc_end: np.ndarray = field(repr=False)
+    arc_token: np.ndarray = field(repr=False)
+    out_ptr: np.ndarray = field(repr=False)
+    canonical: Path
+
+    @property
+    def end(self) -> int:
+        """The final node: one past the last byte."""
+        return len(self.data)
+
+    @cached_property
+    def nodes(self) -> np.ndarray:
+        """Byte offsets that lie on at least one path, ascending."""
+        return np.union1d(self.arc_start, self.arc_end) if len(self.arc_start) else np.array([0])
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def num_arcs(self) -> int:
+        return len(self.arc_token)
+
+    @property
+    def arcs(self) -> list[tuple[int, int, int]]:
+        """(start, end, token id) for every arc, in rank order."""
+        return list(zip(self.arc_start.tolist(), self.arc_end.tolist(), self.arc_token.tolist()))
+
+    def out_arcs(self, node: int) -> range:
+        """Indices of the arcs leaving a node."""
+        return range(int(self.out_ptr[node]), int(self.out_ptr[node + 1]))
+
+    @cached_property
+    def canonical_nodes(self) -> tuple[int, ...]:
+        """Byte offsets where canonical tokens start, plus the end."""
+        offsets = [0]
+        for token in self.canonical:
+            offsets.append(offsets[-1] + len(self.vocab.surface(token)))
+        return tuple(offsets)
+
+    def pieces(self, path: Path) -> list[str]:
+        """Each token's surface as readable text (invalid UTF-8 bytes shown as escapes)."""
+        return [self.vocab.surface(t).decode("utf-8", "backslashreplace") for t in path]
+
+    def count(self, max_len: int | None = None) -> int:
+        """Exact number of paths, optionally of at most max_len tokens."""
+        return self.index(max_len).total
+
+    def index(self, max_len: int | None = None) -> PathIndex:
+        """The counting/ranking tables for one length bound, built once per bound."""
+        cache = self.__dict__.setdefault("_indexes", {})
+        if max_len not in cache:
+            cache[max_len] = PathIndex(self, max_len)
+        return cache[max_len]
+
+    @cached_property
+    def shortest(self) -> tuple[np.ndarray, np.ndarray]:
+        """Fewest tokens from the start to each byte offset, and from each offset to the end."""
+        return _shortest(self)
+
+    @property
+    def min_len(self) -> int:
+        """The fewest tokens any path uses."""
+        return int(self.shortest[1][0])
+
+    def default_max_len(self) -> int:
+        """The length bound used when none is given: canonical length plus a margin."""
+        return len(self.canonical) + DEFAULT_LENGTH_MARGIN
+
+    def off_by_one(self) -> list[Path]:
+        """The canonical path with exactly one token replaced by two (DESIGN.md point 7)."""
+        canon, bounds, result = self.canonical, self.canonical_nodes, []
+        for pos, (start, stop) in enumerate(zip(bounds, bounds[1:])):
+            for first in self.out_arcs(start):
+                middle = int(self.arc_end[first])
+                if middle >= stop:
+                    continue
+                for second in self.out_arcs(middle):
+                    if self.arc_end[second] == stop:
+                        pair = (int(self.arc_token[first]), int(self.arc_token[second]))
+                        result.append(canon[:pos] + pair + canon[pos + 1 :])
+        return result
+
+    def rank(self, path: Path, max_len: int | None = None) -> int:
+        """The position of a path in the rank order of paths with at most max_len tokens."""
+        return self.index(max_len).rank(path)
+
+    def unrank(self, ranks: list[int], max_len: int | None = None) -> list[Path]:
+        """The paths at the given ranks (inverse of rank)."""
+        index = self.index(max_len)
+        return index.unrank(bigint.to_limbs(ranks, index.limbs)).tolist()
+
+    def enumerate(
+        self, max_len: int | None = None, budget: int = DEFAULT_ENUMERATION_BUDGET
+    ) -> list[Path]:
+        """Every path (of at most max_len tokens), refusing when there are more than budget."""
+        index = self.index(max_len)
+        if index.total > budget:
+            raise TooManyPathsError(
+                f"this text has {index.total:,} tokenizations"
+                + (f" of at most {max_len} tokens" if max_len is not None else "")
+                + f", more than the enumeration budget of {budget:,}; "
+                "use a shorter text, a smaller length bound, or sampling"
+            )
+        return index.unrank(bigint.to_limbs(range(index.total), index.limbs)).tolist()
+
+    def path_bytes(self, path: Path) -> bytes:
+        """The concatenated surfaces of a path."""
+        return b"".join(self.vocab.surface(t) for t in path)
+
+
+class PathIndex:
+    """Path counts and cumulative arc tables of a lattice for one length bound.
+
+    A state is (node, budget): the paths from the node to the end with at most ``budget``
+    tokens. Only budgets that some path can reach with some path left are stored (a band per
+    node), which keeps the table small for bounds near the canonical length. The unbounded index
+    has one budget per node and never spends it.
+    """
+
+    def __init__(self, lattice: Lattice, max_len: int | None) -> None:
+        self.lattice, self.max_len = lattice, max_len
+        self.bounded = max_len is not None
+        self._dec = 1 if self.bounded else 0
+        self.min_prefix, self.min_suffix = lattice.shortest
+        self._build_tables()
+
+    def _band(self, node: int) -> tuple[int, int]:
+        if not self.bounded:
+            return 0, 0
+        return int(self.min_suffix[node]), self.max_len - int(self.min_prefix[node])
+
+    def _build_tables(self) -> None:
+        lat = self.lattice
+        cells = sum(
+            max(0, hi - lo + 1) * len(lat.out_arcs(int(n)))
+            for n in lat.nodes
+            for lo, hi in [self._band(int(n))]
+        )
+        if cells > MAX_TABLE_CELLS:
+            raise TooManyPathsError(
+                f"counting paths of at most {self.max_len} tokens needs {cells:,} table cells "
+                f"(limit {MAX_TABLE_CELLS:,}); use a shorter text or a bound nearer the canonical length"
+            )
+        self.lo: dict[int, int] = {}
+        self.counts: dict[int, np.ndarray] = {}
+        self.cum: dict[int, np.ndarray] = {}
+        end_lo, end_hi = self._band(lat.end)
+        self.lo[lat.end] = end_lo
+        self.counts[lat.end] = np.array([1] * max(0, end_hi - end_lo + 1), dtype=object)
+        for node in lat.nodes[::-1].tolist():
+            if node == lat.end:
+                continue
+            lo, hi = self._band(node)
+            arcs = lat.out_arcs(node)
+            budgets = np.arange(lo, hi + 1)
+            contrib = np.zeros((len(budgets), len(arcs)), dtype=object)
+            for col, arc in enumerate(arcs):
+                target = int(lat.arc_end[arc])
+                rows = budgets - self._dec - self.lo[target]
+                ok = rows >= 0
+                contrib[ok, col] = self.counts[target][rows[ok]]
+            cum = np.zeros_like(contrib)
+            if len(arcs) > 1:
+                cum[:, 1:] = np.cumsum(contrib[:, :-1], axis=1)
+            self.lo[node] = lo
+            self.cum[node] = cum
+            self.counts[node] = cum[:, -1] + contrib[:, -1] if len(budgets) else contrib[:, 0]
+        top = self.max_len if self.bounded else 0
+        row = top - self.lo[0]
+        self.total = int(self.counts[0][row]) if 0 <= row < len(self.counts[0]) else 0
+        self.limbs = bigint.width(max(self.total, 1))
+
+    @cached_property
+    def _plan(self) -> list[tuple[int, int, int, np.ndarray | None]]:
+        """Per node with out arcs: (node, first arc, band start, cumulative limb table or None).
+
+        Nodes with a single arc need no comparison: their table is None.
+        """
+        lat, plan = self.lattice, []
+        for node in lat.nodes.tolist():
+            if node == lat.end:
+                continue
+            arcs = lat.out_arcs(node)
+            table = bigint.to_limbs(self.cum[node], self.limbs) if len(arcs) > 1 else None
+            plan.append((node, arcs.start, self.lo[node], table))
+        return plan
+
+    @cached_property
+    def _arc_of(self) -> dict[tuple[int, int], int]:
+        """(node, token id) -> arc index, for ranking."""
+        lat = self.lattice
+        return {(s, t): a for a, (s, t) in enumerate(zip(lat.arc_start.tolist(), lat.arc_token.tolist()))}
+
+    def rank(self, path: Path) -> int:
+        """The rank of a path; ValueError if it is not a path within the bound."""
+        lat, arc_of, node, budget, rank = self.lattice, self._arc_of, 0, self.max_len or 0, 0
+        for token in path:
+            arc = arc_of.get((node, token))
+            row = budget - self.lo.get(node, 0)
+            if arc is None or not 0 <= row < len(self.cum[node]):
+                raise ValueError(f"{path} is not a path of this lattice within the bound")
+            rank += self.cum[node][row, arc - lat.out_ptr[node]]
+            node, budget = int(lat.arc_end[arc]), budget - self._dec
+        if node != lat.end:
+            raise ValueError(f"{path} stops at byte {node}, before the end {lat.end}")
+        return int(rank)
+
+    def unrank(self, ranks: np.ndarray) -> PathBatch:
+        """Paths for an array of ranks in limb form, all at once.
+
+        One sweep over the nodes in byte order moves every sample sitting at a node along the
+        arc its remaining rank selects; the chosen arcs are then grouped by sample.
+        """
+        lat, k = self.lattice, len(ranks)
+        at = np.zeros(k, dtype=np.int64)
+        budget = np.full(k, self.max_len or 0, dtype=np.int64)
+        rest = ranks.copy()
+        visits, chosen = [], []
+        for node, first, lo, table in self._plan:
+            idx = np.flatnonzero(at == node)
+            if not idx.size:
+                continue
+            if table is None:
+                arcs = np.full(idx.size, first)
+            else:
+                rows = table[budget[idx] - lo]
+                left = rest[idx]
+                choice = bigint.less_equal(rows, left[:, None, :]).sum(axis=1) - 1
+                rest[idx] = bigint.subtract(left, rows[np.arange(idx.size), choice])
+                arcs = first + choice
+            visits.append(idx)
+            chosen.append(arcs)
+            budget[idx] -= self._dec
+            at[idx] = lat.arc_end[arcs]
+        if not visits:
+            return PathBatch(np.zeros(0, dtype=np.int64), np.zeros(k + 1, dtype=np.int64))
+        sample = np.concatenate(visits)
+        order = np.argsort(sample, kind="stable")
+        lengths = np.bincount(sample, minlength=k)
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        return PathBatch(lat.arc_token[np.concatenate(chosen)[order]], offsets)
+
+
+@dataclass(frozen=True, eq=False)
+class PathBatch:
+    """Many paths in one flat array: path i is ``ids[offsets[i]:offsets[i + 1]]``."""
+
+    ids: np.ndarray
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def __getitem__(self, i: int) -> Path:
+        return tuple(self.ids[self.offsets[i] : self.offsets[i + 1]].tolist())
+
+    def tolist(self) -> list[Path]:
+        """The paths as tuples of token ids."""
+        flat, bounds = self.ids.tolist(), self.offsets.tolist()
+        return [tuple(flat[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+    @classmethod
+    def concat(cls, batches: list[PathBatch]) -> PathBatch:
+        """One batch holding the paths of several, in order."""
+        ids = np.concatenate([b.ids for b in batches])
+        lengths = np.concatenate([b.lengths for b in batches])
+        return cls(ids, np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]))
+
+    @classmethod
+    def from_paths(cls, paths: list[Path]) -> PathBatch:
+        lengths = [len(p) for p in paths]
+        ids = np.fromiter((t for p in paths for t in p), dtype=np.int64, count=sum(lengths))
+        return cls(ids, np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]))
+
+
+def _shortest(lat: Lattice) -> tuple[np.ndarray, np.ndarray]:
+    """Fewest tokens from the start to each node, and from each node to the end."""
+    inf = np.iinfo(np.int64).max // 4
+    prefix = np.full(lat.end + 1, inf, dtype=np.int64)
+    suffix = np.full(lat.end + 1, inf, dtype=np.int64)
+    prefix[0], suffix[lat.end] = 0, 0
+    nodes = lat.nodes.tolist()
+    for node in nodes:
+        arcs = lat.out_arcs(node)
+        if arcs:
+            ends = lat.arc_end[arcs.start : arcs.stop]
+            np.minimum.at(prefix, ends, prefix[node] + 1)
+    for node in reversed(nodes):
+        arcs = lat.out_arcs(node)
+        if arcs:
+            suffix[node] = 1 + suffix[lat.arc_end[arcs.start : arcs.stop]].min()
+    return prefix, suffix
+
+
+def _char_spans(data: bytes) -> list[tuple[int, int]]:
+    """(start, end) byte offsets of each UTF-8 character."""
+    starts = [i for i, b in enumerate(data) if b & 0xC0 != 0x80]
+    return list(zip(starts, starts[1:] + [len(data)]))
+
+
+def _raw_arcs(data: bytes, vocab: Vocabulary, byte_fallback: ByteFallback) -> list[tuple[int, int, int]]:
+    """Every (start, end, token) whose surface equals data[start:end], before trimming."""
+    arcs = [(i, end, t) for i in range(len(data)) for end, t in vocab.matches(data, i)]
+    if vocab.has_byte_fallback:
+        for start, stop in _char_spans(data):
+            if byte_fallback == "everywhere" or not vocab.is_piece(data[start:stop]):
+                arcs.extend(
+                    (p, p + 1, vocab.byte_tokens[data[p]])
+                    for p in range(start, stop)
+                    if vocab.byte_tokens[data[p]] is not None
+                )
+    return sorted(set(arcs))
+
+
+def _trim(arcs: list[tuple[int, int, int]], end: int) -> list[tuple[int, int, int]]:
+    """Keep only arcs that lie on some path from byte 0 to the end."""
+    reach = {0}
+    for start, stop, _ in arcs:
+        if start in reach:
+            reach.add(stop)
+    coreach = {end}
+    for start, stop, _ in reversed(arcs):
+        if stop in coreach:
+            coreach.add(start)
+    return [a for a in arcs if a[0] in reach and a[1] in coreach]
+
+
+def _describe_mismatch(text: bytes, seen: bytes) -> str:
+    """Why the tokenizer's view of a text differs from the text, for an error message."""
+    at = next((i for i, (a, b) in enumerate(zip(text, seen)) if a != b), min(len(text), len(seen)))
+    got = text[at : at + 12].decode("utf-8", "replace")
+    saw = seen[at : at + 12].decode("utf-8", "replace")
+    return (
+        f"the tokenizer rewrites the text at byte {at} ({got!r} becomes {saw!r}); it normalizes "
+        "its input (lowercasing, Unicode normalization, or mapping U+2581 to a space), so no "
+        "lattice over the text as written would contain its canonical tokenization"
+    )
+
+
+def canonical_ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    """The tokenizer's own tokenization of a text, with special-token strings read as text."""
+    return tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+
+
+def build_lattice(
+    text: str,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    byte_fallback: ByteFallback = "unknown_chars",
+) -> Lattice:
+    """Build and check the lattice of a text (DESIGN.md points 3 and 4)."""
+    if not text:
+        raise EmptyTextError("the text is empty: type at least one character")
+    vocab = vocabulary(tokenizer)
+    canonical = tuple(canonical_ids(tokenizer, text))
+    unknown = [t for t in canonical if vocab.surfaces[t] is None]
+    if unknown:
+        raise UnrepresentableTextError(
+            f"the tokenizer cannot represent this text: it maps part of it to "
+            f"{tokenizer.convert_ids_to_tokens(unknown[:3])} (unknown or special tokens)"
+        )
+    raw = text.encode("utf-8")
+    seen = b"".join(vocab.surface(t) for t in canonical)
+    if seen == raw or (vocab.dummy_prefix and seen == b" " + raw):
+        data = seen
+    else:
+        raise NormalizationError(_describe_mismatch(raw, seen))
+    arcs = _trim(_raw_arcs(data, vocab, byte_fallback), len(data))
+    start, end, token = (np.array(col, dtype=np.int64) for col in zip(*arcs))
+    out_ptr = np.searchsorted(start, np.arange(len(data) + 2))
+    lattice = Lattice(text, data, vocab, start, end, token, out_ptr, canonical)
+    _check_canonical(lattice)
+    return lattice
+
+
+def _check_canonical(lat: Lattice) -> None:
+    """The canonical tokenization must be a path; anything else is a bug worth a clear error."""
+    node = 0
+    for token in lat.canonical:
+        nxt = [int(lat.arc_end[a]) for a in lat.out_arcs(node) if lat.arc_token[a] == token]
+        if not nxt:
+            raise UnrepresentableTextError(
+                f"the canonical token {token} ({lat.vocab.surface(token)!r}) at byte {node} is "
+                "not an arc of the lattice; the tokenizer uses a piece the lattice rules exclude"
+            )
+        node = nxt[0]
