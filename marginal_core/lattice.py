@@ -231,59 +231,78 @@ class PathIndex:
         return plan
 
     @cached_property
-    def _arc_of(self) -> dict[tuple[int, int], int]:
-        """(node, token id) -> arc index, for ranking."""
+    def _steps(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """(node, token id) -> (column in the node's table, next node), for ranking."""
         lat = self.lattice
-        return {(s, t): a for a, (s, t) in enumerate(zip(lat.arc_start.tolist(), lat.arc_token.tolist()))}
+        ptr = lat.out_ptr.tolist()
+        return {
+            (s, t): (a - ptr[s], e)
+            for a, (s, e, t) in enumerate(
+                zip(lat.arc_start.tolist(), lat.arc_end.tolist(), lat.arc_token.tolist())
+            )
+        }
+
+    @cached_property
+    def _cum_rows(self) -> dict[int, list[list[int]]]:
+        """The cumulative tables as nested Python lists: fast scalar access for ranking."""
+        return {node: table.tolist() for node, table in self.cum.items()}
 
     def rank(self, path: Path) -> int:
         """The rank of a path; ValueError if it is not a path within the bound."""
-        lat, arc_of, node, budget, rank = self.lattice, self._arc_of, 0, self.max_len or 0, 0
+        lat, steps, rows = self.lattice, self._steps, self._cum_rows
+        node, depth, rank = 0, 0, 0
         for token in path:
-            arc = arc_of.get((node, token))
-            row = budget - self.lo.get(node, 0)
-            if arc is None or not 0 <= row < len(self.cum[node]):
+            step = steps.get((node, token))
+            row = self._row(node, depth) if step is not None else -1
+            if not 0 <= row < len(rows.get(node, ())):
                 raise ValueError(f"{path} is not a path of this lattice within the bound")
-            rank += self.cum[node][row, arc - lat.out_ptr[node]]
-            node, budget = int(lat.arc_end[arc]), budget - self._dec
+            rank += rows[node][row][step[0]]
+            node, depth = step[1], depth + 1
         if node != lat.end:
             raise ValueError(f"{path} stops at byte {node}, before the end {lat.end}")
-        return int(rank)
+        return rank
+
+    def _row(self, node: int, depth: int) -> int:
+        """The table row of a node for a path that has used depth tokens so far."""
+        return self.max_len - depth - self.lo[node] if self.bounded else 0
 
     def unrank(self, ranks: np.ndarray) -> PathBatch:
         """Paths for an array of ranks in limb form, all at once.
 
         One sweep over the nodes in byte order moves every sample sitting at a node along the
-        arc its remaining rank selects; the chosen arcs are then grouped by sample.
+        arc its remaining rank selects, then the chosen arcs are scattered into place.
         """
         lat, k = self.lattice, len(ranks)
         at = np.zeros(k, dtype=np.int64)
-        budget = np.full(k, self.max_len or 0, dtype=np.int64)
+        depth = np.zeros(k, dtype=np.int64)
         rest = ranks.copy()
-        visits, chosen = [], []
+        visits, steps, chosen = [], [], []
         for node, first, lo, table in self._plan:
             idx = np.flatnonzero(at == node)
             if not idx.size:
                 continue
+            step = depth[idx]
             if table is None:
                 arcs = np.full(idx.size, first)
             else:
-                rows = table[budget[idx] - lo]
+                rows = table[self.max_len - lo - step] if self.bounded else table[np.zeros_like(step)]
                 left = rest[idx]
-                choice = bigint.less_equal(rows, left[:, None, :]).sum(axis=1) - 1
+                choice = np.zeros(idx.size, dtype=np.int64)
+                for col in range(1, rows.shape[1]):
+                    choice += bigint.less_equal(rows[:, col], left)
                 rest[idx] = bigint.subtract(left, rows[np.arange(idx.size), choice])
                 arcs = first + choice
             visits.append(idx)
+            steps.append(step)
             chosen.append(arcs)
-            budget[idx] -= self._dec
+            depth[idx] = step + 1
             at[idx] = lat.arc_end[arcs]
-        if not visits:
-            return PathBatch(np.zeros(0, dtype=np.int64), np.zeros(k + 1, dtype=np.int64))
-        sample = np.concatenate(visits)
-        order = np.argsort(sample, kind="stable")
-        lengths = np.bincount(sample, minlength=k)
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        return PathBatch(lat.arc_token[np.concatenate(chosen)[order]], offsets)
+        offsets = np.concatenate([[0], np.cumsum(depth)])
+        ids = np.empty(int(offsets[-1]), dtype=np.int64)
+        if visits:
+            where = offsets[np.concatenate(visits)] + np.concatenate(steps)
+            ids[where] = lat.arc_token[np.concatenate(chosen)]
+        return PathBatch(ids, offsets)
 
 
 @dataclass(frozen=True, eq=False)

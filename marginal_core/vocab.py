@@ -89,7 +89,8 @@ def fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     A tokenizer loaded from a local folder is keyed by its tokenizer.json's path, size and
     mtime (cheap); anything else by a hash of its full serialization (about 0.4 s for Gemma 3).
     """
-    file = Path(str(tokenizer.name_or_path)) / "tokenizer.json"
+    given = tokenizer.init_kwargs.get("tokenizer_file")
+    file = Path(given) if given else Path(str(tokenizer.name_or_path)) / "tokenizer.json"
     if file.is_file():
         stat = file.stat()
         key = f"{file.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{len(tokenizer)}"
@@ -199,26 +200,26 @@ def cache_dir() -> Path:
     return Path(os.environ.get("MARGINAL_CACHE", Path.home() / ".cache" / "marginal"))
 
 
+def load_vocabulary(tokenizer: PreTrainedTokenizerBase) -> Vocabulary:
+    """The vocabulary from the disk cache, building and storing it on a miss."""
+    path = cache_dir() / "vocab" / f"{fingerprint(tokenizer)}.v{_CACHE_VERSION}.pkl"
+    try:
+        return pickle.loads(path.read_bytes())
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
+        pass
+    vocab = Vocabulary.build(tokenizer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_bytes(pickle.dumps(vocab, protocol=pickle.HIGHEST_PROTOCOL))
+    tmp.replace(path)
+    return vocab
+
+
 _MEMORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def vocabulary(tokenizer: PreTrainedTokenizerBase) -> Vocabulary:
     """The vocabulary of a tokenizer, built once and cached in memory and on disk."""
-    cached = _MEMORY.get(tokenizer)
-    if cached is not None:
-        return cached
-    path = cache_dir() / "vocab" / f"{fingerprint(tokenizer)}.v{_CACHE_VERSION}.pkl"
-    vocab = None
-    if path.exists():
-        try:
-            vocab = pickle.loads(path.read_bytes())
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
-            vocab = None
-    if vocab is None:
-        vocab = Vocabulary.build(tokenizer)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(pickle.dumps(vocab, protocol=pickle.HIGHEST_PROTOCOL))
-        tmp.replace(path)
-    _MEMORY[tokenizer] = vocab
-    return vocab
+    if tokenizer not in _MEMORY:
+        _MEMORY[tokenizer] = load_vocabulary(tokenizer)
+    return _MEMORY[tokenizer]

@@ -1,0 +1,147 @@
+"""The `marginal` command line: one subcommand per view of a text's tokenizations.
+
+Every subcommand prints a readable summary, or one JSON object with ``--json`` (exact counts as
+decimal strings). Errors the user can fix print one line to standard error, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from marginal_core.errors import MarginalError
+from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
+from marginal_core.models import DEFAULT_MODEL, load_tokenizer
+from marginal_core.sampling import lattice_samples, num_candidates
+from marginal_core.vocab import vocabulary
+
+Command = Callable[[argparse.Namespace], dict[str, Any]]
+
+
+def read_text(value: str) -> str:
+    """The text argument, or standard input when it is '-' (one trailing newline dropped)."""
+    if value != "-":
+        return value
+    text = sys.stdin.read()
+    return text[:-1] if text.endswith("\n") else text
+
+
+class Timer:
+    """Collects named wall-clock durations in seconds."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, name: str, fn: Callable[[], Any]) -> Any:
+        start = time.perf_counter()
+        result = fn()
+        self.seconds[name] = round(time.perf_counter() - start, 6)
+        return result
+
+
+def load_lattice(args: argparse.Namespace, timer: Timer) -> Lattice:
+    """Tokenizer, vocabulary index and lattice for the command's text, each timed."""
+    tokenizer = timer("tokenizer_s", lambda: load_tokenizer(args.model))
+    timer("index_s", lambda: vocabulary(tokenizer))
+    return timer("lattice_s", lambda: build_lattice(read_text(args.text), tokenizer))
+
+
+def lattice_command(args: argparse.Namespace) -> dict[str, Any]:
+    """Sizes and exact counts of the lattice."""
+    lat = load_lattice(args, Timer())
+    bounded = lat.count(args.max_len) if args.max_len is not None else None
+    return {
+        "text": lat.text,
+        "model": args.model,
+        "num_nodes": lat.num_nodes,
+        "num_arcs": lat.num_arcs,
+        "num_paths": str(lat.count()),
+        "max_len": args.max_len,
+        "num_paths_max_len": None if bounded is None else str(bounded),
+        "canonical": list(lat.canonical),
+        "canonical_tokens": lat.pieces(lat.canonical),
+        "off_by_one": len(lat.off_by_one()),
+    }
+
+
+def sample_command(args: argparse.Namespace) -> dict[str, Any]:
+    """Algorithm 1's samples: the off-by-one set, then uniform paths of at most L tokens."""
+    timer = Timer()
+    lat = load_lattice(args, timer)
+    max_len = args.max_len if args.max_len is not None else lat.default_max_len()
+    samples = timer(
+        "sample_s", lambda: lattice_samples(lat, args.samples, max_len=max_len, seed=args.seed)
+    )
+    return {
+        "text": lat.text,
+        "model": args.model,
+        "max_len": max_len,
+        "seed": args.seed,
+        "canonical": list(lat.canonical),
+        "num_candidates": str(num_candidates(lat, max_len)),
+        "samples": [{"ids": list(s.ids), "kind": s.kind} for s in samples],
+        "timings": {k: timer.seconds[k] for k in ("index_s", "lattice_s", "sample_s")},
+    }
+
+
+def _summary(result: dict[str, Any]) -> str:
+    """A readable rendering of a command's result for the terminal."""
+    lines = []
+    for key, value in result.items():
+        if key == "samples":
+            lines.append(f"samples: {len(value)}")
+            lines.extend(f"  {s['kind']:<10} {s['ids']}" for s in value[:20])
+            if len(value) > 20:
+                lines.append(f"  ... {len(value) - 20} more (use --json for all)")
+        else:
+            lines.append(f"{key}: {value}")
+    return "\n".join(lines)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("text", help="the text, or - to read it from standard input")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"default: {DEFAULT_MODEL}")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="marginal", description="Marginalize LLMs over the tokenizations of a text."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    lat = sub.add_parser("lattice", help="count the tokenizations of a text")
+    _add_common(lat)
+    lat.add_argument("--max-len", type=int, help="also count paths of at most this many tokens")
+    lat.set_defaults(run=lattice_command)
+    smp = sub.add_parser("sample", help="draw Algorithm 1's sample of tokenizations")
+    _add_common(smp)
+    smp.add_argument("--samples", type=int, required=True, help="how many tokenizations (k)")
+    smp.add_argument(
+        "--max-len",
+        type=int,
+        help=f"length bound L (default: canonical length + {DEFAULT_LENGTH_MARGIN})",
+    )
+    smp.add_argument("--seed", type=int, default=0)
+    smp.set_defaults(run=sample_command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `marginal` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.run(args)
+    except MarginalError as err:
+        print(f"marginal: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, ensure_ascii=False) if args.json else _summary(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
