@@ -111,19 +111,37 @@ class Lattice:
         """The length bound used when none is given: canonical length plus a margin."""
         return len(self.canonical) + DEFAULT_LENGTH_MARGIN
 
-    def off_by_one(self) -> list[Path]:
-        """The canonical path with exactly one token replaced by two (DESIGN.md point 7)."""
-        canon, bounds, result = self.canonical, self.canonical_nodes, []
+    @cached_property
+    def splits(self) -> tuple[tuple[int, int, int], ...]:
+        """(canonical position, first arc, second arc) for every split of one canonical token."""
+        bounds, found = self.canonical_nodes, []
         for pos, (start, stop) in enumerate(zip(bounds, bounds[1:])):
             for first in self.out_arcs(start):
                 middle = int(self.arc_end[first])
-                if middle >= stop:
-                    continue
-                for second in self.out_arcs(middle):
-                    if self.arc_end[second] == stop:
-                        pair = (int(self.arc_token[first]), int(self.arc_token[second]))
-                        result.append(canon[:pos] + pair + canon[pos + 1 :])
-        return result
+                if middle < stop:
+                    found.extend(
+                        (pos, first, second)
+                        for second in self.out_arcs(middle)
+                        if self.arc_end[second] == stop
+                    )
+        return tuple(found)
+
+    def off_by_one(self) -> list[Path]:
+        """The canonical path with exactly one token replaced by two (DESIGN.md point 7)."""
+        return self.off_by_one_batch().tolist()
+
+    def off_by_one_batch(self) -> PathBatch:
+        """The off-by-one set as one array, built without a Python loop over tokens."""
+        width = len(self.canonical) + 1
+        split = np.array(self.splits, dtype=np.int64).reshape(-1, 3)
+        pos = split[:, :1]
+        canon = np.array(self.canonical, dtype=np.int64)
+        col = np.arange(width)
+        ids = np.where(col < pos, canon[np.minimum(col, width - 2)], canon[np.maximum(col - 1, 0)])
+        rows = np.arange(len(split))
+        ids[rows, split[:, 0]] = self.arc_token[split[:, 1]]
+        ids[rows, split[:, 0] + 1] = self.arc_token[split[:, 2]]
+        return PathBatch(ids.ravel(), np.arange(len(split) + 1, dtype=np.int64) * width)
 
     def rank(self, path: Path, max_len: int | None = None) -> int:
         """The position of a path in the rank order of paths with at most max_len tokens."""
@@ -261,6 +279,41 @@ class PathIndex:
         if node != lat.end:
             raise ValueError(f"{path} stops at byte {node}, before the end {lat.end}")
         return rank
+
+    def off_by_one_ranks(self) -> list[int]:
+        """Ranks of ``lattice.off_by_one()`` paths, in order, in O(1) each.
+
+        A split path shares the canonical prefix (at its own depth) and the canonical suffix
+        (one token deeper), so prefix and suffix sums of the canonical arcs' table entries give
+        every rank. Only valid when the bound admits the split paths (canonical length + 1).
+        """
+        lat, steps, rows = self.lattice, self._steps, self._cum_rows
+        nodes, canon = lat.canonical_nodes, lat.canonical
+        if self.bounded and len(canon) + 1 > self.max_len:
+            raise ValueError("off-by-one paths are longer than the length bound")
+
+        def entry(node: int, depth: int, column: int) -> int:
+            return rows[node][self._row(node, depth)][column]
+
+        columns = [steps[(node, token)][0] for node, token in zip(nodes, canon)]
+        before = [0]
+        for q, (node, col) in enumerate(zip(nodes, columns)):
+            before.append(before[-1] + entry(node, q, col))
+        after = [0]
+        for q in range(len(canon) - 1, -1, -1):
+            after.append(after[-1] + entry(nodes[q], q + 1, columns[q]))
+        after.reverse()
+        ptr = lat.out_ptr.tolist()
+        ranks = []
+        for pos, first, second in lat.splits:
+            middle = int(lat.arc_end[first])
+            ranks.append(
+                before[pos]
+                + entry(nodes[pos], pos, first - ptr[nodes[pos]])
+                + entry(middle, pos + 1, second - ptr[middle])
+                + after[pos + 1]
+            )
+        return ranks
 
     def _row(self, node: int, depth: int) -> int:
         """The table row of a node for a path that has used depth tokens so far."""

@@ -17,7 +17,7 @@ from typing import Literal
 import numpy as np
 
 from marginal_core import bigint
-from marginal_core.lattice import Lattice, Path, PathBatch
+from marginal_core.lattice import Lattice, Path, PathBatch, PathIndex
 
 SampleKind = Literal["canonical", "off_by_one", "uniform", "proxy", "exact"]
 
@@ -89,13 +89,16 @@ def sample_uniform(
     anyway). Where fewer than k paths remain, all of them are returned, in random order.
     """
     index = lattice.index(max_len)
-    excluded = sorted(
-        {index.rank(p) for p in exclude if max_len is None or len(p) <= max_len}
-    )
-    remaining = index.total - len(excluded)
+    excluded = {index.rank(p) for p in exclude if max_len is None or len(p) <= max_len}
+    return _draw(index, k, excluded, seed)
+
+
+def _draw(index: PathIndex, k: int, excluded: set[int], seed: int | None) -> PathBatch:
+    """Up to k distinct paths of an index, uniformly, never one whose rank is excluded."""
+    skip = sorted(excluded)
+    remaining = index.total - len(skip)
     draws = _shuffled_prefix(remaining, min(k, remaining), seed)
-    ranks = _skip_excluded(draws, excluded)
-    return index.unrank(bigint.to_limbs(ranks, index.limbs))
+    return index.unrank(bigint.to_limbs(_skip_excluded(draws, skip), index.limbs))
 
 
 def lattice_samples(
@@ -109,14 +112,18 @@ def lattice_samples(
     canonical path (DESIGN.md point 10). max_len defaults to ``lattice.default_max_len()``.
     """
     bound = lattice.default_max_len() if max_len is None else max_len
-    off = lattice.off_by_one()
-    paths = PathBatch.from_paths(off[:k])
+    off = lattice.off_by_one_batch()
+    paths = off if k >= len(off) else PathBatch.from_paths(off.tolist()[:k])
     if k > len(off):
-        drawn = sample_uniform(
-            lattice, k - len(off), max_len=bound, exclude=[lattice.canonical, *off], seed=seed
-        )
-        paths = PathBatch.concat([paths, drawn])
-    kinds = np.repeat(["off_by_one", "uniform"], [min(k, len(off)), len(paths) - min(k, len(off))])
+        index = lattice.index(bound)
+        excluded = set()
+        if len(lattice.canonical) <= bound:
+            excluded.add(index.rank(lattice.canonical))
+        if len(lattice.canonical) + 1 <= bound:
+            excluded.update(index.off_by_one_ranks())
+        paths = PathBatch.concat([paths, _draw(index, k - len(off), excluded, seed)])
+    first = min(k, len(off))
+    kinds = np.repeat(["off_by_one", "uniform"], [first, len(paths) - first])
     return SampleSet(paths, kinds)
 
 
