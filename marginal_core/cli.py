@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from marginal_core.errors import MarginalError
+from marginal_core.estimators import METHODS
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
 from marginal_core.models import DEFAULT_MODEL, load_tokenizer
 from marginal_core.sampling import lattice_samples, num_candidates
@@ -88,6 +89,51 @@ def sample_command(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def tqdm_progress(desc: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    """A (progress, close) pair drawing a tqdm bar on standard error."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True)
+
+    def update(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    return update, bar.close
+
+
+def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
+    """Estimate the marginal with each requested method."""
+    from marginal_core.estimators import Marginalizer
+    from marginal_core.models import load_model
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise MarginalError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+    lm = load_model(args.model, device=args.device)
+    context = read_text(args.context) if args.context is not None else None
+    marginalizer = Marginalizer(lm, read_text(args.text), context)
+    results = {}
+    for method in methods:
+        progress, close = tqdm_progress(method)
+        try:
+            results[method] = marginalizer.estimate(
+                method, samples=args.samples, max_len=args.max_len, seed=args.seed, progress=progress
+            ).summary()
+        finally:
+            close()
+    return {
+        "text": marginalizer.text,
+        "context": context,
+        "model": args.model,
+        "device": lm.device,
+        "log_p_canonical": marginalizer.log_p_canonical,
+        "methods": results,
+    }
+
+
 def _summary(result: dict[str, Any]) -> str:
     """A readable rendering of a command's result for the terminal."""
     lines = []
@@ -97,9 +143,22 @@ def _summary(result: dict[str, Any]) -> str:
             lines.extend(f"  {s['kind']:<10} {s['ids']}" for s in value[:20])
             if len(value) > 20:
                 lines.append(f"  ... {len(value) - 20} more (use --json for all)")
+        elif key == "methods":
+            lines.append(f"{'method':<10} {'log p(text)':>12} {'log p(non-canon.)':>18} "
+                         f"{'samples':>8} {'distinct':>8} {'seconds':>8} {'passes':>7}")
+            for name, row in value.items():
+                lines.append(
+                    f"{name:<10} {_num(row['log_marginal']):>12} {_num(row['log_noncanonical']):>18} "
+                    f"{row['num_samples']:>8} {row['num_distinct']:>8} {row['seconds']:>8.2f} "
+                    f"{row['forward_passes']:>7}"
+                )
         else:
             lines.append(f"{key}: {value}")
     return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "-inf" if value is None else f"{value:.4f}"
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -128,6 +187,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     smp.add_argument("--seed", type=int, default=0)
     smp.set_defaults(run=sample_command)
+    est = sub.add_parser("estimate", help="estimate the marginal probability of a text")
+    _add_common(est)
+    est.add_argument("--context", help="text the tokenizations are conditioned on (or -)")
+    est.add_argument("--methods", default="canonical,lattice,proxy", help=f"comma list of {','.join(METHODS)}")
+    est.add_argument("--samples", type=int, default=1000, help="samples per method (k)")
+    est.add_argument("--max-len", type=int, help="lattice length bound L")
+    est.add_argument("--seed", type=int, default=0)
+    est.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
+    est.set_defaults(run=estimate_command)
     return parser
 
 

@@ -1,0 +1,120 @@
+"""Where the probability mass sits, and how well the constrained LM ranks tokenizations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy.special import logsumexp
+from scipy.stats import spearmanr
+
+from marginal_core.estimators import Estimate
+from marginal_core.lattice import Lattice, Path
+
+
+def distinct(estimate: Estimate) -> pd.DataFrame:
+    """One row per distinct path: ids, kind, log p, log q (if known) and how often it was drawn."""
+    frame = pd.DataFrame(
+        {
+            "ids": estimate.paths.tolist(),
+            "kind": estimate.kinds,
+            "log_p": estimate.log_p,
+            "log_q": estimate.log_q if estimate.log_q is not None else np.nan,
+        }
+    )
+    counts = frame.groupby("ids", sort=False).size().rename("draws")
+    return frame.drop_duplicates("ids").join(counts, on="ids").reset_index(drop=True)
+
+
+def spearman(estimate: Estimate) -> tuple[float, int]:
+    """Spearman's rho between log p and log q over the distinct proxy samples, and their count.
+
+    NaN when fewer than three distinct paths were drawn (the paper's Table 1 statistic).
+    """
+    if estimate.log_q is None:
+        raise ValueError("Spearman's rho needs proxy samples (with log q)")
+    rows = distinct(estimate)
+    if len(rows) < 3:
+        return math.nan, len(rows)
+    return float(spearmanr(rows["log_p"], rows["log_q"]).statistic), len(rows)
+
+
+def boundaries(lattice: Lattice, path: Path) -> set[int]:
+    """Byte offsets where the path's tokens end (the end of the text excluded)."""
+    ends, at = set(), 0
+    for token in path[:-1]:
+        at += len(lattice.vocab.surface(token))
+        ends.add(at)
+    return ends
+
+
+def splits_from_canonical(lattice: Lattice, path: Path) -> int:
+    """How many token boundaries the path has that the canonical tokenization lacks.
+
+    Off-by-one paths have exactly one; a path that merges canonical tokens without adding a
+    boundary has none.
+    """
+    return len(boundaries(lattice, path) - boundaries(lattice, lattice.canonical))
+
+
+def _shares(groups: pd.Series, log_p: np.ndarray, log_total: float) -> pd.DataFrame:
+    """Log mass and share of the total per group."""
+    frame = pd.DataFrame({"group": groups, "log_p": log_p})
+    table = frame.groupby("group")["log_p"].agg(log_mass=logsumexp, paths="size").reset_index()
+    table["share"] = np.exp(table["log_mass"] - log_total)
+    return table
+
+
+def mass_by_length(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
+    """Mass of the found tokenizations (canonical included) by number of tokens."""
+    rows = _with_canonical(lattice, estimate)
+    lengths = rows["ids"].map(len).rename("tokens")
+    return _shares(lengths, rows["log_p"].to_numpy(), logsumexp(rows["log_p"])).rename(
+        columns={"group": "tokens"}
+    )
+
+
+def mass_by_splits(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
+    """Mass of the found tokenizations (canonical included) by splits from the canonical."""
+    rows = _with_canonical(lattice, estimate)
+    splits = rows["ids"].map(lambda p: splits_from_canonical(lattice, p))
+    return _shares(splits, rows["log_p"].to_numpy(), logsumexp(rows["log_p"])).rename(
+        columns={"group": "splits"}
+    )
+
+
+def mass_by_kind(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
+    """Mass on the canonical path, the off-by-one set and the rest, among what was found."""
+    rows = _with_canonical(lattice, estimate)
+    off = set(lattice.off_by_one())
+    kind = rows["ids"].map(
+        lambda p: "canonical" if p == lattice.canonical else "off_by_one" if p in off else "rest"
+    )
+    return _shares(kind, rows["log_p"].to_numpy(), logsumexp(rows["log_p"])).rename(
+        columns={"group": "kind"}
+    )
+
+
+def top_n_mass(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
+    """Cumulative share of the found mass held by the n most probable tokenizations."""
+    rows = _with_canonical(lattice, estimate).sort_values("log_p", ascending=False)
+    log_p = rows["log_p"].to_numpy()
+    cumulative = np.exp(np.logaddexp.accumulate(log_p) - logsumexp(log_p))
+    return pd.DataFrame({"n": np.arange(1, len(log_p) + 1), "cumulative_share": cumulative})
+
+
+def _with_canonical(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
+    """Distinct found paths plus the canonical one."""
+    rows = distinct(estimate)
+    if lattice.canonical not in set(rows["ids"]):
+        canonical = pd.DataFrame(
+            {"ids": [lattice.canonical], "kind": ["canonical"], "log_p": [estimate.log_p_canonical]}
+        )
+        rows = pd.concat([canonical, rows], ignore_index=True)
+    return rows
+
+
+def underestimates(proxy: Estimate, lattice: Estimate) -> bool:
+    """Whether the proxy's non-canonical estimate falls below the lattice lower bound."""
+    return proxy.log_noncanonical < lattice.log_noncanonical
