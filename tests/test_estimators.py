@@ -1,0 +1,111 @@
+"""The estimators against exact enumeration, with every path scored by a plain transformers loop."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import logsumexp
+
+from marginal_core import analysis
+from marginal_core.errors import TooManyPathsError
+from marginal_core.estimators import Marginalizer
+
+QUESTION = "Question: What is the capital of France?\nAnswer:"
+
+
+def brute_force_log_p(lm, context: list[int], path: tuple[int, ...]) -> float:
+    """log p(path | context) from one plain forward pass over context + path."""
+    ids = torch.tensor([list(context) + list(path)])
+    with torch.inference_mode():
+        logits = lm.model(ids).logits[0].float()
+    log_probs = torch.log_softmax(logits, dim=-1)
+    start = len(context) - 1
+    return sum(float(log_probs[start + i, t]) for i, t in enumerate(path))
+
+
+@pytest.fixture(scope="module", params=["smollm2-135m", "gemma3-270m"])
+def lm(request):
+    return request.getfixturevalue("smollm_model" if request.param.startswith("smol") else "gemma_model")
+
+
+@pytest.mark.parametrize("context", [None, QUESTION])
+def test_exact_equals_brute_force(lm, context):
+    m = Marginalizer(lm, " Paris", context)
+    paths = m.lattice.enumerate()
+    scores = {p: brute_force_log_p(lm, m.context_ids, p) for p in paths}
+    exact = m.exact()
+    assert exact.num_paths == len(paths) == m.lattice.count()
+    assert exact.num_samples == len(paths) - 1
+    assert m.log_p_canonical == pytest.approx(scores[m.lattice.canonical], abs=1e-4)
+    expected = logsumexp([s for p, s in scores.items() if p != m.lattice.canonical])
+    assert exact.log_noncanonical == pytest.approx(expected, abs=1e-4)
+    assert exact.log_marginal == pytest.approx(logsumexp(list(scores.values())), abs=1e-4)
+    for path, score in zip(exact.paths.tolist(), exact.log_p):
+        # fp32 logits: a path far down the tail (log p near -120) differs by up to ~2e-6 relative (fp32)
+        assert score == pytest.approx(scores[path], abs=1e-4, rel=3e-6)
+
+
+def test_lattice_estimate_is_a_growing_lower_bound(lm):
+    m = Marginalizer(lm, " Paris", QUESTION)
+    exact = m.exact()
+    previous = -math.inf
+    total = exact.num_samples
+    for k in [1, 2, 5, 10, total // 2, total, total + 5]:
+        est = m.lattice_estimate(k, seed=3)
+        assert est.num_samples == min(k, total)
+        assert est.num_distinct == est.num_samples
+        assert m.lattice.canonical not in set(est.paths.tolist())
+        assert est.log_noncanonical <= exact.log_noncanonical + 1e-6
+        assert est.log_noncanonical >= previous - 1e-9
+        assert np.all(np.diff(est.running) >= -1e-9)
+        previous = est.log_noncanonical
+    assert previous == pytest.approx(exact.log_noncanonical, abs=1e-6)
+
+
+def test_canonical_estimate_and_summary(smollm_model):
+    m = Marginalizer(smollm_model, " Paris", QUESTION)
+    est = m.canonical()
+    summary = est.summary()
+    assert summary["log_noncanonical"] is None
+    assert summary["log_marginal"] == pytest.approx(m.log_p_canonical)
+    assert est.forward_passes == 1
+
+
+def test_proxy_estimate_and_analyses(smollm_model):
+    m = Marginalizer(smollm_model, " Paris", QUESTION)
+    proxy = m.proxy(64, seed=1)
+    lattice = m.lattice_estimate(64, seed=1)
+    exact = m.exact()
+    assert proxy.num_samples == 64 and proxy.log_q is not None
+    assert np.all(proxy.log_q <= 1e-9)
+    rho, n = analysis.spearman(proxy)
+    assert n == proxy.num_distinct
+    assert math.isnan(rho) or -1 <= rho <= 1
+    assert analysis.underestimates(proxy, lattice) == (proxy.log_noncanonical < lattice.log_noncanonical)
+    by_kind = analysis.mass_by_kind(m.lattice, exact).set_index("kind")
+    assert by_kind["share"].sum() == pytest.approx(1.0)
+    assert by_kind.loc["off_by_one", "paths"] == len(m.lattice.off_by_one())
+    by_splits = analysis.mass_by_splits(m.lattice, exact).set_index("splits")
+    assert by_splits.loc[0, "paths"] == 1 and by_splits.loc[1, "paths"] >= len(m.lattice.off_by_one())
+    top = analysis.top_n_mass(m.lattice, exact)
+    assert top["cumulative_share"].iloc[-1] == pytest.approx(1.0)
+    assert np.all(np.diff(top["cumulative_share"]) >= 0)
+
+
+def test_cancelling_keeps_what_was_scored(smollm_model):
+    m = Marginalizer(smollm_model, " Paris", QUESTION)
+    calls = []
+    est = m.lattice_estimate(
+        20, seed=0, chunk=5, progress=lambda done, total: calls.append(done),
+        should_stop=lambda: len(calls) >= 2,
+    )
+    assert est.cancelled and est.num_samples == 10 and calls == [5, 10]
+
+
+def test_exact_refuses_large_lattices(smollm_model):
+    m = Marginalizer(smollm_model, "A sentence long enough to have very many tokenizations indeed.")
+    with pytest.raises(TooManyPathsError, match="enumeration budget"):
+        m.exact(budget=1000)

@@ -1,0 +1,212 @@
+"""Proxy importance sampling (DESIGN.md point 11) against brute force on real models.
+
+References are independent of marginal_core.proxy: every path of a short text is run through a
+plain transformers forward (context + path, no cache), which gives its log p and the logits at
+each of its prefixes; q renormalizes those logits over the next tokens that some allowed
+enumerated path takes after the same prefix.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import logsumexp
+from scipy.stats import chisquare
+
+from marginal_core.context import context_ids
+from marginal_core.lattice import build_lattice
+from marginal_core.proxy import ProxyResult, build_proposal, proposal_log_q, proxy_sample
+
+QUESTION, ANSWER = "Name a fruit:", " apple"  # 27 tokenizations under SmolLM2
+
+
+class Reference:
+    """Log p and teacher-forced log q of every path of one text, from plain forwards."""
+
+    def __init__(self, lm, context: str | None, text: str) -> None:
+        self.lm, self.ctx = lm, context_ids(lm.tokenizer, context)
+        self.lattice = build_lattice(text, lm.tokenizer)
+        self.paths = self.lattice.enumerate()
+        self.log_probs = {p: self._log_softmax(p) for p in self.paths}
+        self.log_p = {p: sum(float(lp[i, t]) for i, t in enumerate(p)) for p, lp in self.log_probs.items()}
+
+    def _log_softmax(self, path: tuple[int, ...]) -> torch.Tensor:
+        """Log-softmax over the vocabulary before each token of the path (one plain forward)."""
+        ids = torch.tensor([self.ctx + list(path)])
+        with torch.inference_mode():
+            logits = self.lm.model(input_ids=ids).logits[0, len(self.ctx) - 1 : -1]
+        return logits.double().log_softmax(-1)
+
+    def allowed_paths(self, include_canonical: bool) -> list[tuple[int, ...]]:
+        return [p for p in self.paths if include_canonical or p != self.lattice.canonical]
+
+    @cache
+    def log_q(self, include_canonical: bool) -> dict[tuple[int, ...], float]:
+        """q of each allowed path: the LM renormalized over next tokens of allowed paths."""
+        allowed = self.allowed_paths(include_canonical)
+        out = {}
+        for p in allowed:
+            lp, total = self.log_probs[p], 0.0
+            for i in range(len(p)):
+                nxt = sorted({a[i] for a in allowed if len(a) > i and a[:i] == p[:i]})
+                total += float(lp[i, p[i]] - torch.logsumexp(lp[i, nxt], 0))
+            out[p] = total
+        return out
+
+    def exact(self, include_canonical: bool = False) -> float:
+        return float(logsumexp([self.log_p[p] for p in self.allowed_paths(include_canonical)]))
+
+
+@pytest.fixture(scope="module")
+def ref(smollm_model) -> Reference:
+    return Reference(smollm_model, QUESTION, ANSWER)
+
+
+def check_samples(ref: Reference, res: ProxyResult, include_canonical: bool) -> None:
+    """Every sample is an allowed lattice path whose log p and log q match the references."""
+    log_q = ref.log_q(include_canonical)
+    paths = res.paths.tolist()
+    assert len(paths) == len(res.log_p) == len(res.log_q)
+    for path, lp, lq in zip(paths, res.log_p, res.log_q):
+        assert ref.lattice.path_bytes(path) == ref.lattice.data
+        assert path in log_q, f"{path} is not an allowed path"
+        assert lq == pytest.approx(log_q[path], abs=1e-4)
+        assert lp == pytest.approx(ref.log_p[path], abs=1e-3)
+    assert include_canonical or ref.lattice.canonical not in paths
+
+
+@pytest.mark.parametrize("include_canonical", [False, True])
+def test_samples_are_allowed_paths_with_exact_log_p_and_log_q(smollm_model, ref, include_canonical):
+    res = proxy_sample(smollm_model, ref.lattice, 200, ref.ctx, include_canonical=include_canonical, seed=1)
+    assert len(res) == 200 and not res.cancelled
+    check_samples(ref, res, include_canonical)
+    assert res.forward_passes == res.paths.lengths.max()  # the context, then one per later step
+    if include_canonical:
+        assert ref.lattice.canonical in res.paths.tolist()
+
+
+@pytest.mark.parametrize("include_canonical", [False, True])
+def test_proposal_sums_to_one_over_all_paths(smollm_model, ref, include_canonical):
+    lq = proposal_log_q(smollm_model, ref.lattice, ref.paths, ref.ctx, include_canonical=include_canonical)
+    assert math.exp(logsumexp(lq)) == pytest.approx(1.0, abs=1e-6)
+    brute = ref.log_q(include_canonical)  # shared prefixes come from separate forwards: fp32 noise
+    assert math.exp(logsumexp(list(brute.values()))) == pytest.approx(1.0, abs=1e-5)
+    for path, value in zip(ref.paths, lq):
+        if path in brute:
+            assert value == pytest.approx(brute[path], abs=1e-4)
+        else:
+            assert value == -math.inf  # the canonical path, excluded
+
+
+def test_only_the_canonical_path_is_excluded(ref):
+    excluding, including = build_proposal(ref.lattice), build_proposal(ref.lattice, include_canonical=True)
+    with pytest.raises(ValueError):
+        excluding.walk(ref.lattice.canonical)
+    assert len(including.walk(ref.lattice.canonical)) == len(ref.lattice.canonical) + 1
+    for path in ref.allowed_paths(False):
+        excluding.walk(path)
+
+
+def test_estimates_are_unbiased_and_draws_follow_q(smollm_model, ref):
+    exact = ref.exact()
+    runs = [proxy_sample(smollm_model, ref.lattice, 50, ref.ctx, seed=seed) for seed in range(30)]
+    estimates = np.exp([r.log_estimate - exact for r in runs])  # in units of the exact marginal
+    mean, se = estimates.mean(), estimates.std(ddof=1) / math.sqrt(len(estimates))
+    assert abs(mean - 1.0) < 3 * se, (mean, se)
+    assert se < 0.1  # the test has power: a 30 % bias would not pass
+    # Pooled draws follow q: chi-square goodness of fit, rare paths pooled into one bin.
+    log_q = ref.log_q(False)
+    drawn = [p for r in runs for p in r.paths.tolist()]
+    expected = {p: len(drawn) * math.exp(v) for p, v in log_q.items()}
+    big = [p for p, e in expected.items() if e >= 5]
+    counts = {p: 0 for p in log_q}
+    for p in drawn:
+        counts[p] += 1
+    observed = [counts[p] for p in big] + [sum(counts[p] for p in log_q if p not in big)]
+    wanted = np.array([expected[p] for p in big] + [sum(expected[p] for p in log_q if p not in big)])
+    wanted *= len(drawn) / wanted.sum()
+    assert chisquare(observed, wanted).pvalue > 1e-3
+
+
+def test_running_estimate_and_seeding(smollm_model, ref):
+    a = proxy_sample(smollm_model, ref.lattice, 40, ref.ctx, seed=7)
+    b = proxy_sample(smollm_model, ref.lattice, 40, ref.ctx, seed=7, batch_size=6)
+    assert a.paths.tolist() == b.paths.tolist()  # the draws do not depend on the batching
+    np.testing.assert_allclose(a.log_q, b.log_q, atol=1e-4)
+    running = a.running_log_estimates()
+    assert len(running) == 40
+    assert running[0] == pytest.approx(a.log_weights[0])
+    assert running[-1] == pytest.approx(a.log_estimate)
+    assert running[9] == pytest.approx(logsumexp(a.log_weights[:10]) - math.log(10))
+    assert b.forward_passes > a.forward_passes  # seven chunks of at most six samples
+
+
+class _OomAbove(torch.nn.Module):
+    """Wraps a model and raises an out-of-memory error on batches larger than a cap."""
+
+    def __init__(self, model: torch.nn.Module, cap: int) -> None:
+        super().__init__()
+        self.inner, self.cap, self.failures = model, cap, 0
+
+    def forward(self, input_ids, **kwargs):
+        if input_ids.shape[0] > self.cap:
+            self.failures += 1
+            raise torch.OutOfMemoryError("simulated: out of memory")
+        return self.inner(input_ids=input_ids, **kwargs)
+
+
+class _Wrapped:
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+
+
+def test_out_of_memory_halves_the_batch(smollm_model, ref):
+    wrapped = _OomAbove(smollm_model.model, cap=3)
+    res = proxy_sample(_Wrapped(wrapped), ref.lattice, 24, ref.ctx, seed=3, batch_size=64)
+    plain = proxy_sample(smollm_model, ref.lattice, 24, ref.ctx, seed=3)
+    assert wrapped.failures > 0
+    assert res.paths.tolist() == plain.paths.tolist()
+    np.testing.assert_allclose(res.log_p, plain.log_p, atol=1e-4)
+
+
+def test_progress_and_cancel(smollm_model, ref):
+    seen = []
+    res = proxy_sample(smollm_model, ref.lattice, 30, ref.ctx, seed=0, progress=lambda d, t: seen.append((d, t)))
+    assert seen[-1] == (30, 30) and all(t == 30 for _, t in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    stopped = proxy_sample(smollm_model, ref.lattice, 30, ref.ctx, seed=0, should_stop=lambda: True)
+    assert stopped.cancelled and len(stopped) == 0 and stopped.log_estimate == -math.inf
+    assert len(res) == 30 and not res.cancelled
+    done = [0]
+
+    def count(d: int, _total: int) -> None:
+        done[0] = d
+
+    part = proxy_sample(
+        smollm_model, ref.lattice, 30, ref.ctx, seed=0, batch_size=10, progress=count, should_stop=lambda: done[0] >= 10
+    )
+    assert part.cancelled and len(part) == 10  # whole chunks only
+    assert part.paths.tolist() == res.paths.tolist()[:10]
+
+
+def test_text_with_only_the_canonical_tokenization(smollm_model):
+    ctx = context_ids(smollm_model.tokenizer, QUESTION)
+    lattice = build_lattice("a", smollm_model.tokenizer)
+    assert lattice.count() == 1
+    none = proxy_sample(smollm_model, lattice, 5, ctx, seed=0)
+    assert len(none) == 0 and none.forward_passes == 0 and none.log_estimate == -math.inf
+    full = proxy_sample(smollm_model, lattice, 5, ctx, include_canonical=True, seed=0)
+    assert np.all(full.log_q == 0.0)  # q has no choice
+    exact = Reference(smollm_model, QUESTION, "a").log_p[lattice.canonical]
+    assert full.log_estimate == pytest.approx(exact, abs=1e-4)
+
+
+def test_scorer_agrees_on_log_p(smollm_model, ref):
+    scoring = pytest.importorskip("marginal_core.scoring")
+    res = proxy_sample(smollm_model, ref.lattice, 20, ref.ctx, seed=5)
+    scored = scoring.score_paths(smollm_model, res.paths, ref.ctx)
+    np.testing.assert_allclose(res.log_p, scored, atol=1e-3)
