@@ -1,0 +1,137 @@
+"""Benchmark of the estimators: lattice (Algorithm 1) against proxy importance sampling.
+
+For each model and text set, at equal k: wall time of each method and their ratio (measured
+in the same run), the estimate each reaches at equal wall time (the proxy's running estimate
+after the share of its samples it had drawn when the lattice method finished), each estimate's
+gap to exact where exact is feasible, and the share of texts where the proxy underestimates.
+Run: .venv/bin/python bench/estimators.py [--samples 1000] [--models gemma3-270m,smollm2-135m]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+
+import numpy as np
+
+from marginal_core.errors import TooManyPathsError
+from marginal_core.estimators import Marginalizer
+from marginal_core.models import load_model
+
+QUESTION = "Question: {q}\nAnswer:"
+QA = [
+    ("What is the capital of France?", " Paris"),
+    ("Which planet is known as the red planet?", " Mars"),
+    ("What do bees make?", " honey"),
+    ("Who wrote Romeo and Juliet?", " William Shakespeare"),
+    ("What is frozen water called?", " ice"),
+    ("How many legs does a spider have?", " eight legs"),
+    ("What gas do plants absorb from the air?", " carbon dioxide"),
+    ("What is the largest ocean on Earth?", " the Pacific Ocean"),
+    ("Which organ pumps blood through the body?", " the heart"),
+    ("What force keeps us on the ground?", " gravity"),
+    ("What is the boiling point of water at sea level?", " one hundred degrees Celsius"),
+    ("Which animal is known for its black and white stripes?", " the zebra"),
+    ("What instrument measures temperature?", " a thermometer"),
+    ("What is the main language spoken in Brazil?", " Portuguese"),
+    ("Which metal is liquid at room temperature?", " mercury"),
+    ("What do caterpillars turn into?", " butterflies or moths"),
+    ("Where do penguins mostly live?", " in the Southern Hemisphere"),
+    ("What causes tides in the ocean?", " the pull of the Moon"),
+    ("What is the hardest natural substance?", " diamond"),
+    ("Why do we see lightning before thunder?", " light travels faster than sound"),
+]
+SENTENCES = [
+    "The library opens at nine and closes at six on weekdays.",
+    "She folded the letter twice and slipped it into her coat pocket.",
+    "Heavy rain flooded the valley road for most of the afternoon.",
+    "Our neighbours adopted a grey kitten from the animal shelter.",
+    "The committee postponed its decision until the spring meeting.",
+    "He repaired the bicycle chain with a borrowed set of pliers.",
+    "Fresh bread from the corner bakery sells out before eight o'clock.",
+    "The orchestra rehearsed the second movement until it sounded right.",
+    "A narrow wooden bridge crosses the stream behind the old mill.",
+    "Volunteers planted two hundred oak saplings along the riverbank.",
+]
+
+
+def text_sets() -> dict[str, list[tuple[str | None, str]]]:
+    """(context, text) pairs: Q&A answers after their question, and plain sentences."""
+    return {
+        "qa": [(QUESTION.format(q=q), a) for q, a in QA],
+        "sentences": [(None, s) for s in SENTENCES],
+    }
+
+
+def run_case(lm, context: str | None, text: str, k: int, seed: int, exact_budget: int) -> dict:
+    """One text: lattice and proxy at equal k, exact where feasible."""
+    m = Marginalizer(lm, text, context)
+    m.log_p_canonical  # scored once, outside both methods' timings
+    lattice = m.lattice_estimate(k, seed=seed)
+    proxy = m.proxy(k, seed=seed)
+    drawn = max(1, min(len(proxy.running), round(len(proxy.running) * lattice.seconds / proxy.seconds)))
+    try:
+        exact = m.exact(budget=exact_budget).log_noncanonical
+    except TooManyPathsError:
+        exact = math.nan
+    return {
+        "lattice_s": lattice.seconds,
+        "proxy_s": proxy.seconds,
+        "lattice": lattice.log_noncanonical,
+        "proxy": proxy.log_noncanonical,
+        "proxy_same_time": float(proxy.running[drawn - 1]),
+        "exact": exact,
+        "underestimates": proxy.log_noncanonical < lattice.log_noncanonical,
+        "lattice_passes": lattice.forward_passes,
+        "proxy_passes": proxy.forward_passes,
+    }
+
+
+def _mean(values: list[float]) -> str:
+    finite = [v for v in values if math.isfinite(v)]
+    return f"{statistics.mean(finite):.3f}" if finite else "n/a"
+
+
+def summarize(model: str, name: str, rows: list[dict], k: int) -> list[str]:
+    """Markdown table rows for one model and text set."""
+    speedups = [r["proxy_s"] / r["lattice_s"] for r in rows]
+    gap = lambda key: [r[key] - r["exact"] for r in rows if math.isfinite(r["exact"])]  # noqa: E731
+    exact_n = sum(math.isfinite(r["exact"]) for r in rows)
+    return [
+        f"| {model} | {name} | {len(rows)} | {k} "
+        f"| {sum(r['lattice_s'] for r in rows):.1f} | {sum(r['proxy_s'] for r in rows):.1f} "
+        f"| {statistics.median(speedups):.1f}x ({min(speedups):.1f}-{max(speedups):.1f}) "
+        f"| {_mean([r['lattice'] for r in rows])} | {_mean([r['proxy_same_time'] for r in rows])} "
+        f"| {_mean([r['proxy'] for r in rows])} "
+        f"| {_mean(gap('lattice'))} / {_mean(gap('proxy'))} ({exact_n}) "
+        f"| {100 * np.mean([r['underestimates'] for r in rows]):.0f}% |"
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--samples", type=int, default=1000, help="k for both methods")
+    parser.add_argument("--models", default="gemma3-270m,smollm2-135m")
+    parser.add_argument("--sets", default="qa,sentences")
+    parser.add_argument("--limit", type=int, default=None, help="texts per set")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--exact-budget", type=int, default=2000)
+    args = parser.parse_args()
+    print(
+        "| model | texts | n | k | lattice s | proxy s | proxy/lattice time (median, range) "
+        "| lattice log p~ | proxy log p~ at lattice's time | proxy log p~ at k "
+        "| gap to exact: lattice / proxy (n exact) | proxy underestimates |"
+    )
+    print("|" + "---|" * 12)
+    for model in args.models.split(","):
+        lm = load_model(model)
+        for name in args.sets.split(","):
+            cases = text_sets()[name][: args.limit]
+            rows = [run_case(lm, c, t, args.samples, args.seed, args.exact_budget) for c, t in cases]
+            print("\n".join(summarize(model, name, rows, args.samples)), flush=True)
+    print("log p~ = mean log non-canonical marginal estimate; gaps are estimate minus exact (nats).")
+
+
+if __name__ == "__main__":
+    main()
