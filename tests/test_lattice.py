@@ -34,6 +34,7 @@ from tests.tokenizers import (
     UNSEEN_CHARACTERS,
     canonical,
     embedded,
+    examples,
     expected_data,
     llama_style,
     llama_with_unk,
@@ -42,7 +43,7 @@ from tests.tokenizers import (
     texts,
 )
 
-PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ENUMERATE_UP_TO = 3000  # paths; beyond this the checks unrank a sample of ranks instead
 
 
@@ -135,7 +136,7 @@ def test_lattice_matches_brute_force(embedded_tokenizer, text):
     check_against_reference(embedded_tokenizer, text)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=texts(max_chars=6))
 @example(text="Hello 日本")
 def test_byte_fallback_everywhere_matches_brute_force(embedded_tokenizer, text):
@@ -184,7 +185,7 @@ def test_every_sampled_path_spells_the_text(embedded_tokenizer, text):
 
 
 @given(prefix=texts(max_chars=4), suffix=st.text(max_size=3).filter(lambda s: SPACE_PIECE not in s))
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 def test_u2581_is_rejected_by_sentencepiece_tokenizers(prefix, suffix):
     """Gemma maps U+2581 to a space before tokenizing: no lattice over the written text exists."""
     text = prefix + SPACE_PIECE + suffix

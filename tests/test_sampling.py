@@ -19,10 +19,10 @@ from scipy import stats
 from marginal_core import bigint
 from marginal_core.lattice import build_lattice
 from marginal_core.sampling import lattice_samples, num_candidates, sample_uniform
-from tests.tokenizers import EMBEDDED, GEMMA, SMOL, embedded, reference, spells, texts
+from tests.tokenizers import EMBEDDED, GEMMA, SMOL, embedded, examples, reference, spells, texts
 
 P_MIN = 1e-3  # reject uniformity below this p-value
-PROPERTY = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def lattice(name: str, text: str):
@@ -364,7 +364,7 @@ def limb_values(draw, count=st.integers(1, 12)):
     return limbs, draw(st.lists(value, min_size=1, max_size=draw(count)))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(case=limb_values())
 def test_bigint_round_trip_and_width(case):
     limbs, values = case
@@ -382,7 +382,7 @@ def test_bigint_round_trip_and_width(case):
         assert w == 1 or v >= 2 ** (bigint.LIMB_BITS * (w - 1))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(case=limb_values(), data=st.data())
 def test_bigint_compare_and_subtract(case, data):
     limbs, a = case

@@ -18,6 +18,7 @@ This module is imported as ``tests.tokenizers``. Its name shadows the Hugging Fa
 from __future__ import annotations
 
 import functools
+import os
 import random
 import shutil
 import tempfile
@@ -264,6 +265,11 @@ def spells(tokenizer, text: str) -> bool:
 
 # --------------------------------------------------------------------------------------------
 # Text strategies
+
+
+def examples(n: int) -> int:
+    """n Hypothesis examples, times $MARGINAL_TEST_SCALE (default 1) for a deeper run."""
+    return max(1, round(n * float(os.environ.get("MARGINAL_TEST_SCALE", "1"))))
 
 # Fragments that stress the lattice: whitespace runs (Gemma has added tokens for runs of tabs
 # and newlines), emoji with joiners and variation selectors, CJK, combining marks, RTL text,
