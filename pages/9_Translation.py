@@ -1,0 +1,116 @@
+"""Translation reranking: candidates ranked by canonical probability vs. marginals (paper Table 4)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from marginal_core.tasks import mt
+from marginal_core.tasks.common import TASK_METHODS
+from marginal_core.tasks.report import (
+    choices_table, load_rows, mt_report, mt_sentences_table, read_items, samples_table,
+)
+from marginal_core.tasks.store import app_folder, read_samples
+from pages import _common as C
+
+LOCAL = "local file…"
+
+
+def main(inp: C.Inputs) -> None:
+    st.title("Translation reranking")
+    st.markdown(
+        "The model (sidebar) samples distinct candidate translations of each sentence after a zero-shot "
+        "prompt; each method keeps the candidate it finds most probable: **Canon** by the canonical "
+        "tokenization, **Lattice** and **Proxy** by the marginal over tokenizations. The kept "
+        "translations are scored against the references with **chrF** (COMET-22 is used only where "
+        "`unbabel-comet` and its model are installed). `en-de` and `en-cs` are 30 sentences each "
+        "shipped with the project."
+    )
+    with st.expander("Prompt"):
+        st.code(mt.PROMPT.format(src="English", tgt="German", source="{source}") + " {candidate}", language=None)
+    c = st.columns([2, 1, 1, 1, 1, 2])
+    choice = c[0].selectbox("Dataset", list(mt.PACKAGED) + [LOCAL], key="mt_dataset", bind="query-params")
+    dataset, target = choice, None
+    if choice == LOCAL:
+        d = st.columns(2)
+        dataset = d[0].text_input("Path to a .tsv or .jsonl file (source, reference)", key="mt_path").strip()
+        target = d[1].text_input("Target language", value="", key="mt_target",
+                                 help="e.g. German; read from the file name (en-de…) when empty.").strip() or None
+        if not dataset:
+            st.info("Type the path of a sentence file.")
+            C.stop()
+    limit = int(c[1].number_input("Sentences", min_value=1, max_value=2000, value=5, key="mt_limit", bind="query-params"))
+    n = int(c[2].number_input("Candidates", min_value=1, max_value=16, value=4, key="mt_candidates", bind="query-params"))
+    k = int(c[3].number_input("Samples k", min_value=1, max_value=10_000, value=32, key="mt_k", bind="query-params"))
+    seed = int(c[4].number_input("Seed", min_value=0, value=0, key="mt_seed", bind="query-params"))
+    methods = c[5].multiselect("Methods", list(TASK_METHODS), default=list(TASK_METHODS), key="mt_methods",
+                               bind="query-params")
+    if not methods:
+        st.info("Pick at least one method.")
+        C.stop()
+    try:
+        pairs, langs = mt.load_pairs(dataset, limit)
+        mt.languages_for(dataset, langs, target)
+    except Exception as exc:  # noqa: BLE001
+        C.show_error(exc, "loading the sentences")
+        C.stop()
+    folder = app_folder("mt", dataset=dataset, model=inp.model, samples=k, seed=seed, candidates=n, target=target)
+
+    b = st.columns([1, 1, 6])
+    run = b[0].button("▶ Run", type="primary", key="mt_run")
+    C.stop_button(b[1])
+    b[2].caption(f"{len(pairs)} sentences × {n} candidates × {len(methods)} methods · results in `{folder}`")
+    if run:
+        lm = C.model(inp.model, inp.device)
+        bar = st.progress(0.0, text="Generating and scoring…")
+
+        def progress(done: int, total: int, p) -> None:
+            bar.progress(done / max(total, 1), text=f"{done} of {total} sentences done"
+                         + (f" · last: {p.source[:80]}" if p else ""))
+
+        with C.guard("translating"):
+            mt.run_mt(dataset, folder, lm=lm, limit=limit, candidates=n, samples=k, methods=methods, seed=seed,
+                      target_language=target, progress=progress, show_bar=False)
+        bar.empty()
+
+    if not (folder / "rows.csv").is_file():
+        st.caption("Press Run to generate and rerank translations.")
+        return
+    report = mt_report(folder, sentences=[p.id for p in pairs], methods=methods)
+    if report["sentences"] < len(pairs):
+        st.warning(f"{report['sentences']} of {len(pairs)} sentences are done; press Run to continue.")
+    if not report["sentences"]:
+        return
+    m = st.columns(len(report["scores"]) + 2)
+    for i, (name, score) in enumerate(report["scores"].items()):
+        m[i].metric(f"{name} chrF", f"{score['chrf']:.1f}")
+    if report.get("speedup"):
+        m[-2].metric("lattice speedup", f"{report['speedup']:.2f}×", help="total proxy seconds / total lattice seconds")
+    if report.get("underestimation_ratio") is not None:
+        m[-1].metric("proxy < lattice", f"{100 * report['underestimation_ratio']:.1f}%",
+                     help="Share of candidates where proxy's non-canonical estimate is below the lattice lower bound.")
+    if report["metric"] != "COMET-22":
+        st.caption(f"Figures are chrF, not COMET-22 ({report['comet_note']}).")
+    with st.expander("Tables (as in the paper)"):
+        st.markdown(report["markdown"])
+
+    st.subheader("Sentences")
+    table = mt_sentences_table(folder, [p.id for p in pairs])
+    st.dataframe(table, hide_index=True)
+
+    st.subheader("One sentence")
+    items = read_items(folder)
+    done = [p for p in pairs if p.id in set(table["item"])]
+    p = st.selectbox("Sentence", done, format_func=lambda p: f"{p.index}: {p.source[:100]}", key="mt_pick")
+    if p is None:
+        return
+    st.markdown(f"**{p.source}**  \nReference: *{p.reference}*")
+    st.dataframe(choices_table(load_rows(folder), p.id), hide_index=True)
+    cands = items[p.id]["candidates"]
+    d = st.columns(2)
+    cand = d[0].selectbox("Candidate", range(len(cands)), format_func=lambda i: cands[i], key="mt_cand")
+    method = d[1].selectbox("Samples of", methods, key="mt_sample_method")
+    record = read_samples(folder, p.id).get((p.id, cand, method))
+    st.dataframe(samples_table(record, C.vocabulary(inp.model)), hide_index=True)
+
+
+C.run_page(main)
