@@ -60,6 +60,7 @@ class Proposal:
 
     @property
     def num_states(self) -> int:
+        """How many states the automaton has."""
         return len(self.final)
 
     @property
@@ -117,7 +118,8 @@ def build_proposal(lattice: Lattice, include_canonical: bool = False) -> Proposa
     on = {i: len(nodes) + i for i in range(len(canon) + 1)}  # (boundary i, on it) -> state
     rows: list[list[tuple[int, int]]] = []
     for node in nodes:
-        rows.append([(int(lattice.arc_token[a]), off[int(lattice.arc_end[a])]) for a in lattice.out_arcs(node)])
+        arcs = lattice.out_arcs(node)
+        rows.append([(int(lattice.arc_token[a]), off[int(lattice.arc_end[a])]) for a in arcs])
     for i, node in enumerate(bounds):
         row = []
         for a in lattice.out_arcs(node) if i < len(canon) else ():
@@ -150,8 +152,9 @@ class ProxyResult:
     """Proxy samples in sample order, with their log p and log q, and what they cost.
 
     ``forward_passes`` counts model calls (the context pass included); ``positions`` counts the
-    token positions those calls computed. ``cancelled`` is True when should_stop ended the run:
-    only whole chunks are kept then, so the samples stay an unbiased i.i.d. set.
+    token positions those calls computed; ``requested`` is the k asked for. ``cancelled`` is
+    True when should_stop ended the run: only whole chunks are kept then, so the samples stay an
+    unbiased i.i.d. set.
     """
 
     paths: PathBatch
@@ -165,6 +168,7 @@ class ProxyResult:
     cancelled: bool = False
 
     def __len__(self) -> int:
+        """How many samples were kept."""
         return len(self.log_p)
 
     @property
@@ -271,14 +275,29 @@ class _Tables:
 
 @dataclass
 class _Chunk:
-    """Per-sample outputs of one chunk of samples."""
+    """Per-sample outputs of one chunk of samples (tensors while running, numpy after)."""
 
-    tokens: np.ndarray  # [n, max_steps] token ids, -1 past the end
-    lengths: np.ndarray
-    log_p: np.ndarray
-    log_q: np.ndarray
-    forward_passes: int
-    positions: int
+    tokens: Any  # [n, max_steps] token ids, -1 past the end
+    lengths: Any
+    log_p: Any
+    log_q: Any
+    forward_passes: int = 0
+    positions: int = 0
+
+    @classmethod
+    def empty(cls, n: int, steps: int, device: torch.device) -> _Chunk:
+        """Accumulators for n samples of at most steps tokens."""
+        return cls(
+            torch.full((n, steps), -1, dtype=torch.long, device=device),
+            torch.zeros(n, dtype=torch.long, device=device),
+            torch.zeros(n, dtype=torch.float64, device=device),
+            torch.zeros(n, dtype=torch.float64, device=device),
+        )
+
+    def to_numpy(self) -> _Chunk:
+        """The same outputs as numpy arrays on the CPU."""
+        arrays = (t.cpu().numpy() for t in (self.tokens, self.lengths, self.log_p, self.log_q))
+        return _Chunk(*arrays, self.forward_passes, self.positions)
 
 
 class _Cancelled(Exception):
@@ -295,60 +314,91 @@ def _draw(
     return torch.minimum(choice, width[rows] - 1)
 
 
+@dataclass
+class _Rows:
+    """The distinct prefixes being extended: their proposal states and which one each sample has."""
+
+    state: torch.Tensor  # [R] proposal state of each row
+    of_sample: torch.Tensor  # [n_active] row of each active sample
+    active: torch.Tensor  # [n_active] sample indices still generating
+
+
+def _draw_step(
+    rows: _Rows, logits: torch.Tensor, tables: _Tables, uniforms: torch.Tensor, out: _Chunk, step: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw every active sample's next token; record it; return (allowed tokens [R, A], choice)."""
+    tok, width = tables.tokens[rows.state], tables.width[rows.state]
+    lp, lq = _step_log_probs(logits, tok, width)
+    r, active = rows.of_sample, rows.active
+    choice = _draw(lq, r, uniforms[active, step], width)
+    out.log_p[active] += lp[r, choice]
+    out.log_q[active] += lq[r, choice]
+    out.tokens[active, step] = tok[r, choice]
+    return tok, choice
+
+
+def _regroup(
+    rows: _Rows, tok: torch.Tensor, choice: torch.Tensor, tables: _Tables
+) -> tuple[_Rows, torch.Tensor, torch.Tensor]:
+    """Rows for the next step (one per distinct extended prefix), their parent rows and tokens."""
+    width = tok.shape[1]
+    uniq, of_sample = torch.unique(rows.of_sample * width + choice, return_inverse=True)
+    parent, col = uniq // width, uniq % width
+    state = tables.next_state[rows.state[parent], col]
+    return _Rows(state, of_sample, rows.active), parent, tok[parent, col]
+
+
+def _finish(
+    rows: _Rows, choice: torch.Tensor, tables: _Tables, out: _Chunk, step: int
+) -> tuple[_Rows, torch.Tensor, int]:
+    """Record samples that reached the end of the text and drop them from the active set."""
+    done = tables.final[tables.next_state[rows.state[rows.of_sample], choice]]
+    count = int(done.sum())
+    if not count:
+        return rows, choice, 0
+    out.lengths[rows.active[done]] = step + 1
+    keep = ~done
+    return _Rows(rows.state, rows.of_sample[keep], rows.active[keep]), choice[keep], count
+
+
+def _is_identity(parent: torch.Tensor, rows: int) -> bool:
+    """Whether the next rows are exactly the current rows in order (no cache regrouping needed)."""
+    if parent.numel() != rows:
+        return False
+    return not bool((parent != torch.arange(rows, device=parent.device)).any())
+
+
 def _run_chunk(
     model: torch.nn.Module,
     ctx: _Context,
     tables: _Tables,
     start: int,
     uniforms: torch.Tensor,
-    should_stop: Callable[[], bool] | None,
+    should_stop: Callable[[], bool],
     on_done: Callable[[int], None],
 ) -> _Chunk:
     """Draw len(uniforms) samples, advancing every distinct prefix one token per forward pass."""
-    device, n, steps = uniforms.device, uniforms.shape[0], uniforms.shape[1]
-    out_tokens = torch.full((n, steps), -1, dtype=torch.long, device=device)
-    lengths = torch.zeros(n, dtype=torch.long, device=device)
-    log_p = torch.zeros(n, dtype=torch.float64, device=device)
-    log_q = torch.zeros(n, dtype=torch.float64, device=device)
+    device, n = uniforms.device, uniforms.shape[0]
+    out = _Chunk.empty(n, uniforms.shape[1], device)
     cache, logits = copy.deepcopy(ctx.cache), ctx.logits
-    row_state = torch.tensor([start], device=device)
-    active = torch.arange(n, device=device)
-    sample_row = torch.zeros(n, dtype=torch.long, device=device)
-    passes, positions, step = 0, 0, 0
-    while True:
-        tok = tables.tokens[row_state]
-        width = tables.width[row_state]
-        lp, lq = _step_log_probs(logits, tok, width)
-        choice = _draw(lq, sample_row, uniforms[active, step], width)
-        r = sample_row
-        log_p[active] += lp[r, choice]
-        log_q[active] += lq[r, choice]
-        out_tokens[active, step] = tok[r, choice]
-        nxt = tables.next_state[row_state[r], choice]
-        done = tables.final[nxt]
-        step += 1
-        if bool(done.any()):
-            lengths[active[done]] = step
-            on_done(int(done.sum()))
-            keep = ~done
-            active, r, choice = active[keep], r[keep], choice[keep]
-        if not active.numel():
+    zeros = torch.zeros(n, dtype=torch.long, device=device)
+    rows = _Rows(torch.tensor([start], device=device), zeros, torch.arange(n, device=device))
+    for step in range(uniforms.shape[1]):
+        tok, choice = _draw_step(rows, logits, tables, uniforms, out, step)
+        rows, choice, finished = _finish(rows, choice, tables, out, step)
+        if finished:
+            on_done(finished)
+        if not rows.active.numel():
             break
-        if should_stop is not None and should_stop():
+        if should_stop():
             raise _Cancelled
-        key = r * tok.shape[1] + choice
-        uniq, sample_row = torch.unique(key, return_inverse=True)
-        parent, col = uniq // tok.shape[1], uniq % tok.shape[1]
-        feed = tok[parent, col]
-        row_state = tables.next_state[row_state[parent], col]
-        if parent.numel() != logits.shape[0] or not bool((parent == torch.arange(parent.numel(), device=device)).all()):
-            cache.reorder_cache(parent)
-        out = model(input_ids=feed[:, None], past_key_values=cache, use_cache=True)
-        cache, logits = out.past_key_values, out.logits[:, -1]
-        passes, positions = passes + 1, positions + int(feed.numel())
-    return _Chunk(
-        out_tokens.cpu().numpy(), lengths.cpu().numpy(), log_p.cpu().numpy(), log_q.cpu().numpy(), passes, positions
-    )
+        rows, parent, feed = _regroup(rows, tok, choice, tables)
+        if not _is_identity(parent, logits.shape[0]):
+            cache.reorder_cache(parent)  # regroup rows; drops finished and duplicated prefixes
+        result = model(input_ids=feed[:, None], past_key_values=cache, use_cache=True)
+        cache, logits = result.past_key_values, result.logits[:, -1]
+        out.forward_passes, out.positions = out.forward_passes + 1, out.positions + int(feed.numel())
+    return out.to_numpy()
 
 
 def _uniforms(k: int, steps: int, seed: int | None) -> torch.Tensor:
@@ -373,6 +423,57 @@ def _collect(chunks: list[_Chunk]) -> tuple[PathBatch, np.ndarray, np.ndarray]:
     return paths, np.concatenate([c.log_p for c in chunks]), np.concatenate([c.log_q for c in chunks])
 
 
+@dataclass
+class _Plan:
+    """What every chunk of one proxy_sample call shares."""
+
+    model: torch.nn.Module
+    ctx: _Context
+    tables: _Tables
+    start: int
+    uniforms: torch.Tensor
+    should_stop: Callable[[], bool] | None
+    progress: Callable[[int, int], None] | None
+    done: int = 0
+
+    def on_done(self, count: int) -> None:
+        """Count finished samples and report progress."""
+        self.done += count
+        if self.progress is not None:
+            self.progress(self.done, len(self.uniforms))
+
+    def stop_requested(self) -> bool:
+        """Whether the caller asked to cancel."""
+        return self.should_stop is not None and bool(self.should_stop())
+
+
+def _sample_chunks(plan: _Plan, batch_size: int) -> tuple[list[_Chunk], bool]:
+    """Run chunks of at most batch_size samples, halving it on out-of-memory; (chunks, cancelled)."""
+    k, device = len(plan.uniforms), plan.uniforms.device
+    chunks: list[_Chunk] = []
+    first, size = 0, batch_size
+    while first < k:
+        stop = min(k, first + size)
+        try:
+            chunk = _run_chunk(
+                plan.model, plan.ctx, plan.tables, plan.start, plan.uniforms[first:stop], plan.stop_requested,
+                plan.on_done,
+            )
+        except _Cancelled:
+            return chunks, True
+        except RuntimeError as exc:
+            if not _is_oom(exc) or size == 1:
+                raise
+            _free_memory(device)
+            plan.done, size = first, size // 2
+            continue
+        chunks.append(chunk)
+        first = stop
+        if first < k and plan.stop_requested():
+            return chunks, True
+    return chunks, False
+
+
 def proxy_sample(
     lm: Any,
     lattice: Lattice,
@@ -390,49 +491,25 @@ def proxy_sample(
     Samples are drawn in chunks of at most batch_size (halved on out-of-memory). Without
     include_canonical the canonical path is never drawn and the estimate is of the
     non-canonical marginal; a text whose only tokenization is canonical gets no samples.
+    progress(done, k) counts finished samples; should_stop() is polled before every pass.
     """
     t0 = time.perf_counter()
     if k < 0 or batch_size < 1:
         raise ValueError("k must be >= 0 and batch_size >= 1")
     proposal = build_proposal(lattice, include_canonical)
-    model, device = _hf_model(lm), _device(lm)
     chunks: list[_Chunk] = []
     passes = positions = 0
     cancelled = False
     if k and not proposal.empty:
-        uniforms = _uniforms(k, proposal.max_steps, seed).to(device)
-        tables = _Tables.of(proposal, device)
-        done = [0]
-
-        def on_done(count: int) -> None:
-            done[0] += count
-            if progress is not None:
-                progress(done[0], k)
-
+        model, device = _hf_model(lm), _device(lm)
         with torch.inference_mode():
             ctx = _encode_context(model, context, device)
-            passes, positions = 1, ctx.length
-            first, size = 0, batch_size
-            while first < k:
-                stop = min(k, first + size)
-                try:
-                    chunk = _run_chunk(model, ctx, tables, proposal.start, uniforms[first:stop], should_stop, on_done)
-                except _Cancelled:
-                    cancelled = True
-                    break
-                except RuntimeError as exc:
-                    if not _is_oom(exc) or size == 1:
-                        raise
-                    _free_memory(device)
-                    done[0] = first
-                    size //= 2
-                    continue
-                chunks.append(chunk)
-                passes, positions = passes + chunk.forward_passes, positions + chunk.positions
-                first = stop
-                if should_stop is not None and should_stop() and first < k:
-                    cancelled = True
-                    break
+            uniforms = _uniforms(k, proposal.max_steps, seed).to(device)
+            tables = _Tables.of(proposal, device)
+            plan = _Plan(model, ctx, tables, proposal.start, uniforms, should_stop, progress)
+            chunks, cancelled = _sample_chunks(plan, batch_size)
+        passes = 1 + sum(c.forward_passes for c in chunks)
+        positions = ctx.length + sum(c.positions for c in chunks)
     paths, log_p, log_q = _collect(chunks)
     return ProxyResult(
         paths, log_p, log_q, passes, positions, time.perf_counter() - t0, include_canonical, k, cancelled
@@ -460,21 +537,27 @@ def proposal_log_q(
     proposal = build_proposal(lattice, include_canonical)
     items = paths.tolist() if isinstance(paths, PathBatch) else [tuple(p) for p in paths]
     out = np.full(len(items), -math.inf)
-    walks = {}
-    for i, path in enumerate(items):
-        try:
-            walks[i] = proposal.walk(path) if not proposal.empty else None
-        except ValueError:
-            continue
-    todo = sorted((i for i, w in walks.items() if w is not None), key=lambda i: len(items[i]))
+    walks = {i: w for i, path in enumerate(items) if (w := _try_walk(proposal, path)) is not None}
+    todo = sorted(walks, key=lambda i: len(items[i]))
     if not todo:
         return out
     model, device = _hf_model(lm), _device(lm)
     with torch.inference_mode():
         ctx = _encode_context(model, context, device)
         for batch in _length_batches(todo, [len(items[i]) for i in todo], rows):
-            _score_batch(model, ctx, proposal, [items[j] for j in batch], [walks[j] for j in batch], out, batch)
+            chosen = [items[j] for j in batch]
+            _score_batch(model, ctx, proposal, chosen, [walks[j] for j in batch], out, batch)
     return out
+
+
+def _try_walk(proposal: Proposal, path: Path) -> list[int] | None:
+    """The states an allowed path visits, or None if the proposal never draws it."""
+    if proposal.empty:
+        return None
+    try:
+        return proposal.walk(path)
+    except ValueError:
+        return None
 
 
 def _length_batches(order: list[int], lengths: list[int], rows: int) -> list[list[int]]:
