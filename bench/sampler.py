@@ -12,7 +12,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, build_lattice
+from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, build_lattice, format_count
 from marginal_core.models import load_tokenizer
 from marginal_core.sampling import lattice_samples
 from marginal_core.vocab import Vocabulary, load_vocabulary
@@ -43,12 +43,6 @@ def exactly(text: str, length: int) -> str:
     return (text * (length // len(text) + 1))[:length]
 
 
-def scientific(n: int) -> str:
-    """An exact integer of any size in scientific notation (floats overflow past 1e308)."""
-    digits = str(n)
-    return f"{digits[0]}.{digits[1:4] or '0'}e{len(digits) - 1}"
-
-
 def measure(fn: Callable[[], object], runs: int) -> tuple[float, float]:
     """Median wall and CPU milliseconds of fn over runs calls."""
     wall, cpu = [], []
@@ -75,8 +69,8 @@ def bench_text(name: str, text: str, tokenizer, runs: int, samples: int) -> list
         ("text", f"{name}: {len(text)} chars, {len(lat.data)} bytes"),
         ("canonical tokens / L", f"{len(lat.canonical)} / {bound}"),
         ("nodes / arcs", f"{lat.num_nodes} / {lat.num_arcs}"),
-        ("paths (exact)", f"{scientific(total)} ({total.bit_length()} bits)"),
-        ("paths <= L", f"{scientific(bounded)} ({bounded.bit_length()} bits)"),
+        ("paths (exact)", f"{format_count(total)} ({total.bit_length()} bits)"),
+        ("paths <= L", f"{format_count(bounded)} ({bounded.bit_length()} bits)"),
         ("off-by-one set", str(len(lat.off_by_one()))),
         ("distinct samples drawn", str(len(drawn))),
     ]

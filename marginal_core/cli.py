@@ -201,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `marginal` console script."""
+    sys.set_int_max_str_digits(0)  # exact counts of long texts pass Python's 4,300-digit default
     args = build_parser().parse_args(argv)
     try:
         result = args.run(args)

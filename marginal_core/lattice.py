@@ -17,11 +17,12 @@ from transformers import PreTrainedTokenizerBase
 from marginal_core import bigint
 from marginal_core.errors import (
     EmptyTextError,
+    MarginalError,
     NormalizationError,
     TooManyPathsError,
     UnrepresentableTextError,
 )
-from marginal_core.vocab import ByteFallback, Vocabulary, vocabulary
+from marginal_core.vocab import SPACE_PIECE, ByteFallback, Vocabulary, vocabulary
 
 Path = tuple[int, ...]
 DEFAULT_LENGTH_MARGIN = 10
@@ -159,7 +160,7 @@ class Lattice:
         index = self.index(max_len)
         if index.total > budget:
             raise TooManyPathsError(
-                f"this text has {index.total:,} tokenizations"
+                f"this text has {format_count(index.total)} tokenizations"
                 + (f" of at most {max_len} tokens" if max_len is not None else "")
                 + f", more than the enumeration budget of {budget:,}; "
                 "use a shorter text, a smaller length bound, or sampling"
@@ -446,16 +447,65 @@ def _trim(arcs: list[tuple[int, int, int]], end: int) -> list[tuple[int, int, in
     return [a for a in arcs if a[0] in reach and a[1] in coreach]
 
 
-def _describe_mismatch(text: bytes, seen: bytes) -> str:
-    """Why the tokenizer's view of a text differs from the text, for an error message."""
-    at = next((i for i, (a, b) in enumerate(zip(text, seen)) if a != b), min(len(text), len(seen)))
-    got = text[at : at + 12].decode("utf-8", "replace")
-    saw = seen[at : at + 12].decode("utf-8", "replace")
-    return (
-        f"the tokenizer rewrites the text at byte {at} ({got!r} becomes {saw!r}); it normalizes "
-        "its input (lowercasing, Unicode normalization, or mapping U+2581 to a space), so no "
-        "lattice over the text as written would contain its canonical tokenization"
+def _quote(data: bytes, at: int, chars: int = 8) -> str:
+    """A few characters of data from the character holding byte ``at``."""
+    at = min(at, len(data))
+    while 0 < at < len(data) and data[at] & 0xC0 == 0x80:
+        at -= 1
+    return repr(data[at : at + 4 * chars].decode("utf-8", "replace")[:chars])
+
+
+def _dropped(expected: bytes, seen: bytes) -> list[int] | None:
+    """Byte offsets of expected that seen leaves out, if seen is expected minus some bytes."""
+    dropped, j = [], 0
+    for i, byte in enumerate(expected):
+        if j < len(seen) and seen[j] == byte:
+            j += 1
+        else:
+            dropped.append(i)
+    return dropped if j == len(seen) else None
+
+
+def _view_error(vocab: Vocabulary, expected: bytes, seen: bytes) -> MarginalError:
+    """Why the tokenizer's view of a text differs from it: dropped characters or normalization."""
+    space_piece = SPACE_PIECE.encode()
+    if vocab.family == "sentencepiece" and space_piece in expected:
+        return NormalizationError(
+            f"the text has U+2581 ('{SPACE_PIECE}') at byte {expected.find(space_piece)}, which "
+            "this SentencePiece-style tokenizer normalizes to a space, so no lattice over the "
+            "text as written exists; replace the character to go on"
+        )
+    dropped = _dropped(expected, seen)
+    if dropped:
+        chars = sorted({_quote(expected, at, 1) for at in dropped})
+        return UnrepresentableTextError(
+            f"the tokenizer cannot represent {', '.join(chars)}: it has no token for "
+            f"{'it' if len(chars) == 1 else 'them'} and silently drops {'it' if len(chars) == 1 else 'them'}"
+        )
+    at = next((i for i, (a, b) in enumerate(zip(expected, seen)) if a != b), min(len(expected), len(seen)))
+    return NormalizationError(
+        f"the tokenizer rewrites the text at byte {at} ({_quote(expected, at)} becomes "
+        f"{_quote(seen, at)}); it normalizes its input (lowercasing, Unicode normalization, or "
+        "mapping U+2581 to a space), so no lattice over the text as written would contain its "
+        "canonical tokenization"
     )
+
+
+def format_count(n: int) -> str:
+    """An exact count for people: grouped digits, or scientific notation past 30 digits.
+
+    Works beyond Python's 4,300-digit limit on int-to-str conversion.
+    """
+    if n < 10**30:
+        return f"{n:,}"
+    digits = n.bit_length() * 0.30103
+    exponent = int(digits) - 2
+    while n >= 10 ** (exponent + 3):
+        exponent += 1
+    while n < 10 ** (exponent + 2):
+        exponent -= 1
+    head = n // 10**exponent
+    return f"{head // 100}.{head % 100:02d}e{exponent + 2}"
 
 
 def canonical_ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
@@ -482,10 +532,10 @@ def build_lattice(
         )
     raw = text.encode("utf-8")
     seen = b"".join(vocab.surface(t) for t in canonical)
-    if seen == raw or (vocab.dummy_prefix and seen == b" " + raw):
-        data = seen
-    else:
-        raise NormalizationError(_describe_mismatch(raw, seen))
+    expected = b" " + raw if vocab.dummy_prefix and not raw.startswith(b" ") else raw
+    if seen not in (raw, b" " + raw if vocab.dummy_prefix else raw):
+        raise _view_error(vocab, expected, seen)
+    data = seen
     arcs = _trim(_raw_arcs(data, vocab, byte_fallback), len(data))
     start, end, token = (np.array(col, dtype=np.int64) for col in zip(*arcs))
     out_ptr = np.searchsorted(start, np.arange(len(data) + 2))
