@@ -18,6 +18,7 @@ from marginal_core.estimators import METHODS
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
 from marginal_core.models import DEFAULT_MODEL, load_tokenizer
 from marginal_core.sampling import lattice_samples, num_candidates
+from marginal_core.tasks.cli import add_commands as add_task_commands
 from marginal_core.vocab import vocabulary
 
 Command = Callable[[argparse.Namespace], dict[str, Any]]
@@ -136,6 +137,8 @@ def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
 
 def _summary(result: dict[str, Any]) -> str:
     """A readable rendering of a command's result for the terminal."""
+    if "table" in result:
+        return f"{result['table'].strip()}\n\nresults: {result['out']}"
     lines = []
     for key, value in result.items():
         if key == "samples":
@@ -196,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--seed", type=int, default=0)
     est.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
     est.set_defaults(run=estimate_command)
+    add_task_commands(sub)
     return parser
 
 
