@@ -1,41 +1,30 @@
-"""Streamlit home page (placeholder): pick a model and a text, see its canonical tokenization.
+"""The Streamlit app: `streamlit run app.py` (or `make app`).
 
-Run with `make app`. The views of the paper (lattice, samplers, mass, ...) live in pages/.
+This file is the router. It draws the inputs every view shares (model, device, text, context)
+in the sidebar, bound to the URL so that a link reproduces a view, and runs the chosen page from
+pages/. Each page shows its own errors as friendly messages, never a traceback.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from marginal_core.errors import MarginalError
-from marginal_core.models import DEFAULT_MODEL, EMBEDDED_MODELS, known_models, load_tokenizer
+st.set_page_config(page_title="marginal: tokenization marginals", page_icon=":material/join:", layout="wide")
 
-st.set_page_config(page_title="marginal", layout="wide")
-st.title("marginal")
-st.write(
-    "The probability a language model gives a text is a sum over **all** of its tokenizations, "
-    "not just the one the tokenizer picks. This app estimates that marginal without decoding, "
-    "by sampling tokenizations from the text's tokenization lattice."
-)
-st.caption(f"Default model: **{DEFAULT_MODEL}** ({EMBEDDED_MODELS[DEFAULT_MODEL].description}).")
+from pages import _common as C  # noqa: E402 -- after set_page_config
 
+PAGES = [
+    st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
+    st.Page("pages/lattice.py", title="Lattice", icon=":material/account_tree:"),
+    st.Page("pages/samplers.py", title="Samplers", icon=":material/casino:"),
+    st.Page("pages/mass.py", title="Probability mass", icon=":material/balance:"),
+    st.Page("pages/rank.py", title="Rank correlation", icon=":material/scatter_plot:"),
+    st.Page("pages/running.py", title="Running estimates", icon=":material/timeline:"),
+]
 
-@st.cache_resource(show_spinner="Loading the tokenizer...")
-def _tokenizer(name: str):
-    """The model's tokenizer, loaded once per server process."""
-    return load_tokenizer(name)
-
-
-model = st.selectbox("Model", known_models(), index=0)
-text = st.text_area("Text", value="Tokenization is not unique.")
-
-if text:
-    try:
-        tok = _tokenizer(model)
-    except MarginalError as err:
-        st.error(str(err))
-    else:
-        ids = tok(text, add_special_tokens=False)["input_ids"]
-        pieces = tok.convert_ids_to_tokens(ids)
-        st.write(f"Canonical tokenization: **{len(ids)} tokens**")
-        st.code(" | ".join(pieces), language=None)
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx as _g
+print("START", [k for k,v in _g().session_state._state._new_widget_state.items() if 'estimate' in k and v])
+page = st.navigation(PAGES)
+print("AFTER NAV", [k for k,v in _g().session_state._state._new_widget_state.items() if 'estimate' in k and v])
+with C.routed(C.sidebar_inputs()):
+    page.run()

@@ -34,16 +34,16 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from importlib.metadata import version as _dist_version
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 from urllib.parse import urlparse
 
-import torch
-import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
-from transformers.utils import logging as hf_logging
-
 from marginal_core.errors import MarginalError, UnknownModelError
+
+if TYPE_CHECKING:  # torch and transformers take seconds to import: only the loaders need them
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -205,7 +205,7 @@ def model_cache_dir(name: str) -> Path:
     version, so a changed file or library gets a fresh cache.
     """
     src = _resolve(name)
-    tf = transformers.__version__
+    tf = _dist_version("transformers")
     if src.gguf is not None:
         st = src.gguf.stat()
         base = src.name if is_embedded(src.name) else f"gguf-{_slug(str(src.gguf))}"
@@ -246,6 +246,8 @@ def _scratch(final: Path) -> Path:
 
 def resolve_device(device: str | None = None) -> str:
     """The device to run on: the given one, else cuda, then mps, then cpu."""
+    import torch
+
     if device:
         dev = torch.device(device)
         if dev.type == "cuda" and not torch.cuda.is_available():
@@ -262,6 +264,8 @@ def resolve_device(device: str | None = None) -> str:
 
 def default_dtype(device: str) -> torch.dtype:
     """fp32 on CPU (exact, and fast enough for small models); bf16 on an accelerator."""
+    import torch
+
     return torch.float32 if torch.device(device).type == "cpu" else torch.bfloat16
 
 
@@ -341,6 +345,8 @@ def _load_tokenizer_cache(folder: Path) -> PreTrainedTokenizerFast:
 
 def _convert_gguf_tokenizer(gguf: Path) -> PreTrainedTokenizerFast:
     """Convert the tokenizer stored in a GGUF file (slow: about 16 s for Gemma 3)."""
+    from transformers import AutoTokenizer
+
     return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
 
 
@@ -357,6 +363,8 @@ def _ensure_tokenizer_cache(src: _Source, folder: Path) -> bool:
 @functools.lru_cache(maxsize=None)
 def _load_tokenizer_memo(canonical: str) -> PreTrainedTokenizerFast:
     """load_tokenizer's body, memoized on the canonical model name."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
     src = _resolve(canonical)
     if src.gguf is not None:
         folder = model_cache_dir(canonical)
@@ -415,6 +423,9 @@ class LoadedModel:
 
 def _dequantize_gguf(gguf: Path) -> PreTrainedModel:
     """Load a GGUF model through transformers, dequantized to fp32 (slow: 15 to 50 s)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
     return AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
 
 
@@ -424,6 +435,9 @@ def _save_model_cache(model: PreTrainedModel, folder: Path, source: str) -> None
     A fresh model is built from the config without its GGUF quantization_config, the weights are
     copied in, and it is saved; tied weights (Gemma's lm_head = embed_tokens) stay tied.
     """
+    import torch
+    from transformers import AutoModelForCausalLM
+
     config = copy.deepcopy(model.config)
     if hasattr(config, "quantization_config"):
         del config.quantization_config
@@ -454,6 +468,8 @@ def _load_model_memo(
     canonical: str, device: str, dtype: torch.dtype, attn_implementation: str | None
 ) -> LoadedModel:
     """load_model's body, memoized on its resolved arguments."""
+    from transformers import AutoModelForCausalLM
+
     src = _resolve(canonical)
     tokenizer = _load_tokenizer_memo(canonical)
     kwargs: dict[str, object] = {"dtype": dtype}
@@ -555,7 +571,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}{default}: {EMBEDDED_MODELS[name].description}; {state} in {folder}")
         if args.warm:
             t0 = time.perf_counter()
-            hf_logging.set_verbosity_error()
             warm(args.names or None)
             print(f"caches warm in {time.perf_counter() - t0:.1f} s (cache root {cache_root()})")
     except MarginalError as exc:

@@ -16,6 +16,7 @@ combined tables of several folders (one row per model and dataset).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -236,6 +237,13 @@ def mt_selection(rows: pd.DataFrame, items: Sequence[str], method: str) -> dict[
             for item, g in part.groupby("item", sort=False)}
 
 
+@functools.lru_cache(maxsize=1)
+def _comet_model():  # pragma: no cover - needs unbabel-comet and its model
+    from comet import download_model, load_from_checkpoint
+
+    return load_from_checkpoint(download_model("Unbabel/wmt22-comet-da"))
+
+
 def comet22(sources: list[str], hyps: list[str], refs: list[str]) -> tuple[float | None, str]:
     """COMET-22 system score, or None and why not (unbabel-comet or its model missing)."""
     import importlib.util
@@ -243,9 +251,7 @@ def comet22(sources: list[str], hyps: list[str], refs: list[str]) -> tuple[float
     if importlib.util.find_spec("comet") is None:
         return None, "unbabel-comet is not installed"
     try:  # pragma: no cover - needs the package and the model
-        from comet import download_model, load_from_checkpoint
-
-        model = load_from_checkpoint(download_model("Unbabel/wmt22-comet-da"))
+        model = _comet_model()
         data = [{"src": s, "mt": h, "ref": r} for s, h, r in zip(sources, hyps, refs)]
         result = model.predict(data, batch_size=8, gpus=0, progress_bar=False)
         return float(result.system_score), "Unbabel/wmt22-comet-da"

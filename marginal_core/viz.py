@@ -1,0 +1,508 @@
+"""Figures and tables for the app: graphviz drawings of the lattice and plotly charts.
+
+Everything here is plain Python (graphviz, plotly, pandas), so it can be tested and reused
+without Streamlit; the pages only lay these objects out. Nothing here runs a model: callers pass
+lattices and :class:`~marginal_core.estimators.Estimate` objects in.
+
+Colours are fixed so that every view tells the same story: the canonical tokenization is blue,
+the off-by-one set orange, uniform lattice samples green, proxy samples purple, exact grey.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import graphviz
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from marginal_core.errors import MarginalError
+from marginal_core.lattice import Lattice, Path
+
+__all__ = [
+    "COLORS",
+    "MAX_DRAW_ARCS",
+    "TooLargeToDrawError",
+    "show_piece",
+    "format_count",
+    "format_log",
+    "segmented",
+    "chips_html",
+    "arc_roles",
+    "arcs_in_bound",
+    "arcs_frame",
+    "token_window",
+    "window_arcs",
+    "window_nodes",
+    "fit_window",
+    "lattice_graph",
+    "lattice_dot",
+    "dot_to_svg",
+    "samples_frame",
+    "length_histogram",
+    "mass_bar",
+    "top_n_figure",
+    "rank_scatter",
+    "RunTrace",
+    "running_figure",
+]
+
+COLORS = {
+    "canonical": "#1f77b4",
+    "off_by_one": "#ff7f0e",
+    "uniform": "#2ca02c",
+    "lattice": "#2ca02c",
+    "proxy": "#9467bd",
+    "exact": "#444444",
+    "rest": "#8c8c8c",
+    "other": "#4d4d4d",
+    "greyed": "#d0d0d0",
+}
+KIND_LABELS = {
+    "canonical": "canonical",
+    "off_by_one": "off-by-one",
+    "uniform": "uniform (length ≤ L)",
+    "rest": "rest",
+    "proxy": "proxy (constrained LM)",
+    "exact": "exact",
+}
+# Chip backgrounds for consecutive tokens (pastel, readable with dark text).
+CHIP_COLORS = ("#cfe3f7", "#fde2c8", "#d5f0d0", "#f6d3d8", "#e3d9f2", "#f7efc4", "#d2eeee")
+# Beyond this many arcs a drawing is an unreadable wall: callers draw a window instead.
+MAX_DRAW_ARCS = 250
+# Wider than this many nodes, a drawing scaled to a page's width has unreadable labels: the app
+# draws a window of the text by default.
+READABLE_NODES = 16
+
+
+class TooLargeToDrawError(MarginalError):
+    """The lattice (or window of it) has too many arcs to draw legibly."""
+
+
+# --------------------------------------------------------------------------------------------
+# Text helpers
+
+
+def show_piece(text: str) -> str:
+    """A token's text with invisible characters made visible (space ␣, newline ↵, tab ⇥)."""
+    return text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥").replace("\r", "␍")
+
+
+def segmented(lattice: Lattice, path: Path, sep: str = "|") -> str:
+    """A tokenization as one string with its token boundaries marked: ``␣The|␣cap|ital``."""
+    return sep.join(show_piece(p) for p in lattice.pieces(path))
+
+
+def chips_html(lattice: Lattice, path: Path | None = None, *, show_ids: bool = True) -> str:
+    """The tokens of a path (default: canonical) as coloured chips, one per token.
+
+    Each chip shows the token's text (spaces as ␣) and, below it, its id; hovering shows the
+    byte span. The result is self-contained HTML for ``st.html`` or a notebook.
+    """
+    path = lattice.canonical if path is None else path
+    chips, at = [], 0
+    for n, (token, piece) in enumerate(zip(path, lattice.pieces(path))):
+        width = len(lattice.vocab.surface(token))
+        color = CHIP_COLORS[n % len(CHIP_COLORS)]
+        label = html.escape(show_piece(piece))
+        sub = f'<span style="display:block;font-size:0.65em;color:#666">{token}</span>' if show_ids else ""
+        chips.append(
+            f'<span title="token {n + 1}: id {token}, bytes {at}–{at + width}" '
+            f'style="display:inline-block;background:{color};border:1px solid #9aa;'
+            f"border-radius:6px;padding:2px 6px;margin:2px 1px;font-family:monospace;"
+            f'font-size:1.05em;text-align:center;line-height:1.2">{label}{sub}</span>'
+        )
+        at += width
+    return '<div style="line-height:2.2">' + "".join(chips) + "</div>"
+
+
+def format_count(n: int) -> str:
+    """An exact count for people: digits with separators up to a billion, else a power of ten."""
+    if n < 10**9:
+        return f"{n:,}"
+    digits = str(n)
+    return f"{digits[0]}.{digits[1:3]} × 10^{len(digits) - 1}"
+
+
+def format_log(x: float, digits: int = 3) -> str:
+    """A natural log for display ('−inf' where no mass was found)."""
+    return f"{x:.{digits}f}" if math.isfinite(x) else "−inf"
+
+
+def _node_label(data: bytes, node: int) -> str:
+    """A node's label: its byte offset, and the characters either side of it (``e|P``)."""
+    before = data[max(0, node - 4) : node].decode("utf-8", "ignore")[-1:]
+    after = data[node : node + 4].decode("utf-8", "ignore")[:1]
+    inside = node < len(data) and (data[node] & 0xC0) == 0x80
+    mark = "·" if inside else "|"  # a boundary inside a multi-byte character (byte fallback)
+    return f"{node}\n{show_piece(before)}{mark}{show_piece(after)}"
+
+
+# --------------------------------------------------------------------------------------------
+# Arcs
+
+
+def arc_roles(lattice: Lattice) -> np.ndarray:
+    """Per arc: "canonical", "off_by_one" (an arc of a one-token split) or "other"."""
+    roles = np.full(lattice.num_arcs, "other", dtype=object)
+    for _, first, second in lattice.splits:
+        roles[first] = roles[second] = "off_by_one"
+    node = 0
+    for token in lattice.canonical:
+        for arc in lattice.out_arcs(node):
+            if int(lattice.arc_token[arc]) == token:
+                roles[arc] = "canonical"
+                node = int(lattice.arc_end[arc])
+                break
+    return roles
+
+
+def arcs_in_bound(lattice: Lattice, max_len: int | None) -> np.ndarray:
+    """Per arc: whether it lies on some path of at most max_len tokens (all True for None).
+
+    An arc i→j is on such a path iff the fewest tokens to reach i, plus one, plus the fewest
+    tokens from j to the end is at most max_len.
+    """
+    if max_len is None:
+        return np.ones(lattice.num_arcs, dtype=bool)
+    prefix, suffix = lattice.shortest
+    return prefix[lattice.arc_start] + 1 + suffix[lattice.arc_end] <= max_len
+
+
+def arcs_frame(lattice: Lattice, max_len: int | None = None) -> pd.DataFrame:
+    """Every arc as a table row: byte span, token id, piece, role and whether it fits in L."""
+    roles = arc_roles(lattice)
+    ok = arcs_in_bound(lattice, max_len)
+    prefix, suffix = lattice.shortest
+    return pd.DataFrame(
+        {
+            "start": lattice.arc_start,
+            "end": lattice.arc_end,
+            "token_id": lattice.arc_token,
+            "piece": [show_piece(p) for p in lattice.pieces(tuple(lattice.arc_token.tolist()))],
+            "role": roles,
+            "fewest_tokens_through": prefix[lattice.arc_start] + 1 + suffix[lattice.arc_end],
+            "within_L": ok,
+        }
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Windows over long texts
+
+
+def token_window(lattice: Lattice, first: int, count: int) -> tuple[int, int]:
+    """The byte span of canonical tokens first .. first + count - 1 (clamped to the text)."""
+    nodes = lattice.canonical_nodes
+    first = max(0, min(first, len(nodes) - 2))
+    last = max(first + 1, min(first + count, len(nodes) - 1))
+    return nodes[first], nodes[last]
+
+
+def window_arcs(lattice: Lattice, window: tuple[int, int] | None) -> np.ndarray:
+    """Per arc: whether it lies inside the byte window [start, end] (all True for None)."""
+    if window is None:
+        return np.ones(lattice.num_arcs, dtype=bool)
+    lo, hi = window
+    return (lattice.arc_start >= lo) & (lattice.arc_end <= hi)
+
+
+def window_nodes(lattice: Lattice, window: tuple[int, int] | None) -> int:
+    """How many lattice nodes lie inside the byte window (all of them for None)."""
+    if window is None:
+        return lattice.num_nodes
+    nodes = lattice.nodes
+    return int(((nodes >= window[0]) & (nodes <= window[1])).sum())
+
+
+def fit_window(
+    lattice: Lattice, max_arcs: int = MAX_DRAW_ARCS, first: int = 0, max_nodes: int | None = None
+) -> int:
+    """How many canonical tokens from token ``first`` on fit in one drawing.
+
+    A drawing fits when it has at most max_arcs arcs and (if given) at most max_nodes nodes.
+    Always at least one token (a single token can still be drawn when its span holds more arcs;
+    the caller then gets TooLargeToDrawError from lattice_graph).
+    """
+    total = len(lattice.canonical)
+    count = 1
+    while first + count < total:
+        window = token_window(lattice, first, count + 1)
+        if int(window_arcs(lattice, window).sum()) > max_arcs:
+            break
+        if max_nodes is not None and window_nodes(lattice, window) > max_nodes:
+            break
+        count += 1
+    return count
+
+
+# --------------------------------------------------------------------------------------------
+# The lattice drawing
+
+
+def lattice_graph(
+    lattice: Lattice,
+    *,
+    max_len: int | None = None,
+    window: tuple[int, int] | None = None,
+    max_arcs: int = MAX_DRAW_ARCS,
+) -> graphviz.Digraph:
+    """The lattice as a left-to-right graphviz drawing.
+
+    Nodes are byte offsets labelled with the text around them; arcs are labelled with their
+    token's piece. Canonical arcs are thick and blue, off-by-one split arcs orange, other arcs
+    dark grey. With ``max_len`` arcs on no path of at most that many tokens are greyed and
+    dashed. ``window`` (byte start, byte end) draws only the arcs inside that span. Raises
+    TooLargeToDrawError when more than ``max_arcs`` arcs would be drawn.
+    """
+    inside = window_arcs(lattice, window)
+    shown = int(inside.sum())
+    if shown > max_arcs:
+        raise TooLargeToDrawError(
+            f"the lattice {'window ' if window else ''}has {shown:,} arcs, more than the "
+            f"{max_arcs:,} that can be drawn legibly; draw a smaller window of the text"
+        )
+    roles, ok = arc_roles(lattice), arcs_in_bound(lattice, max_len)
+    canonical_nodes = set(lattice.canonical_nodes)
+    dot = graphviz.Digraph("lattice", graph_attr={"rankdir": "LR", "nodesep": "0.15", "ranksep": "0.35"})
+    dot.attr("node", shape="circle", fontname="Helvetica", fontsize="10", width="0.45", fixedsize="false", margin="0.02")
+    dot.attr("edge", fontname="Courier", fontsize="11", arrowsize="0.5")
+    arcs = np.flatnonzero(inside)
+    nodes = sorted(set(lattice.arc_start[arcs].tolist()) | set(lattice.arc_end[arcs].tolist()))
+    # An invisible chain through the nodes in byte order keeps them on one line, left to right,
+    # like a ruler under the text; arcs then bend over and under it.
+    for a, b in zip(nodes, nodes[1:]):
+        dot.edge(f"n{a}", f"n{b}", style="invis", weight="100")
+    for node in nodes:
+        canonical = node in canonical_nodes
+        dot.node(
+            f"n{node}",
+            _node_label(lattice.data, node),
+            color=COLORS["canonical"] if canonical else "#777777",
+            penwidth="2" if canonical else "1",
+            shape="doublecircle" if node in (0, lattice.end) else "circle",
+        )
+    for arc in arcs.tolist():
+        start, end, token = int(lattice.arc_start[arc]), int(lattice.arc_end[arc]), int(lattice.arc_token[arc])
+        role = roles[arc]
+        piece = show_piece(lattice.vocab.surface(token).decode("utf-8", "backslashreplace"))
+        attrs = {
+            "label": piece,
+            "tooltip": f"token {token} {piece!r}, bytes {start}–{end}, {role.replace('_', '-')}",
+            "color": COLORS[role],
+            "fontcolor": COLORS[role],
+            "penwidth": {"canonical": "3", "off_by_one": "1.8"}.get(role, "1"),
+            "class": role,
+        }
+        attrs["weight"] = "0"  # only the invisible chain decides the node order
+        if not ok[arc]:
+            attrs["style"] = "dashed"
+            attrs["class"] = f"{role} greyed"
+            if role != "canonical":
+                attrs["color"] = attrs["fontcolor"] = COLORS["greyed"]
+        dot.edge(f"n{start}", f"n{end}", **attrs)
+    return dot
+
+
+def lattice_dot(lattice: Lattice, **kwargs) -> str:
+    """The DOT source of :func:`lattice_graph` (same keyword arguments)."""
+    return lattice_graph(lattice, **kwargs).source
+
+
+def dot_to_svg(dot: str) -> bytes:
+    """Render DOT to SVG with the graphviz ``dot`` binary (graphviz.ExecutableNotFound without it)."""
+    return graphviz.Source(dot).pipe(format="svg")
+
+
+# --------------------------------------------------------------------------------------------
+# Samples as tables
+
+
+def samples_frame(lattice: Lattice, estimate=None, *, paths: Sequence[Path] | None = None, kinds=None) -> pd.DataFrame:
+    """One row per distinct tokenization: its segmented text, length and scores.
+
+    From an Estimate: log p, log q (proxy only) and how often it was drawn, in order of first
+    draw. From bare ``paths`` (unscored samples): only the text and the length.
+    """
+    if estimate is not None:
+        from marginal_core.analysis import distinct
+
+        rows = distinct(estimate)
+        frame = pd.DataFrame(
+            {
+                "tokenization": [segmented(lattice, p) for p in rows["ids"]],
+                "tokens": rows["ids"].map(len).to_numpy(),
+                "kind": rows["kind"].to_numpy(),
+                "log_p": rows["log_p"].to_numpy(),
+            }
+        )
+        if estimate.log_q is not None:
+            frame["log_q"] = rows["log_q"].to_numpy()
+            frame["draws"] = rows["draws"].to_numpy()
+        return frame
+    paths = list(paths or [])
+    frame = pd.DataFrame({"tokenization": [segmented(lattice, p) for p in paths], "tokens": [len(p) for p in paths]})
+    if kinds is not None:
+        frame["kind"] = list(kinds)
+    return frame
+
+
+# --------------------------------------------------------------------------------------------
+# Plotly figures
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 360) -> go.Figure:
+    fig.update_layout(
+        title=title,
+        xaxis_title=x,
+        yaxis_title=y,
+        height=height,
+        margin=dict(l=10, r=10, t=50, b=10),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
+    )
+    return fig
+
+
+def length_histogram(groups: Mapping[str, Sequence[int]], canonical_len: int | None = None) -> go.Figure:
+    """Bars of how many samples of each group have each number of tokens (one trace a group).
+
+    Group names that are sample kinds (off_by_one, uniform, proxy, ...) get their colours.
+    """
+    fig = go.Figure()
+    for name, lengths in groups.items():
+        values, counts = np.unique(np.asarray(list(lengths), dtype=int), return_counts=True)
+        fig.add_trace(
+            go.Bar(
+                x=values, y=counts, name=KIND_LABELS.get(name, name), marker_color=COLORS.get(name),
+                opacity=0.75,
+            )
+        )
+    if canonical_len is not None:
+        fig.add_vline(x=canonical_len, line_dash="dot", line_color=COLORS["canonical"],
+                      annotation_text="canonical", annotation_position="top")
+    fig.update_layout(barmode="group")
+    return _layout(fig, "Lengths of the samples", "tokens", "samples")
+
+
+def mass_bar(frame: pd.DataFrame, group: str, title: str) -> go.Figure:
+    """Share of the found probability mass per group (a frame from analysis.mass_by_*).
+
+    Bars are labelled with the share and hover shows the log mass and number of paths.
+    """
+    labels = [KIND_LABELS.get(str(g), str(g)) for g in frame[group]]
+    colors = [COLORS.get(str(g), COLORS["canonical"] if group == "kind" else "#5b8fc9") for g in frame[group]]
+    fig = go.Figure(
+        go.Bar(
+            x=labels if group == "kind" else frame[group],
+            y=frame["share"],
+            marker_color=colors,
+            text=[f"{s:.1%}" if s >= 0.001 else f"{s:.1e}" for s in frame["share"]],
+            textposition="outside",
+            customdata=np.stack([frame["log_mass"], frame["paths"]], axis=1),
+            hovertemplate="%{x}<br>share %{y:.3%}<br>log mass %{customdata[0]:.3f}<br>%{customdata[1]} paths<extra></extra>",
+            name="share",
+        )
+    )
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero")
+    x_title = {"kind": "", "tokens": "tokens in the tokenization", "splits": "splits from the canonical"}
+    return _layout(fig, title, x_title.get(group, group), "share of found mass")
+
+
+def top_n_figure(frame: pd.DataFrame) -> go.Figure:
+    """Cumulative share of the found mass held by the n most probable tokenizations."""
+    fig = go.Figure(go.Scatter(x=frame["n"], y=frame["cumulative_share"], mode="lines+markers",
+                               name="top n", marker=dict(size=4)))
+    fig.update_xaxes(type="log" if len(frame) > 30 else "linear")
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.05])
+    return _layout(fig, "Cumulative mass of the n most probable tokenizations", "n", "share of found mass")
+
+
+def rank_scatter(estimate, rho: float | None = None) -> go.Figure:
+    """log p against log q for the distinct proxy samples, with Spearman's rho in the title."""
+    from marginal_core.analysis import distinct, spearman
+
+    if estimate.log_q is None:
+        raise ValueError("a rank scatter needs proxy samples (with log q)")
+    rows = distinct(estimate)
+    if rho is None:
+        rho, _ = spearman(estimate)
+    fig = go.Figure(
+        go.Scatter(
+            x=rows["log_q"], y=rows["log_p"], mode="markers", name="distinct samples",
+            marker=dict(color=COLORS["proxy"], size=np.clip(4 + 2 * np.log2(rows["draws"]), 4, 16), opacity=0.7),
+            customdata=rows["draws"],
+            hovertemplate="log q %{x:.3f}<br>log p %{y:.3f}<br>drawn %{customdata}×<extra></extra>",
+        )
+    )
+    rho_text = "n/a (fewer than 3 distinct samples)" if rho is None or math.isnan(rho) else f"{rho:.3f}"
+    return _layout(fig, f"log p against log q — Spearman ρ = {rho_text} (n = {len(rows)})",
+                   "log q (constrained LM)", "log p (language model)")
+
+
+@dataclass(frozen=True)
+class RunTrace:
+    """One estimator's run for the running-estimate plots.
+
+    ``checkpoints`` are (samples done, seconds since the start) pairs, one per scored chunk;
+    ``running`` is the full log marginal after each sample.
+    """
+
+    label: str
+    running: np.ndarray
+    checkpoints: Sequence[tuple[int, float]]
+    color: str | None = None
+
+    @classmethod
+    def of(cls, estimate, checkpoints=None, label: str | None = None) -> RunTrace:
+        """From an Estimate (checkpoints default to one point at its end)."""
+        n = estimate.num_samples
+        return cls(
+            label or estimate.method,
+            estimate.running_marginal(),
+            list(checkpoints) if checkpoints else [(n, estimate.seconds)],
+            COLORS.get(estimate.method),
+        )
+
+
+def running_figure(
+    traces: Sequence[RunTrace],
+    *,
+    log_p_canonical: float,
+    log_exact: float | None = None,
+    x: str = "samples",
+) -> go.Figure:
+    """Running estimates of log p(text) against the number of samples or against seconds.
+
+    The canonical log probability (and the exact marginal where known) are horizontal lines.
+    """
+    if x not in ("samples", "seconds"):
+        raise ValueError("x must be 'samples' or 'seconds'")
+    fig = go.Figure()
+    for trace in traces:
+        if x == "samples":
+            xs, ys = np.arange(1, len(trace.running) + 1), trace.running
+        else:
+            points = [(s, n) for n, s in trace.checkpoints if 0 < n <= len(trace.running)]
+            xs = np.array([0.0] + [s for s, _ in points])
+            ys = np.array([log_p_canonical] + [trace.running[n - 1] for _, n in points])
+        fig.add_trace(
+            go.Scatter(x=xs, y=ys, mode="lines" if x == "samples" else "lines+markers", name=trace.label,
+                       line=dict(color=trace.color, width=2))
+        )
+    fig.add_hline(y=log_p_canonical, line_dash="dot", line_color=COLORS["canonical"],
+                  annotation_text="canonical", annotation_position="bottom right")
+    if log_exact is not None and math.isfinite(log_exact):
+        fig.add_hline(y=log_exact, line_dash="dash", line_color=COLORS["exact"],
+                      annotation_text="exact", annotation_position="top right")
+    # Invisible traces so that the reference lines appear in the legend too.
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="canonical",
+                             line=dict(color=COLORS["canonical"], dash="dot")))
+    if log_exact is not None and math.isfinite(log_exact):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="exact",
+                                 line=dict(color=COLORS["exact"], dash="dash")))
+    title = "Estimate of log p(text) against " + ("the number of samples" if x == "samples" else "time")
+    return _layout(fig, title, "samples" if x == "samples" else "seconds", "log p(text) (nats)")

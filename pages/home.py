@@ -1,0 +1,93 @@
+"""Home: the text's canonical tokenization, how many tokenizations it has, and its marginal."""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from marginal_core import app_state as S
+from marginal_core import viz
+from pages import _common as C
+
+
+def main(inp: C.Inputs) -> None:
+
+    st.title("How likely is a text — over *all* its tokenizations?")
+    st.markdown(
+        "A language model never sees text, only **tokens**. The tokenizer picks one way of cutting the "
+        "text into tokens (the *canonical* tokenization), but almost every text can be cut in a huge "
+        "number of other ways, and the model gives each of them some probability. The probability of "
+        "the **text** is the *marginal* over all of them:"
+    )
+    st.latex(r"p(s) \;=\; \sum_{t \,:\, \text{tokens } t \text{ spell } s} p(t) \;\ge\; p(t_{\text{canonical}})")
+    with st.expander("How is that sum estimated without decoding?", expanded=False):
+        st.markdown(
+            "- All tokenizations of a text form a **lattice**: a graph over the text's bytes whose arcs "
+            "are vocabulary tokens; every path from start to end is one tokenization (see *Lattice*).\n"
+            "- The paths can be **counted exactly** and **sampled uniformly** without the model.\n"
+            "- The **lattice estimator** (Algorithm 1 of the paper) takes the canonical tokenization "
+            "with one token split in two (the *off-by-one* set), then distinct paths drawn uniformly "
+            "from those of at most *L* tokens, and only **scores** them with the model in batched "
+            "passes. Their summed probability is a lower bound that only grows with more samples.\n"
+            "- The **proxy** baseline instead *generates* tokenizations with the model constrained to "
+            "the lattice and reweights them (importance sampling): one forward pass per token.\n\n"
+            "The other pages show the lattice, the samples, where the mass sits, how well the "
+            "constrained model ranks tokenizations, and how the estimates converge."
+        )
+
+    C.require_text(inp)
+    lat = C.require_lattice(inp)
+
+    st.subheader("Canonical tokenization")
+    if inp.context:
+        st.caption(f"Conditioned on the context: “{inp.context.strip()}”")
+    st.html(viz.chips_html(lat))
+
+    count = lat.count()
+    cols = st.columns(4)
+    cols[0].metric("Canonical tokens", len(lat.canonical), help="How many tokens the tokenizer uses.")
+    cols[1].metric("Bytes (UTF-8)", len(lat.data))
+    cols[2].metric("Tokenizations", viz.format_count(count), help=f"Exactly {count:,} paths through the lattice.")
+    cols[3].metric("Off-by-one", f"{len(lat.splits):,}", help="Canonical tokenization with one token split into two.")
+
+    st.subheader("Probability under the model")
+    m = C.require_marginalizer(inp)
+    with C.guard("scoring the canonical tokenization"):
+        lpc = m.log_p_canonical
+        c1, c2 = st.columns(2)
+        c1.metric("log p(canonical)", viz.format_log(lpc), help="Natural log of the canonical tokenization's probability.")
+        c2.metric("p(canonical)", f"{math.exp(lpc):.3g}")
+
+        row = st.columns([1, 1, 3], vertical_alignment="bottom")
+        k = row[0].number_input("Samples k", min_value=1, max_value=100_000, value=S.DEFAULT_SAMPLES, step=50,
+                            key="k", bind="query-params",
+                            help="Lattice samples (off-by-one first, then uniform, at most L = canonical + 10 tokens).")
+        bound = lat.default_max_len()
+        key = inp.key("lattice", int(k), bound, 0)
+        result = C.cached(key)
+        if result is None:
+            _b = row[1].button("Estimate the marginal", type="primary", key="estimate"); print("BUTTON", _b, C.cached(key) is None)
+            if _b:
+                result = C.run_stream(key, lambda: S.stream_lattice(m, int(k), max_len=bound, seed=0), "Scoring lattice samples")
+            elif (part := C.partial(key)) is not None:
+                result = part
+                st.warning(f"Stopped after {part.estimate.num_samples} of {part.total} samples; the numbers below are partial.")
+        if result is not None:
+            est = result.estimate
+            gain = est.log_marginal - lpc
+            outside = -math.expm1(-gain) if math.isfinite(gain) else 0.0
+            c = st.columns(4)
+            c[0].metric("log p(text) ≥", viz.format_log(est.log_marginal), delta=f"+{gain:.3f} nats vs canonical",
+                        help="Lattice estimate: canonical plus every non-canonical path found (a lower bound).")
+            c[1].metric("Mass off the canonical", f"{outside:.2%}", help="Share of the estimated marginal not on the canonical path.")
+            c[2].metric("Distinct paths scored", f"{est.num_distinct:,}")
+            c[3].metric("Seconds", f"{est.seconds:.1f}", help=f"{est.forward_passes} forward passes")
+            st.caption("Compare with the proxy baseline and the exact value on *Running estimates*.")
+
+    st.divider()
+    st.page_link("pages/lattice.py", label="See the lattice", icon=":material/account_tree:")
+    st.page_link("pages/running.py", label="Watch the estimates converge", icon=":material/timeline:")
+
+
+C.run_page(main)

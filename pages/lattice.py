@@ -1,0 +1,99 @@
+"""Lattice: every tokenization of the text as a path through a graph over its bytes."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from marginal_core import viz
+from pages import _common as C
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _svg(dot: str) -> bytes:
+    return viz.dot_to_svg(dot)
+
+
+
+def main(inp: C.Inputs) -> None:
+    st.title("The tokenization lattice")
+    st.markdown(
+        "Nodes are **byte offsets** of the text (labelled with the characters either side, `e|P`); an "
+        "arc from one offset to another is a **token** whose text is exactly that span. Every path from "
+        "the first node to the last spells the text, so every path is one tokenization. "
+        f"<span style='color:{viz.COLORS['canonical']}'>**Blue**</span>: the canonical tokenization; "
+        f"<span style='color:{viz.COLORS['off_by_one']}'>**orange**</span>: arcs of the off-by-one splits "
+        "(one canonical token cut in two); grey dashed: arcs on no path of at most *L* tokens.",
+        unsafe_allow_html=True,
+    )
+
+    lat = C.require_lattice(inp)
+    c = st.columns([1, 1, 1, 1, 1])
+    L = c[0].number_input(
+        "Length bound L", min_value=1, value=lat.default_max_len(), step=1, key="L", bind="query-params",
+        help="Grey out arcs that lie on no tokenization of at most L tokens. The samplers draw uniform "
+        f"paths of at most L tokens (default: canonical length + 10 = {lat.default_max_len()}).",
+    )
+    c[1].metric("Nodes", lat.num_nodes)
+    c[2].metric("Arcs", lat.num_arcs)
+    c[3].metric("Tokenizations", viz.format_count(lat.count()))
+    with C.guard("counting paths of at most L tokens"):
+        c[4].metric(f"… of ≤ {int(L)} tokens", viz.format_count(lat.count(int(L))))
+    if int(L) < lat.min_len:
+        st.warning(f"No tokenization has {int(L)} tokens or fewer (the shortest has {lat.min_len}): every arc is greyed.")
+    elif int(L) < len(lat.canonical):
+        st.info(f"The canonical tokenization has {len(lat.canonical)} tokens, more than L = {int(L)}: its arcs are dashed.")
+
+    window = None
+    too_big = lat.num_arcs > viz.MAX_DRAW_ARCS
+    if too_big or lat.num_nodes > viz.READABLE_NODES:
+        whole = st.toggle(
+            "Draw the whole lattice", value=False, disabled=too_big, key="whole", bind="query-params",
+            help=f"Up to {viz.MAX_DRAW_ARCS} arcs; wider drawings are scaled down to the page width.",
+        )
+        if too_big or not whole:
+            st.caption(
+                f"The whole lattice is {lat.num_nodes:,} nodes and {lat.num_arcs:,} arcs"
+                + (" — too many to draw legibly" if too_big else "")
+                + ", so a window of the text is drawn. Move it along the text with the controls "
+                "(arcs crossing its edges are left out)."
+            )
+            w = st.columns(2)
+            n = len(lat.canonical)
+            for name in ("first", "span"):  # a value kept from a longer text
+                if int(st.session_state.get(name) or 1) > n:
+                    st.session_state[name] = 1 if name == "first" else n
+            first = w[0].number_input("First canonical token", min_value=1, max_value=n, value=1, key="first",
+                                      bind="query-params")
+            fit = viz.fit_window(lat, first=int(first) - 1, max_nodes=viz.READABLE_NODES)
+            span = w[1].number_input("Canonical tokens shown", min_value=1, max_value=n, value=fit, key="span",
+                                     bind="query-params", help=f"{fit} fit in a readable drawing from here.")
+            window = viz.token_window(lat, int(first) - 1, int(span))
+            shown = lat.data[window[0]:window[1]].decode("utf-8", "replace")
+            st.markdown(f"Window: bytes {window[0]}–{window[1]}, `{viz.show_piece(shown)}`")
+
+    dot = None
+    try:
+        dot = viz.lattice_dot(lat, max_len=int(L), window=window)
+    except viz.TooLargeToDrawError as exc:
+        st.warning(f"{exc}.")
+    except Exception as exc:  # noqa: BLE001
+        C.show_error(exc, "drawing the lattice")
+    if dot is not None:
+        with C.guard("drawing the lattice"):
+            st.graphviz_chart(dot, width="content")
+        d = st.columns([1, 1, 5])
+        d[0].download_button("Download DOT", dot, file_name="lattice.dot", mime="text/vnd.graphviz", key="dl_dot")
+        try:
+            d[1].download_button("Download SVG", _svg(dot), file_name="lattice.svg", mime="image/svg+xml", key="dl_svg")
+        except Exception as exc:  # noqa: BLE001 -- no dot binary: DOT only
+            with d[1]:
+                C.show_error(exc, "rendering SVG")
+
+    st.subheader("Arcs")
+    frame = viz.arcs_frame(lat, int(L))
+    if window is not None and st.toggle("Only arcs inside the window", value=True, key="only_window"):
+        frame = frame[(frame["start"] >= window[0]) & (frame["end"] <= window[1])]
+    st.dataframe(frame, hide_index=True, height=320)
+
+
+C.run_page(main)

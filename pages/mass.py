@@ -1,0 +1,75 @@
+"""Probability mass: where the marginal sits among the tokenizations found."""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from marginal_core import analysis
+from marginal_core import app_state as S
+from marginal_core import viz
+from pages import _common as C
+
+
+def main(inp: C.Inputs) -> None:
+    st.title("Where the probability mass sits")
+    st.markdown(
+        "How much of the text's probability is on the canonical tokenization, on its one-token splits "
+        "(off-by-one) and on everything else? Shares are of the mass **found**: every tokenization "
+        "when the lattice is small enough to enumerate (exact), otherwise the lattice sampler's "
+        "samples (a lower bound of the rest)."
+    )
+
+    lat = C.require_lattice(inp)
+    count = lat.count()
+    feasible = S.exact_feasible(count)
+    c = st.columns(4)
+    exact = c[0].toggle("Exact (every tokenization)", value=feasible, disabled=not feasible, key="exact",
+                        help=f"Offered up to {S.APP_EXACT_BUDGET:,} tokenizations; this text has {viz.format_count(count)}.")
+    exact = bool(exact) and feasible
+    k = c[1].number_input("Lattice samples k", min_value=1, max_value=100_000, value=S.DEFAULT_SAMPLES, step=50,
+                          key="k", bind="query-params", disabled=exact)
+    L = c[2].number_input("Length bound L", min_value=1, value=lat.default_max_len(), key="L", bind="query-params",
+                          disabled=exact)
+    seed = c[3].number_input("Seed", min_value=0, value=0, key="seed", bind="query-params", disabled=exact)
+    k, L, seed = int(k), int(L), int(seed)
+
+    key = inp.key("exact") if exact else inp.key("lattice", k, L, seed)
+    result = C.cached(key)
+    if result is None:
+        label = "Score every tokenization" if exact else f"Score {k} lattice samples"
+        if st.button(label, type="primary", key="compute"):
+            m = C.require_marginalizer(inp)
+            with C.guard("scoring"):
+                stream = (lambda: S.stream_exact(m, budget=S.APP_EXACT_BUDGET)) if exact else (
+                    lambda: S.stream_lattice(m, k, max_len=L, seed=seed))
+                result = C.run_stream(key, stream, "Scoring")
+        else:
+            st.caption("Press the button to score the tokenizations with the model.")
+            C.stop()
+
+    if result is None:
+        C.stop()
+    est = result.estimate
+    by_kind = analysis.mass_by_kind(lat, est)
+    share = dict(zip(by_kind["kind"], by_kind["share"]))
+    m = st.columns(4)
+    m[0].metric("log p(text)" + (" (exact)" if exact else " ≥"), viz.format_log(est.log_marginal))
+    m[1].metric("Canonical share", f"{share.get('canonical', 0):.2%}")
+    m[2].metric("Off-by-one share", f"{share.get('off_by_one', 0):.2%}")
+    m[3].metric("Rest", f"{share.get('rest', 0):.2%}", help=f"{est.num_distinct:,} non-canonical tokenizations scored")
+
+    a, b = st.columns(2)
+    a.plotly_chart(viz.mass_bar(by_kind, "kind", "Canonical, off-by-one and the rest"), key="kind")
+    b.plotly_chart(viz.top_n_figure(analysis.top_n_mass(lat, est)), key="topn")
+    a, b = st.columns(2)
+    a.plotly_chart(viz.mass_bar(analysis.mass_by_length(lat, est), "tokens", "Mass by length"), key="length")
+    b.plotly_chart(viz.mass_bar(analysis.mass_by_splits(lat, est), "splits", "Mass by splits from the canonical"),
+                   key="splits")
+    if not exact and math.isfinite(est.log_noncanonical):
+        st.caption("Sampled shares over-weight the canonical path: the rest of the lattice holds more mass than the "
+                   "samples found. Switch to exact on a short text to see the true shares.")
+
+
+C.run_page(main)

@@ -1,0 +1,212 @@
+"""Every page of the Streamlit app, driven headless with streamlit.testing.v1.AppTest.
+
+The pages run with the embedded SmolLM2 135M (fast) and tiny sample sizes set through the URL,
+as a shared link would; the home page also runs once with the default Gemma 3 270M. Each test
+checks that numbers and figures appear and that nothing raised. Models are loaded once per
+process (Streamlit's resource cache and the library's own memo), so only the first test pays.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from marginal_core import viz
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+SMOL = "smollm2-135m"
+SHORT = " Paris."  # 30 tokenizations under SmolLM2: small enough for exact
+
+
+def app(page: str | None = None, **params: str) -> AppTest:
+    """An AppTest of app.py with URL parameters, run once, then switched to a page and run."""
+    at = AppTest.from_file(APP, default_timeout=600)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def assert_clean(at: AppTest) -> None:
+    """No exception element and no error message on the page."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def plotly(at: AppTest) -> list[dict]:
+    import json
+
+    return [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+
+
+def click(at: AppTest, key: str) -> AppTest:
+    at.button(key=key).click().run()
+    return at
+
+
+# --------------------------------------------------------------------------------------------
+# Home
+
+
+def test_home_with_the_default_model_counts_scores_and_estimates():
+    from marginal_core import app_state
+    from marginal_core.estimators import Marginalizer
+    from marginal_core.models import load_model
+
+    at = app(k="8")
+    assert_clean(at)
+    assert at.sidebar.selectbox(key="model").value == "gemma3-270m"
+    m = Marginalizer(load_model("gemma3-270m"), app_state.DEFAULT_TEXT, app_state.DEFAULT_CONTEXT)
+    shown = metrics(at)
+    assert shown["Tokenizations"] == viz.format_count(m.lattice.count())
+    assert shown["Canonical tokens"] == str(len(m.lattice.canonical))
+    assert shown["log p(canonical)"] == viz.format_log(m.log_p_canonical)
+    html = "".join(e.proto.body for e in at.get("html"))
+    assert html.count("<span title=") == len(m.lattice.canonical)
+    click(at, "estimate")
+    assert_clean(at)
+    shown = metrics(at)
+    estimate = float(shown["log p(text) ≥"])
+    assert estimate >= m.log_p_canonical - 1e-3
+    assert shown["Distinct paths scored"] == "8"
+
+
+def test_home_bad_inputs_give_friendly_messages():
+    at = app(model=SMOL, text="")
+    assert not at.exception
+    assert any("text is empty" in e.value for e in at.error)
+    at = app(model="no-such-org/no-such-model-xyz", text="hello")
+    assert not at.exception
+    assert any("cannot load model" in e.value for e in at.error)
+    assert "Tokenizations" not in metrics(at)
+
+
+# --------------------------------------------------------------------------------------------
+# Lattice
+
+
+def test_lattice_page_draws_the_lattice_with_downloads_and_arcs():
+    at = app("pages/lattice.py", model=SMOL, text=SHORT)
+    assert_clean(at)
+    (chart,) = at.get("graphviz_chart")
+    dot = chart.proto.spec
+    assert dot.startswith("digraph") and "class=canonical" in dot and "off_by_one" in dot
+    assert metrics(at)["Tokenizations"] == "30"
+    assert len(at.get("download_button")) == 2
+    (arcs,) = at.dataframe
+    assert len(arcs.value) == int(metrics(at)["Arcs"])
+    # A small length bound greys arcs out and says so.
+    at.number_input(key="L").set_value(2).run()
+    assert_clean(at)
+    assert "greyed" in at.get("graphviz_chart")[0].proto.spec
+    assert not at.dataframe[0].value["within_L"].all()
+
+
+def test_lattice_page_windows_a_long_text():
+    text = " ".join(["The committee postponed its decision until the next meeting."] * 5)
+    at = app("pages/lattice.py", model=SMOL, text=text)
+    assert_clean(at)
+    assert at.toggle(key="whole").disabled  # too many arcs for a whole drawing
+    dot = at.get("graphviz_chart")[0].proto.spec
+    assert "n0 " in dot
+    at.number_input(key="first").set_value(5).run()
+    assert_clean(at)
+    dot = at.get("graphviz_chart")[0].proto.spec
+    assert "n0 " not in dot and "class=canonical" in dot
+
+
+# --------------------------------------------------------------------------------------------
+# Samplers, mass, rank correlation, running estimates
+
+
+def test_samplers_page_shows_three_samplers_scored():
+    at = app("pages/samplers.py", model=SMOL, text=SHORT, k="12", pk="10")
+    assert_clean(at)
+    off, uni = at.dataframe[0].value, at.dataframe[1].value
+    assert len(off) == 4 and (off["tokens"] == 3).all()  # " Paris." has 4 one-token splits
+    assert len(off) + len(uni) == 12
+    assert [t["name"] for t in plotly(at)[0]["data"]] == ["off-by-one", "uniform (length ≤ L)"]
+    click(at, "score")
+    assert_clean(at)
+    off, uni, proxy = (d.value for d in at.dataframe[:3])
+    assert off["log_p"].notna().all() and uni["log_p"].notna().all()
+    assert {"log_q", "draws"} <= set(proxy.columns) and proxy["draws"].sum() == 10
+    assert [t["name"] for t in plotly(at)[0]["data"]][-1] == "proxy (constrained LM)"
+    assert "Proxy re-draws" in metrics(at)
+
+
+def test_mass_page_exact_on_a_short_text():
+    at = app("pages/mass.py", model=SMOL, text=SHORT)
+    assert_clean(at)
+    assert at.toggle(key="exact").value
+    click(at, "compute")
+    assert_clean(at)
+    shown = metrics(at)
+    shares = [float(shown[k].rstrip("%")) for k in ("Canonical share", "Off-by-one share", "Rest")]
+    assert math.isclose(sum(shares), 100, abs_tol=0.05)
+    figures = plotly(at)
+    assert len(figures) == 4
+    assert {bar["x"][0] for bar in figures[0]["data"]} <= {"canonical", "off-by-one", "rest"}
+
+
+def test_rank_page_scatter_and_table():
+    at = app("pages/rank.py", model=SMOL, text=" Paris is the capital of France.", pk="20",
+             lengths="50", per="1", tk="6")
+    assert_clean(at)
+    if any(b.key == "draw" for b in at.button):  # not there when an earlier test drew them
+        click(at, "draw")
+    assert_clean(at)
+    assert "Spearman ρ" in metrics(at)
+    (scatter,) = plotly(at)
+    assert scatter["data"][0]["mode"] == "markers"
+    click(at, "table")
+    assert_clean(at)
+    summary, rows = at.dataframe[0].value, at.dataframe[1].value
+    assert summary["sentences"].tolist() == [1] and len(rows) == 1 and rows["draws"].tolist() == [6]
+
+
+def test_running_page_plots_lattice_proxy_and_exact():
+    at = app("pages/running.py", model=SMOL, text=SHORT, k="15", seed="3")
+    assert_clean(at)
+    click(at, "run")
+    assert_clean(at)
+    by_samples, by_seconds = plotly(at)
+    names = [t.get("name") for t in by_samples["data"]]
+    assert names == ["lattice", "proxy", "canonical", "exact"]
+    assert len(by_samples["data"][0]["x"]) <= 15 and len(by_samples["data"][1]["x"]) == 15
+    assert by_seconds["layout"]["xaxis"]["title"]["text"] == "seconds"
+    table = at.dataframe[0].value
+    assert set(table["method"]) == {"lattice", "proxy", "exact"}
+    exact = table.set_index("method").loc["exact", "log_marginal"]
+    lattice = table.set_index("method").loc["lattice", "log_marginal"]
+    assert lattice <= exact + 1e-4
+
+
+def test_streams_match_the_library_estimators():
+    """The app's chunked runs give the library's numbers (lattice) and a valid proxy estimate."""
+    from marginal_core import app_state
+    from marginal_core.estimators import Marginalizer
+    from marginal_core.models import load_model
+
+    m = Marginalizer(load_model(SMOL), " Paris is the capital", None)
+    parts = list(app_state.stream_lattice(m, 30, chunk=7))
+    assert [p.estimate.num_samples for p in parts] == [7, 14, 21, 28, 30]
+    assert [p.done for p in parts] == [False] * 4 + [True]
+    assert all(a[1] <= b[1] for a, b in zip(parts[-1].checkpoints, parts[-1].checkpoints[1:]))
+    whole = m.lattice_estimate(30)
+    assert parts[-1].estimate.paths.tolist() == whole.paths.tolist()
+    assert parts[-1].estimate.log_noncanonical == pytest.approx(whole.log_noncanonical, abs=1e-3)
+    proxy = list(app_state.stream_proxy(m, 12, chunk=5))
+    assert [p.estimate.num_samples for p in proxy] == [5, 10, 12]
+    first = app_state.last(app_state.stream_proxy(m, 5, chunk=5))
+    assert proxy[-1].estimate.paths.tolist()[:5] == first.estimate.paths.tolist()
+    assert math.isfinite(proxy[-1].estimate.log_marginal)

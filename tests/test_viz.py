@@ -1,0 +1,266 @@
+"""Figures, DOT drawings and app helpers from marginal_core.viz / app_state, on real lattices.
+
+No model runs here: estimates are built from real lattice samples with made-up scores, so the
+whole file takes a few seconds once the tokenizers are loaded.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from marginal_core import analysis, app_state, viz
+from marginal_core.errors import MarginalError
+from marginal_core.estimators import Estimate
+from marginal_core.lattice import PathBatch, build_lattice
+from marginal_core.sampling import lattice_samples
+
+QA_TEXT = " Paris is the capital of France."
+
+
+@pytest.fixture(scope="module")
+def qa(gemma_tokenizer):
+    return build_lattice(QA_TEXT, gemma_tokenizer)
+
+
+@pytest.fixture(scope="module")
+def small(gemma_tokenizer):
+    return build_lattice(" Paris is", gemma_tokenizer)
+
+
+def fake_estimate(lat, k=40, method="lattice", with_q=False, seed=0):
+    """An Estimate over real lattice samples with deterministic made-up scores."""
+    samples = lattice_samples(lat, k, seed=seed)
+    n = len(samples)
+    rng = np.random.default_rng(seed)
+    log_p = -10.0 - samples.paths.lengths + rng.normal(0, 0.5, n)
+    log_q = log_p + rng.normal(0, 1.0, n) if with_q else None
+    running = np.logaddexp.accumulate(log_p)
+    return Estimate(
+        method=method, log_p_canonical=-5.0, log_noncanonical=float(running[-1]), paths=samples.paths,
+        kinds=samples.kinds if not with_q else np.full(n, "proxy"), log_p=log_p, log_q=log_q,
+        running=running, seconds=1.0, forward_passes=2,
+    )
+
+
+def edges(dot: str) -> list[tuple[int, int, str]]:
+    """(start, end, attribute text) of every visible edge of a DOT source."""
+    found = []
+    for a, b, attrs in re.findall(r"\bn(\d+) -> n(\d+) \[(.*?)\]\s*$", dot, flags=re.M):
+        if "invis" not in attrs:
+            found.append((int(a), int(b), attrs))
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# Text helpers
+
+
+def test_segmented_and_chips_show_every_canonical_token(qa, gemma_tokenizer):
+    assert viz.segmented(qa, qa.canonical) == "␣Paris|␣is|␣the|␣capital|␣of|␣France|."
+    html = viz.chips_html(qa)
+    assert html.count("<span title=") == len(qa.canonical)
+    for piece in qa.pieces(qa.canonical):
+        assert viz.show_piece(piece) in html
+    assert "<script" not in viz.chips_html(build_lattice("<script>", gemma_tokenizer))
+
+
+def test_format_count_is_exact_below_a_billion_and_scientific_above():
+    assert viz.format_count(29_767_936) == "29,767,936"
+    assert viz.format_count(12345678901234) == "1.23 × 10^13"
+    assert viz.format_log(-math.inf) == "−inf"
+
+
+# --------------------------------------------------------------------------------------------
+# Arcs and the DOT drawing
+
+
+def test_arc_roles_mark_the_canonical_path_and_the_split_arcs(qa):
+    roles = viz.arc_roles(qa)
+    canonical = [a for a in range(qa.num_arcs) if roles[a] == "canonical"]
+    assert [int(qa.arc_token[a]) for a in canonical] == list(qa.canonical)
+    split_arcs = {a for _, first, second in qa.splits for a in (first, second)}
+    assert {a for a in range(qa.num_arcs) if roles[a] == "off_by_one"} == split_arcs
+
+
+def test_dot_highlights_the_canonical_arcs(qa):
+    dot = viz.lattice_dot(qa)
+    canon = [e for e in edges(dot) if "class=canonical" in e[2]]
+    assert len(canon) == len(qa.canonical)
+    assert all(viz.COLORS["canonical"] in attrs and "penwidth=3" in attrs for _, _, attrs in canon)
+    assert [(a, b) for a, b, _ in canon] == list(zip(qa.canonical_nodes, qa.canonical_nodes[1:]))
+    assert "label=\"␣Paris\"" in dot or "label=␣Paris" in dot
+    off = [e for e in edges(dot) if "class=off_by_one" in e[2]]
+    assert len(off) == len({a for _, f, s in qa.splits for a in (f, s)})
+    assert len(edges(dot)) == qa.num_arcs
+    assert "greyed" not in dot  # no bound: nothing greyed
+
+
+def test_small_bound_greys_exactly_the_arcs_on_no_short_path(small):
+    L = len(small.canonical) + 1
+    on_short = {
+        (a, b, t)
+        for path in small.enumerate()
+        if len(path) <= L
+        for a, b, t in _arcs_of(small, path)
+    }
+    ok = viz.arcs_in_bound(small, L)
+    expected = [(s, e, t) in on_short for s, e, t in small.arcs]
+    assert ok.tolist() == expected
+    assert 0 < ok.sum() < small.num_arcs
+    dot = viz.lattice_dot(small, max_len=L)
+    greyed = [e for e in edges(dot) if "greyed" in e[2]]
+    assert len(greyed) == int((~ok).sum())
+    assert all("dashed" in attrs and viz.COLORS["greyed"] in attrs for _, _, attrs in greyed)
+    frame = viz.arcs_frame(small, L)
+    assert frame["within_L"].tolist() == expected
+    assert (frame["fewest_tokens_through"] <= L).tolist() == expected
+
+
+def _arcs_of(lat, path):
+    at, out = 0, []
+    for token in path:
+        end = at + len(lat.vocab.surface(token))
+        out.append((at, end, token))
+        at = end
+    return out
+
+
+def test_window_draws_only_the_arcs_inside_it(qa):
+    window = viz.token_window(qa, 1, 2)  # " is the"
+    assert qa.data[window[0] : window[1]] == b" is the"
+    dot = viz.lattice_dot(qa, window=window)
+    drawn = edges(dot)
+    assert drawn and all(window[0] <= a and b <= window[1] for a, b, _ in drawn)
+    assert len(drawn) == int(viz.window_arcs(qa, window).sum())
+    nodes = set(map(int, re.findall(r"^\s*n(\d+) \[", dot, flags=re.M)))
+    assert nodes == {int(n) for n in qa.nodes if window[0] <= n <= window[1]}
+    assert len(nodes) == viz.window_nodes(qa, window)
+
+
+def test_fit_window_respects_the_limits_and_long_texts_refuse_to_draw(gemma_tokenizer):
+    text = " ".join(["The committee postponed its decision until the next meeting."] * 4)
+    lat = build_lattice(text, gemma_tokenizer)
+    assert lat.num_arcs > viz.MAX_DRAW_ARCS
+    with pytest.raises(viz.TooLargeToDrawError) as err:
+        viz.lattice_graph(lat)
+    assert isinstance(err.value, MarginalError) and "window" in str(err.value)
+    count = viz.fit_window(lat, first=3, max_nodes=viz.READABLE_NODES)
+    window = viz.token_window(lat, 3, count)
+    assert viz.window_nodes(lat, window) <= viz.READABLE_NODES
+    assert viz.window_nodes(lat, viz.token_window(lat, 3, count + 1)) > viz.READABLE_NODES
+    assert "n0 " not in viz.lattice_dot(lat, window=window)
+
+
+def test_node_labels_show_the_text_around_each_offset(qa):
+    dot = viz.lattice_dot(qa, window=viz.token_window(qa, 0, 1))
+    assert "6\ns|␣" in dot or "6\\ns|␣" in dot  # between " Paris" and " is"
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot binary is not installed")
+def test_svg_renders_with_the_dot_binary(small):
+    svg = viz.dot_to_svg(viz.lattice_dot(small, max_len=3))
+    assert svg.lstrip().startswith(b"<?xml") and b"<svg" in svg and "␣Paris".encode() in svg
+
+
+# --------------------------------------------------------------------------------------------
+# Plotly figures and tables
+
+
+def test_samples_frame_segments_paths_and_keeps_scores(qa):
+    est = fake_estimate(qa)
+    frame = viz.samples_frame(qa, est)
+    assert list(frame.columns) == ["tokenization", "tokens", "kind", "log_p"]
+    assert len(frame) == est.num_distinct
+    assert all(t.replace("|", "").replace("␣", " ") == QA_TEXT for t in frame["tokenization"])
+    proxy = fake_estimate(qa, with_q=True, method="proxy")
+    assert {"log_q", "draws"} <= set(viz.samples_frame(qa, proxy).columns)
+    bare = viz.samples_frame(qa, paths=qa.off_by_one()[:3])
+    assert bare["tokens"].tolist() == [len(qa.canonical) + 1] * 3
+
+
+def test_length_histogram_has_one_bar_trace_per_group(qa):
+    samples = lattice_samples(qa, 60, seed=1)
+    groups = {kind: [len(p) for p, k in zip(samples.paths.tolist(), samples.kinds) if k == kind]
+              for kind in ("off_by_one", "uniform")}
+    fig = viz.length_histogram(groups, canonical_len=len(qa.canonical))
+    assert [t.type for t in fig.data] == ["bar", "bar"]
+    assert [t.name for t in fig.data] == ["off-by-one", "uniform (length ≤ L)"]
+    assert sum(fig.data[0].y) == len(groups["off_by_one"])
+    assert list(fig.data[0].x) == [len(qa.canonical) + 1]
+
+
+def test_mass_figures_from_the_analyses(qa):
+    est = fake_estimate(qa, k=80)
+    by_kind = analysis.mass_by_kind(qa, est)
+    fig = viz.mass_bar(by_kind, "kind", "t")
+    assert len(fig.data) == 1 and fig.data[0].type == "bar"
+    assert set(fig.data[0].x) == {"canonical", "off-by-one", "rest"}
+    assert math.isclose(sum(fig.data[0].y), 1.0)
+    fig = viz.mass_bar(analysis.mass_by_splits(qa, est), "splits", "t")
+    assert 0 in set(fig.data[0].x) and 1 in set(fig.data[0].x)
+    top = viz.top_n_figure(analysis.top_n_mass(qa, est))
+    assert top.data[0].type == "scatter" and math.isclose(top.data[0].y[-1], 1.0)
+
+
+def test_rank_scatter_plots_distinct_samples_with_rho(qa):
+    est = fake_estimate(qa, with_q=True, method="proxy")
+    rho, n = analysis.spearman(est)
+    fig = viz.rank_scatter(est)
+    assert fig.data[0].mode == "markers" and len(fig.data[0].x) == n
+    assert f"{rho:.3f}" in fig.layout.title.text
+    with pytest.raises(ValueError):
+        viz.rank_scatter(fake_estimate(qa))
+
+
+def test_running_figure_against_samples_and_seconds(qa):
+    est = fake_estimate(qa)
+    checkpoints = [(10, 0.5), (est.num_samples, 1.0)]
+    trace = viz.RunTrace.of(est, checkpoints)
+    fig = viz.running_figure([trace], log_p_canonical=-5.0, log_exact=-4.0, x="samples")
+    names = [t.name for t in fig.data]
+    assert names == ["lattice", "canonical", "exact"]
+    assert len(fig.data[0].x) == est.num_samples
+    assert np.allclose(fig.data[0].y, est.running_marginal())
+    assert len(fig.layout.shapes) == 2  # canonical and exact lines
+    fig = viz.running_figure([trace], log_p_canonical=-5.0, x="seconds")
+    assert list(fig.data[0].x) == [0.0, 0.5, 1.0]
+    assert fig.data[0].y[1] == pytest.approx(est.running_marginal()[9])
+    assert [t.name for t in fig.data] == ["lattice", "canonical"]
+
+
+# --------------------------------------------------------------------------------------------
+# app_state helpers that need no model
+
+
+def test_rank_table_reports_mean_and_std_per_length():
+    rows = pd.DataFrame({"length": [50, 50, 100, 100], "rho": [0.5, 0.7, 0.9, math.nan]})
+    table = app_state.rank_table(rows)
+    assert table["ρ"].tolist() == ["0.60 ± 0.10", "0.90 ± 0.00"]
+    assert table["with ρ"].tolist() == [2, 1]
+    for length, sentences in app_state.RANK_SENTENCES.items():
+        assert all(abs(len(s) - length) <= length * 0.15 for s in sentences), length
+
+
+def test_describe_error_is_friendly():
+    level, message = app_state.describe_error(MarginalError("the text is empty"))
+    assert (level, message) == ("error", "the text is empty")
+    level, message = app_state.describe_error(RuntimeError("CUDA out of memory. Tried to allocate"), "scoring")
+    assert level == "error" and message.startswith("Out of memory while scoring")
+    level, message = app_state.describe_error(ValueError("bad value\nTraceback (most recent call last)"))
+    assert "ValueError: bad value" in message and "Traceback" not in message
+    assert app_state.exact_feasible(app_state.APP_EXACT_BUDGET + 1)
+    assert not app_state.exact_feasible(app_state.APP_EXACT_BUDGET + 2)
+    assert app_state.lattice_chunk(100) == 20 and app_state.lattice_chunk(100_000) == 500
+
+
+def test_partial_batch_prefix_is_consistent(qa):
+    samples = lattice_samples(qa, 30, seed=0)
+    prefix = app_state._prefix(samples.paths, 7)
+    assert prefix.tolist() == samples.paths.tolist()[:7]
+    assert isinstance(prefix, PathBatch)
