@@ -22,9 +22,6 @@ PAGES = [
     st.Page("pages/running.py", title="Running estimates", icon=":material/timeline:"),
 ]
 
-from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx as _g
-print("START", [k for k,v in _g().session_state._state._new_widget_state.items() if 'estimate' in k and v])
 page = st.navigation(PAGES)
-print("AFTER NAV", [k for k,v in _g().session_state._state._new_widget_state.items() if 'estimate' in k and v])
 with C.routed(C.sidebar_inputs()):
     page.run()

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import runpy
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 
 from marginal_core import app_state as S
 from marginal_core.errors import EmptyTextError, MarginalError
 from marginal_core.models import DEFAULT_MODEL, EMBEDDED_MODELS, known_models
+
+APP_PATH = Path(__file__).resolve().parent.parent / "app.py"
 
 # --------------------------------------------------------------------------------------------
 # Errors
@@ -62,7 +66,8 @@ def run_page(body: Callable[[Inputs], None]) -> None:
     """
     inp = getattr(_RUN, "inputs", None)
     if inp is None:
-        _leave_pages_directory_mode()
+        if _route_through_app():
+            return
         inp = sidebar_inputs()
     try:
         body(inp)
@@ -70,21 +75,24 @@ def run_page(body: Callable[[Inputs], None]) -> None:
         show_error(exc)
 
 
-def _leave_pages_directory_mode() -> None:
-    """Rerun through app.py when Streamlit ran this page in its older pages/ mode.
+def _route_through_app() -> bool:
+    """Run app.py (the router) when Streamlit ran this page file directly; True if it did.
 
-    A fresh server whose first request is a subpage URL (a shared link) runs that file directly,
-    because a pages/ folder exists; app.py's st.navigation switches the mode off, but only from
-    the next run on. Switching it off here and rerunning routes this very request through
-    app.py (same page, same URL parameters).
+    Because a pages/ folder exists, Streamlit runs the very first request of a fresh server in
+    its older pages/ mode: a subpage URL (a shared link) then runs the page file directly,
+    without app.py's navigation, layout and inputs. app.py's st.navigation switches that mode
+    off for later runs; for this run, executing app.py here renders the page through the router
+    (no rerun, so a button click in this run is not lost).
     """
     try:
         from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:  # a Streamlit without the flag: nothing to do
-        return
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        st.rerun()
+    except ImportError:  # a Streamlit without the old mode
+        return False
+    if not PagesManager.uses_pages_directory:
+        return False
+    PagesManager.uses_pages_directory = False
+    runpy.run_path(str(APP_PATH), run_name="__main__")
+    return True
 
 
 @contextlib.contextmanager

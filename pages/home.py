@@ -67,8 +67,7 @@ def main(inp: C.Inputs) -> None:
         key = inp.key("lattice", int(k), bound, 0)
         result = C.cached(key)
         if result is None:
-            _b = row[1].button("Estimate the marginal", type="primary", key="estimate"); print("BUTTON", _b, C.cached(key) is None)
-            if _b:
+            if row[1].button("Estimate the marginal", type="primary", key="estimate"):
                 result = C.run_stream(key, lambda: S.stream_lattice(m, int(k), max_len=bound, seed=0), "Scoring lattice samples")
             elif (part := C.partial(key)) is not None:
                 result = part

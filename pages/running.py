@@ -51,15 +51,20 @@ def main(inp: C.Inputs) -> None:
     table_spot = st.empty()
 
 
+    drawn = [0]  # each redraw needs fresh element keys within one run
+
     def draw(results: dict[str, S.Partial]) -> None:
         """Both plots and the summary table for the results so far."""
+        drawn[0] += 1
         m_lpc = next(iter(results.values())).estimate.log_p_canonical if results else None
         if m_lpc is None:
             return
         traces = [viz.RunTrace.of(r.estimate, r.checkpoints, label=name) for name, r in results.items() if name != "exact"]
         log_exact = results["exact"].estimate.log_marginal if "exact" in results and results["exact"].done else None
-        plot_samples.plotly_chart(viz.running_figure(traces, log_p_canonical=m_lpc, log_exact=log_exact, x="samples"))
-        plot_seconds.plotly_chart(viz.running_figure(traces, log_p_canonical=m_lpc, log_exact=log_exact, x="seconds"))
+        plot_samples.plotly_chart(viz.running_figure(traces, log_p_canonical=m_lpc, log_exact=log_exact, x="samples"),
+                                  key=f"by_samples_{drawn[0]}")
+        plot_seconds.plotly_chart(viz.running_figure(traces, log_p_canonical=m_lpc, log_exact=log_exact, x="seconds"),
+                                  key=f"by_seconds_{drawn[0]}")
         rows = []
         for name, r in results.items():
             row = {"method": name, **r.estimate.summary()}

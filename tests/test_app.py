@@ -22,14 +22,13 @@ SHORT = " Paris."  # 30 tokenizations under SmolLM2: small enough for exact
 
 
 def app(page: str | None = None, **params: str) -> AppTest:
-    """An AppTest of app.py with URL parameters, run once, then switched to a page and run."""
+    """An AppTest of app.py opened on a page with URL parameters, as a shared link opens it."""
     at = AppTest.from_file(APP, default_timeout=600)
     for key, value in params.items():
         at.query_params[key] = value
-    at.run()
     if page:
-        at.switch_page(page).run()
-    return at
+        at.switch_page(page)
+    return at.run()
 
 
 def metrics(at: AppTest) -> dict[str, str]:
@@ -42,10 +41,22 @@ def assert_clean(at: AppTest) -> None:
     assert not at.error, [e.value for e in at.error]
 
 
-def plotly(at: AppTest) -> list[dict]:
-    import json
+def plotly(at: AppTest) -> list:
+    """The plotly figures on the page, as plotly Figure objects."""
+    import plotly.io
 
-    return [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+    return [plotly.io.from_json(e.proto.spec) for e in at.get("plotly_chart")]
+
+
+def values(array) -> list:
+    """A plotly data array as a list (Streamlit sends numeric arrays base64-encoded)."""
+    if isinstance(array, dict) and "bdata" in array:
+        import base64
+
+        import numpy as np
+
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"]).tolist()
+    return list(array)
 
 
 def click(at: AppTest, key: str) -> AppTest:
@@ -134,13 +145,13 @@ def test_samplers_page_shows_three_samplers_scored():
     off, uni = at.dataframe[0].value, at.dataframe[1].value
     assert len(off) == 4 and (off["tokens"] == 3).all()  # " Paris." has 4 one-token splits
     assert len(off) + len(uni) == 12
-    assert [t["name"] for t in plotly(at)[0]["data"]] == ["off-by-one", "uniform (length ≤ L)"]
+    assert [t.name for t in plotly(at)[0].data] == ["off-by-one", "uniform (length ≤ L)"]
     click(at, "score")
     assert_clean(at)
     off, uni, proxy = (d.value for d in at.dataframe[:3])
     assert off["log_p"].notna().all() and uni["log_p"].notna().all()
     assert {"log_q", "draws"} <= set(proxy.columns) and proxy["draws"].sum() == 10
-    assert [t["name"] for t in plotly(at)[0]["data"]][-1] == "proxy (constrained LM)"
+    assert [t.name for t in plotly(at)[0].data][-1] == "proxy (constrained LM)"
     assert "Proxy re-draws" in metrics(at)
 
 
@@ -155,7 +166,7 @@ def test_mass_page_exact_on_a_short_text():
     assert math.isclose(sum(shares), 100, abs_tol=0.05)
     figures = plotly(at)
     assert len(figures) == 4
-    assert {bar["x"][0] for bar in figures[0]["data"]} <= {"canonical", "off-by-one", "rest"}
+    assert set(figures[0].data[0].x) <= {"canonical", "off-by-one", "rest"}
 
 
 def test_rank_page_scatter_and_table():
@@ -167,7 +178,7 @@ def test_rank_page_scatter_and_table():
     assert_clean(at)
     assert "Spearman ρ" in metrics(at)
     (scatter,) = plotly(at)
-    assert scatter["data"][0]["mode"] == "markers"
+    assert scatter.data[0].mode == "markers"
     click(at, "table")
     assert_clean(at)
     summary, rows = at.dataframe[0].value, at.dataframe[1].value
@@ -180,10 +191,10 @@ def test_running_page_plots_lattice_proxy_and_exact():
     click(at, "run")
     assert_clean(at)
     by_samples, by_seconds = plotly(at)
-    names = [t.get("name") for t in by_samples["data"]]
+    names = [t.name for t in by_samples.data]
     assert names == ["lattice", "proxy", "canonical", "exact"]
-    assert len(by_samples["data"][0]["x"]) <= 15 and len(by_samples["data"][1]["x"]) == 15
-    assert by_seconds["layout"]["xaxis"]["title"]["text"] == "seconds"
+    assert len(values(by_samples.data[0].x)) <= 15 and values(by_samples.data[1].x) == list(range(1, 16))
+    assert by_seconds.layout.xaxis.title.text == "seconds"
     table = at.dataframe[0].value
     assert set(table["method"]) == {"lattice", "proxy", "exact"}
     exact = table.set_index("method").loc["exact", "log_marginal"]
