@@ -161,26 +161,34 @@ def _run_cli(argv: list[str]) -> dict:
     return result
 
 
-@pytest.mark.parametrize("dataset", ["arc-challenge", "arc-easy", "openbookqa", "medmcqa"])
-def test_qa_end_to_end(dataset, smollm_model, tmp_path):
-    report = qa.run_qa(dataset, tmp_path, lm=smollm_model, limit=1, samples=8, show_bar=False)
+# The proxy generates token by token (the slow part), so it runs on the two datasets of the
+# paper's figures; the other two check the data path with canonical and lattice.
+@pytest.mark.parametrize("dataset,methods", [
+    ("arc-challenge", ("canonical", "lattice", "proxy")),
+    ("openbookqa", ("canonical", "lattice", "proxy")),
+    ("arc-easy", ("canonical", "lattice")),
+    ("medmcqa", ("canonical", "lattice")),
+])
+def test_qa_end_to_end(dataset, methods, smollm_model, tmp_path):
+    report = qa.run_qa(dataset, tmp_path, lm=smollm_model, limit=1, samples=8, methods=methods, show_bar=False)
     questions = qa.load_questions(dataset, limit=1)
     n_answers = len(questions[0].choices)
     rows = load_rows(tmp_path)
-    assert len(rows) == 3 * n_answers and report["questions"] == 1 and report["answers"] == n_answers
-    for method in ("canonical", "lattice", "proxy"):
+    assert len(rows) == len(methods) * n_answers and report["questions"] == 1 and report["answers"] == n_answers
+    for method in methods:
         part = rows[rows["method"] == method]
         assert list(part["choice"]) == list(range(n_answers))
         assert report["accuracy"][method]["acc"] in (0.0, 1.0)
     canon = rows[rows["method"] == "canonical"].set_index("choice")
-    for method in ("lattice", "proxy"):
+    for method in methods[1:]:
         part = rows[rows["method"] == method].set_index("choice")
         # same canonical term; a marginal is never below the canonical probability
         assert (part["log_p_canonical"] == canon["log_marginal"]).all()
         assert (part["log_marginal"] >= canon["log_marginal"] - 1e-9).all()
         assert (part["num_samples"] <= 8).all()
     assert (rows[rows["method"] == "lattice"]["num_distinct"] == rows[rows["method"] == "lattice"]["num_samples"]).all()
-    assert 0 <= report["underestimation_ratio"] <= 1 and report["speedup"] > 0
+    if "proxy" in methods:
+        assert 0 <= report["underestimation_ratio"] <= 1 and report["speedup"] > 0
     samples = read_samples(tmp_path)
     assert len(samples) == len(rows)
     lattice0 = samples[(questions[0].id, 0, "lattice")]
@@ -234,19 +242,19 @@ def test_store_drops_torn_tail(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# Translation (Gemma 3 270M, the default embedded model)
+# Translation (SmolLM2 135M: the cheaper embedded model; Gemma works the same way)
 
 
-def test_generate_candidates(gemma_model):
+def test_generate_candidates(smollm_model):
     prompt = mt.make_prompt("The cat is sleeping.", "German")
-    cands = mt.generate_candidates(gemma_model, prompt, 2, seed=1, max_new_tokens=12)
+    cands = mt.generate_candidates(smollm_model, prompt, 2, seed=1, max_new_tokens=12)
     assert 1 <= len(cands) <= 2 and len(set(cands)) == len(cands)
     assert all(c and "\n" not in c and c == c.strip() for c in cands)
-    assert cands == mt.generate_candidates(gemma_model, prompt, 2, seed=1, max_new_tokens=12)
+    assert cands == mt.generate_candidates(smollm_model, prompt, 2, seed=1, max_new_tokens=12)
 
 
-def test_mt_end_to_end_and_resume(gemma_model, tmp_path):
-    kwargs = dict(lm=gemma_model, candidates=2, samples=2, show_bar=False, max_new_tokens=16, comet=False)
+def test_mt_end_to_end_and_resume(smollm_model, tmp_path):
+    kwargs = dict(lm=smollm_model, candidates=2, samples=2, show_bar=False, max_new_tokens=16, comet=False)
     first = mt.run_mt("en-cs", tmp_path, limit=2, max_items=1, **kwargs)  # interrupted after one
     assert first["sentences"] == 1
     report = mt.run_mt("en-cs", tmp_path, limit=2, **kwargs)
