@@ -1,17 +1,18 @@
 """Log-probabilities of tokenizations under a causal LM (DESIGN.md point 8, "Where the time goes").
 
 ``score_paths`` runs the context once and keeps its KV cache. The tokenizations form a prefix
-trie; only its internal nodes go through the model (a token's log-probability comes from its
-parent's hidden state, so leaves are never fed), each once, in depth-first order. A forward pass
-holds a few rows; a row is a run of consecutive internal nodes (a segment) after the KV states of
-the context and of the segment's outside ancestors, under a tree attention mask: each node sees
-the context, its ancestors and itself, at the position its depth gives, as speculative decoding
-verifies token trees. In depth-first order the outside ancestors of a segment are exactly the
-ancestors of its first node, so a row carries their KV states over from its previous pass; only
-a row opening a new span of the trie feeds them again.
+trie whose nodes are numbered in depth-first order. A token's log-probability comes from its
+parent's hidden state, so only internal nodes (those with a child) go through the model, each
+once. They are cut into a few contiguous pieces, one per batch row; a row feeds its piece over
+several passes, a segment at a time, after the KV states of the context and of the segment's
+ancestors outside it, under a tree attention mask: each node sees the context, its ancestors and
+itself, at the position its depth gives (as speculative decoding verifies token trees). In
+depth-first order the outside ancestors of a segment are exactly those of its first node, so a
+row carries their KV states from one pass to the next; only the first segment of a piece feeds
+its ancestors once more, and pieces are cut at shallow nodes to keep that small.
 
-The LM head and the log-softmax run on hidden states in chunks of rows, in fp32, reading only the
-needed tokens: no [batch, length, vocab] tensor is ever built (Gemma 3 has 262,144 outputs).
+The LM head and the log-softmax run on the hidden states in chunks of rows, in fp32, reading only
+the needed tokens: no [batch, length, vocab] tensor is built (Gemma 3 has 262,144 outputs).
 ``score_paths_plain`` is the reference: padded batches of context + path, no reuse, no sharing.
 """
 
@@ -36,18 +37,22 @@ DEFAULT_MAX_BATCH_TOKENS = 1024
 DEFAULT_ROW_TOKENS = 256
 DEFAULT_MAX_BATCH_BYTES = 1 << 30
 LOGIT_CHUNK_BYTES = 1 << 27
-MASK_TYPES = ("full_attention", "sliding_attention")
+MASKABLE_LAYERS = {"full_attention", "sliding_attention"}
 
 Progress = Callable[[int, int], None]
 
 
 class ScoringMemoryError(MarginalError):
-    """Even the smallest batch does not fit in memory."""
+    """Even one token at a time does not fit in memory."""
 
 
 @dataclass
 class ScoreStats:
-    """Work done by scoring calls, summed over every call that is given this object."""
+    """Work done by scoring calls, summed over every call that is given this object.
+
+    plain_tokens is what plain scoring feeds for the same paths (context + path each, without
+    padding); tokens_fed counts what was fed here (padding excluded, padded_tokens includes it).
+    """
 
     paths: int = 0
     scored_tokens: int = 0
@@ -60,7 +65,7 @@ class ScoreStats:
 
     @property
     def saved_share(self) -> float:
-        """Share of the tokens plain scoring feeds (context + path, unpadded) not fed here."""
+        """Share of plain scoring's tokens that context reuse and prefix sharing did not feed."""
         return 1 - self.tokens_fed / self.plain_tokens if self.plain_tokens else 0.0
 
     @property
@@ -69,15 +74,18 @@ class ScoreStats:
         return self.scored_tokens / self.seconds if self.seconds else 0.0
 
 
+# ---------------------------------------------------------------- the model
+
+
 @dataclass(frozen=True)
 class _Net:
-    """The parts of a causal LM that scoring drives directly."""
+    """The parts of a causal LM that scoring drives directly, and its sizes."""
 
     decoder: torch.nn.Module
     head: torch.nn.Module
     softcap: float | None
     window: int | None
-    mask_types: tuple[str, ...] | None
+    layer_types: tuple[str, ...] | None
     vocab: int
     layers: int
     heads: int
@@ -86,6 +94,11 @@ class _Net:
     intermediate: int
     device: torch.device
     dtype: torch.dtype
+
+    @property
+    def logit_dtype(self) -> torch.dtype:
+        """The log-softmax's dtype: fp32, or the model's own if wider."""
+        return torch.promote_types(self.dtype, torch.float32)
 
     def activation_bytes(self, rows: int, queries: int, keys: int) -> int:
         """Rough peak memory of one forward pass: KV cache, attention scores, MLP, masks."""
@@ -98,31 +111,31 @@ class _Net:
 
 
 def _net(lm: LoadedModel) -> _Net:
-    """Read what scoring needs from a loaded model, refusing attention it cannot mask."""
+    """Read what scoring needs from a loaded model; refuse attention it cannot mask."""
     model = lm.model
     cfg = model.config.get_text_config()
     if cfg._attn_implementation not in ("eager", "sdpa"):
         raise MarginalError(
-            f"scoring needs custom attention masks, which {cfg._attn_implementation!r} attention "
+            f"scoring passes tree attention masks, which {cfg._attn_implementation!r} attention "
             "does not take; load the model with attn_implementation='sdpa'"
         )
     layer_types = getattr(cfg, "layer_types", None)
-    if layer_types is not None and not set(layer_types) <= set(MASK_TYPES):
-        raise MarginalError(f"unsupported attention layer types {sorted(set(layer_types))}")
-    heads = cfg.num_attention_heads
+    if layer_types is not None and not set(layer_types) <= MASKABLE_LAYERS:
+        raise MarginalError(f"scoring cannot mask attention layers of types {sorted(set(layer_types))}")
+    heads, head = cfg.num_attention_heads, model.get_output_embeddings()
     param = next(model.parameters())
     return _Net(
         decoder=model.get_decoder(),
-        head=model.get_output_embeddings(),
+        head=head,
         softcap=getattr(cfg, "final_logit_softcapping", None),
         window=getattr(cfg, "sliding_window", None),
-        mask_types=tuple(sorted(set(layer_types))) if layer_types is not None else None,
-        vocab=model.get_output_embeddings().weight.shape[0],
+        layer_types=tuple(sorted(set(layer_types))) if layer_types is not None else None,
+        vocab=head.weight.shape[0],
         layers=cfg.num_hidden_layers,
         heads=heads,
         kv_heads=getattr(cfg, "num_key_value_heads", None) or heads,
         head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // heads,
-        intermediate=getattr(cfg, "intermediate_size", 4 * cfg.hidden_size),
+        intermediate=getattr(cfg, "intermediate_size", None) or 4 * cfg.hidden_size,
         device=param.device,
         dtype=param.dtype,
     )
@@ -136,8 +149,10 @@ def _is_oom(err: BaseException) -> bool:
     return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate" in text)
 
 
-def _halve(budget: int, err: BaseException, stats: ScoreStats) -> int:
-    """The token budget after an out-of-memory error; give up when it is already one token."""
+def _halved(budget: int, err: BaseException, stats: ScoreStats) -> int:
+    """The token budget after an allocation failure; re-raise anything else."""
+    if not _is_oom(err):
+        raise err
     if budget <= 1:
         raise ScoringMemoryError("out of memory scoring even one token at a time") from err
     stats.oom_retries += 1
@@ -146,37 +161,24 @@ def _halve(budget: int, err: BaseException, stats: ScoreStats) -> int:
     return budget // 2
 
 
-def _as_paths(paths: PathBatch | Sequence[Path]) -> list[Path]:
-    """Paths as tuples of ints, whatever container they came in."""
-    return paths.tolist() if isinstance(paths, PathBatch) else [tuple(map(int, p)) for p in paths]
-
-
-def _check_ids(net: _Net, paths: list[Path], context: list[int]) -> None:
-    """Refuse an empty context or token ids outside the model's vocabulary."""
-    if not context:
-        raise ValueError("the context is empty: condition on at least a BOS token (context_ids)")
-    top = max([max(context), *(max(p) for p in paths if p)])
-    if top >= net.vocab or min([min(context), *(min(p) for p in paths if p)]) < 0:
-        raise ValueError(f"token id {top} is outside the model's vocabulary of {net.vocab}")
-
-
 def _token_logprobs(
     net: _Net, hidden: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, max_rows: int
 ) -> torch.Tensor:
-    """log-softmax(head(hidden[row]))[token] for (row, token) pairs sorted by row, in fp32.
+    """log-softmax(head(hidden[row]))[token] for (row, token) pairs sorted by row.
 
-    The head runs on at most max_rows hidden states at a time (and on a LOGIT_CHUNK_BYTES
-    budget of fp32 logits), and each row's logsumexp serves all of its pairs.
+    In fp32 at least (fp64 for an fp64 model). The head runs on at most max_rows hidden states
+    at a time, within LOGIT_CHUNK_BYTES of logits; each row's logsumexp, computed in place,
+    serves all of its pairs.
     """
-    out = torch.empty(len(rows), dtype=torch.float32, device=hidden.device)
-    step = max(1, min(max_rows, LOGIT_CHUNK_BYTES // (4 * net.vocab)))
+    out = torch.empty(len(rows), dtype=net.logit_dtype, device=hidden.device)
+    step = max(1, min(max_rows, LOGIT_CHUNK_BYTES // (net.logit_dtype.itemsize * net.vocab)))
     starts = torch.arange(0, len(hidden) + step, step, device=rows.device)
     bounds = torch.searchsorted(rows, starts).tolist()
     for i, first in enumerate(range(0, len(hidden), step)):
         lo, hi = bounds[i], bounds[i + 1]
         if lo == hi:
             continue
-        logits = net.head(hidden[first : first + step]).float()
+        logits = net.head(hidden[first : first + step]).to(net.logit_dtype)
         if net.softcap:
             logits.div_(net.softcap).tanh_().mul_(net.softcap)
         local = rows[lo:hi] - first
@@ -187,6 +189,29 @@ def _token_logprobs(
     return out
 
 
+def _as_paths(paths: PathBatch | Sequence[Path]) -> list[Path]:
+    """Paths as tuples of ints, whatever container they came in."""
+    return paths.tolist() if isinstance(paths, PathBatch) else [tuple(map(int, p)) for p in paths]
+
+
+def _check_ids(net: _Net, paths: list[Path], context: list[int]) -> None:
+    """Refuse an empty context and token ids outside the model's vocabulary."""
+    if not context:
+        raise ValueError("the context is empty: condition on at least a BOS token (see context_ids)")
+    ids = [*context, *(t for p in paths for t in p)]
+    if min(ids) < 0 or max(ids) >= net.vocab:
+        raise ValueError(f"token ids must lie in [0, {net.vocab}), the model's vocabulary")
+
+
+def _count_call(stats: ScoreStats, paths: list[Path], context: list[int], started: float) -> None:
+    """Add one call's paths, path tokens, plain-equivalent tokens and wall time to stats."""
+    lengths = sum(map(len, paths))
+    stats.paths += len(paths)
+    stats.scored_tokens += lengths
+    stats.plain_tokens += lengths + len(context) * len(paths)
+    stats.seconds += time.perf_counter() - started
+
+
 # ---------------------------------------------------------------- the prefix trie
 
 
@@ -194,9 +219,9 @@ def _token_logprobs(
 class _Trie:
     """The distinct prefixes of some paths; node ids are in depth-first (preorder) order.
 
-    ``fed`` lists the nodes with a child (the only ones the model must see). The hidden state
-    that predicts node n's token is row ``parent_row[n]``: 0 for the context's last token,
-    1 + i for ``fed[i]``.
+    ``fed`` lists the nodes with a child, the only ones the model must see. The hidden state that
+    predicts node n's token is row ``parent_row[n]``: 0 for the context's last token, 1 + i for
+    ``fed[i]``. ``end[i]`` is path i's last node (-1 for an empty path).
     """
 
     token: np.ndarray
@@ -207,7 +232,7 @@ class _Trie:
     parent_row: np.ndarray
 
     def ancestors(self, node: int) -> list[int]:
-        """The proper ancestors of a node, root first."""
+        """The proper ancestors of a node, root side first."""
         chain = []
         node = int(self.parent[node])
         while node >= 0:
@@ -222,28 +247,29 @@ def _build_trie(paths: list[Path]) -> _Trie:
     parent: list[int] = []
     end = np.full(len(paths), -1, dtype=np.int64)
     prev: Path = ()
-    nodes: list[int] = []
+    stack: list[int] = []
     for i in sorted(range(len(paths)), key=paths.__getitem__):
         path = paths[i]
         shared = next((j for j, (a, b) in enumerate(zip(path, prev)) if a != b), min(len(path), len(prev)))
-        del nodes[shared:]
+        del stack[shared:]
         for t in path[shared:]:
-            parent.append(nodes[-1] if nodes else -1)
-            nodes.append(len(token))
+            parent.append(stack[-1] if stack else -1)
+            stack.append(len(token))
             token.append(t)
-        end[i] = nodes[-1] if nodes else -1
+        end[i] = stack[-1] if stack else -1
         prev = path
-    parent_arr = np.array(parent, dtype=np.int64)
-    depth = np.zeros(len(token), dtype=np.int64)
+    parents = np.array(parent, dtype=np.int64)
+    depth = np.ones(len(token), dtype=np.int64)
     for n, p in enumerate(parent):
-        depth[n] = depth[p] + 1 if p >= 0 else 1
+        if p >= 0:
+            depth[n] = depth[p] + 1
     has_child = np.zeros(len(token), dtype=bool)
-    has_child[parent_arr[parent_arr >= 0]] = True
+    has_child[parents[parents >= 0]] = True
     fed = np.flatnonzero(has_child)
     row_of = np.zeros(len(token), dtype=np.int64)
     row_of[fed] = np.arange(1, len(fed) + 1)
-    parent_row = np.where(parent_arr >= 0, row_of[np.maximum(parent_arr, 0)], 0)
-    return _Trie(np.array(token, dtype=np.int64), parent_arr, depth, end, fed, parent_row)
+    parent_row = np.where(parents >= 0, row_of[np.maximum(parents, 0)], 0)
+    return _Trie(np.array(token, dtype=np.int64), parents, depth, end, fed, parent_row)
 
 
 def _path_sums(trie: _Trie, node_lp: np.ndarray) -> np.ndarray:
@@ -252,169 +278,14 @@ def _path_sums(trie: _Trie, node_lp: np.ndarray) -> np.ndarray:
     for d in range(2, int(trie.depth.max(initial=0)) + 1):
         at = np.flatnonzero(trie.depth == d)
         cum[at] += cum[trie.parent[at]]
-    return np.where(trie.end >= 0, cum[np.maximum(trie.end, 0)] if len(cum) else 0.0, 0.0)
-
-
-@dataclass
-class _Row:
-    """One batch row's work: fed indices [start, stop), and the ancestors it carries.
-
-    ``chain`` maps the ancestors of ``fed[start]`` whose KV states the row holds to their index
-    in ``keys``/``values`` (one [kv_heads, len(chain), head_dim] tensor per layer).
-    """
-
-    start: int
-    stop: int
-    chain: dict[int, int] = field(default_factory=dict)
-    keys: list[torch.Tensor] = field(default_factory=list)
-    values: list[torch.Tensor] = field(default_factory=list)
-
-
-@dataclass
-class _Pass:
-    """The layout of one forward pass: per row, carried ancestors, then queries."""
-
-    carried: list[list[int]]
-    queries: list[list[int]]
-    owned: list[int]
-
-    @property
-    def width(self) -> tuple[int, int]:
-        """(padded carried length, padded query length)."""
-        return max(map(len, self.carried)), max(map(len, self.queries))
-
-
-def _plan_pass(trie: _Trie, rows: list[_Row], row_tokens: int) -> _Pass:
-    """Which nodes each row carries and feeds; a row feeds missing ancestors before its segment."""
-    carried, queries, owned = [], [], []
-    for row in rows:
-        ancestors = trie.ancestors(int(trie.fed[row.start]))
-        missing = [a for a in ancestors if a not in row.chain]
-        count = max(1, min(row.stop - row.start, row_tokens - len(missing)))
-        carried.append([a for a in ancestors if a in row.chain])
-        queries.append(missing + trie.fed[row.start : row.start + count].tolist())
-        owned.append(count)
-    return _Pass(carried, queries, owned)
-
-
-def _tree_masks(net: _Net, trie: _Trie, plan: _Pass, ctx_len: int) -> dict[str, torch.Tensor]:
-    """Additive masks [rows, 1, queries, context + carried + queries] per attention type.
-
-    A query sees the context and its ancestors and itself; sliding layers also drop keys
-    ``window`` or more positions back. Padding queries see the context only.
-    """
-    width_c, width_q = plan.width
-    cols = ctx_len + width_c + width_q
-    allowed = np.zeros((len(plan.queries), width_q, cols), dtype=bool)
-    key_pos = np.full((len(plan.queries), cols), -(1 << 40), dtype=np.int64)
-    query_pos = np.full((len(plan.queries), width_q), ctx_len, dtype=np.int64)
-    key_pos[:, :ctx_len] = np.arange(ctx_len)
-    allowed[:, :, :ctx_len] = True
-    for r, (carried, queries) in enumerate(zip(plan.carried, plan.queries)):
-        col = {n: ctx_len + i for i, n in enumerate(carried)}
-        col.update({n: ctx_len + width_c + i for i, n in enumerate(queries)})
-        nodes = np.array(list(col), dtype=np.int64)
-        key_pos[r, list(col.values())] = ctx_len - 1 + trie.depth[nodes]
-        query_pos[r, : len(queries)] = ctx_len - 1 + trie.depth[queries]
-        for i, n in enumerate(queries):
-            while n >= 0:
-                allowed[r, i, col[n]] = True
-                n = int(trie.parent[n])
-    masks = {"full_attention": allowed}
-    if net.window is not None:
-        near = query_pos[:, :, None] - key_pos[:, None, :] < net.window
-        masks["sliding_attention"] = allowed & near
-    low = torch.finfo(net.dtype).min
-    out = {
-        kind: torch.where(torch.from_numpy(m).to(net.device)[:, None], 0.0, low).to(net.dtype)
-        for kind, m in masks.items()
-    }
-    return out
-
-
-def _mask_argument(net: _Net, masks: dict[str, torch.Tensor]) -> torch.Tensor | dict[str, torch.Tensor]:
-    """What the decoder takes: one mask per layer type, or a single one."""
-    if net.mask_types is not None:
-        return {kind: masks[kind] for kind in net.mask_types}
-    return masks["sliding_attention" if net.window is not None else "full_attention"]
-
-
-def _pad_chain(net: _Net, rows: list[_Row], width: int, layer: int, values: bool) -> torch.Tensor:
-    """The carried KV states of every row for one layer, padded to width: [rows, kv, width, d]."""
-    out = torch.zeros(len(rows), net.kv_heads, width, net.head_dim, dtype=net.dtype, device=net.device)
-    for r, row in enumerate(rows):
-        held = (row.values if values else row.keys)
-        if row.chain:
-            out[r, :, : len(row.chain)] = held[layer]
-    return out
-
-
-def _run_pass(
-    net: _Net, trie: _Trie, rows: list[_Row], plan: _Pass, ctx: DynamicCache, ctx_len: int
-) -> tuple[torch.Tensor, DynamicCache]:
-    """One forward pass of the planned rows; returns hidden states [rows, queries, hidden]."""
-    width_c, width_q = plan.width
-    ids = torch.zeros(len(rows), width_q, dtype=torch.long)
-    pos = torch.full((len(rows), width_q), ctx_len, dtype=torch.long)
-    for r, queries in enumerate(plan.queries):
-        ids[r, : len(queries)] = torch.from_numpy(trie.token[queries])
-        pos[r, : len(queries)] = torch.from_numpy(ctx_len - 1 + trie.depth[queries])
-    past = []
-    for layer, ctx_layer in enumerate(ctx.layers):
-        keys = [ctx_layer.keys.expand(len(rows), -1, -1, -1), _pad_chain(net, rows, width_c, layer, False)]
-        vals = [ctx_layer.values.expand(len(rows), -1, -1, -1), _pad_chain(net, rows, width_c, layer, True)]
-        past.append((torch.cat(keys, dim=2), torch.cat(vals, dim=2)))
-    cache = DynamicCache(past)
-    masks = _mask_argument(net, _tree_masks(net, trie, plan, ctx_len))
-    out = net.decoder(
-        input_ids=ids.to(net.device),
-        attention_mask=masks,
-        position_ids=pos.to(net.device),
-        past_key_values=cache,
-        use_cache=True,
-    )
-    return out.last_hidden_state, cache
-
-
-def _advance(trie: _Trie, rows: list[_Row], plan: _Pass, cache: DynamicCache, ctx_len: int) -> None:
-    """Move each row past its segment, keeping the KV states its next segment's ancestors need."""
-    width_c = plan.width[0]
-    for r, row in enumerate(rows):
-        row.start += plan.owned[r]
-        if row.start >= row.stop:
-            row.chain, row.keys, row.values = {}, [], []
-            continue
-        col = {n: ctx_len + i for i, n in enumerate(plan.carried[r])}
-        col.update({n: ctx_len + width_c + i for i, n in enumerate(plan.queries[r])})
-        chain = trie.ancestors(int(trie.fed[row.start]))
-        index = torch.tensor([col[n] for n in chain], dtype=torch.long, device=cache.layers[0].keys.device)
-        row.chain = {n: i for i, n in enumerate(chain)}
-        row.keys = [layer.keys[r].index_select(1, index) for layer in cache.layers]
-        row.values = [layer.values[r].index_select(1, index) for layer in cache.layers]
-
-
-def _trie_shape(net: _Net, budget: int, row_tokens: int, keys_extra: int, max_bytes: int) -> tuple[int, int]:
-    """(rows per pass, tokens per row) for a token budget, shrunk until the memory estimate fits."""
-    while True:
-        per_row = max(1, min(row_tokens, budget))
-        rows = max(1, budget // per_row)
-        if budget <= 1 or net.activation_bytes(rows, per_row, keys_extra + per_row) <= max_bytes:
-            return rows, per_row
-        budget //= 2
-
-
-def _context_cache(net: _Net, context: list[int]) -> tuple[DynamicCache, torch.Tensor]:
-    """Run the context once: its KV cache (full layers) and its last hidden state."""
-    cache = DynamicCache()
-    out = net.decoder(
-        input_ids=torch.tensor([context], device=net.device), past_key_values=cache, use_cache=True
-    )
-    return cache, out.last_hidden_state[0, -1:]
+    total = np.zeros(len(trie.end), dtype=np.float64)
+    total[trie.end >= 0] = cum[trie.end[trie.end >= 0]]
+    return total
 
 
 @dataclass(frozen=True)
 class _Children:
-    """The trie's nodes sorted by the hidden-state row that predicts them."""
+    """The trie's nodes sorted by the hidden-state row that predicts their token."""
 
     order: torch.Tensor
     rows: torch.Tensor
@@ -426,15 +297,14 @@ class _Children:
         order = np.argsort(trie.parent_row, kind="stable")
         rows = trie.parent_row[order]
         bounds = np.searchsorted(rows, np.arange(len(trie.fed) + 2)).tolist()
-        as_tensor = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
-        return cls(as_tensor(order), as_tensor(rows), as_tensor(trie.token[order]), bounds)
+        return cls(*(torch.from_numpy(a).to(device) for a in (order, rows, trie.token[order])), bounds)
 
     def score(
         self, net: _Net, hidden: torch.Tensor, blocks: list[tuple[int, int]], max_rows: int, out: torch.Tensor
     ) -> None:
-        """Write into out the log-probs of the nodes that hidden predicts.
+        """Write into out the log-probs of the tokens that hidden predicts.
 
-        hidden holds the rows [first, first + count) of each block in turn.
+        hidden holds the rows [first, first + count) of each (first, count) block in turn.
         """
         sel, local, tokens, offset = [], [], [], 0
         for first, count in blocks:
@@ -446,9 +316,202 @@ class _Children:
         out[torch.cat(sel)] = _token_logprobs(net, hidden, torch.cat(local), torch.cat(tokens), max_rows)
 
 
+# ---------------------------------------------------------------- passes over the trie
+
+
 @dataclass
-class _Run:
-    """One trie scoring: the model, the trie, the context cache and the running budget."""
+class _Row:
+    """One batch row's piece: fed indices [start, stop), and the ancestors it carries.
+
+    ``chain`` maps the ancestors of ``fed[start]`` whose KV states the row holds to their index
+    in ``keys`` and ``values`` (one [kv_heads, len(chain), head_dim] tensor per layer).
+    """
+
+    start: int
+    stop: int
+    chain: dict[int, int] = field(default_factory=dict)
+    keys: list[torch.Tensor] = field(default_factory=list)
+    values: list[torch.Tensor] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """One forward pass: per row, the carried ancestors (keys only) and the fed queries.
+
+    The key columns of row r are the context, then ``carried[r]`` padded to the widest row,
+    then ``queries[r]`` padded likewise; the last ``owned[r]`` queries are the row's segment.
+    """
+
+    carried: list[list[int]]
+    queries: list[list[int]]
+    owned: list[int]
+    ctx_len: int
+
+    @property
+    def widths(self) -> tuple[int, int]:
+        """(padded carried length, padded query length)."""
+        return max(map(len, self.carried)), max(map(len, self.queries))
+
+    def columns(self, r: int) -> dict[int, int]:
+        """Trie node -> key column, for row r."""
+        col = {n: self.ctx_len + i for i, n in enumerate(self.carried[r])}
+        first_query = self.ctx_len + self.widths[0]
+        col.update({n: first_query + i for i, n in enumerate(self.queries[r])})
+        return col
+
+
+def _plan_pass(trie: _Trie, rows: list[_Row], passes_left: int, row_tokens: int, ctx_len: int) -> _Pass:
+    """Each row's next segment (its share of what is left, or row_tokens after the planned
+    passes), after any ancestors whose KV states it does not hold."""
+    carried, queries, owned = [], [], []
+    for row in rows:
+        left = row.stop - row.start
+        count = -(-left // passes_left) if passes_left > 0 else min(left, row_tokens)
+        ancestors = trie.ancestors(int(trie.fed[row.start]))
+        carried.append([a for a in ancestors if a in row.chain])
+        missing = [a for a in ancestors if a not in row.chain]
+        queries.append(missing + trie.fed[row.start : row.start + count].tolist())
+        owned.append(count)
+    return _Pass(carried, queries, owned, ctx_len)
+
+
+def _tree_masks(net: _Net, trie: _Trie, plan: _Pass) -> dict[str, torch.Tensor]:
+    """Additive masks [rows, 1, queries, keys] (0 or the dtype's minimum) per attention type.
+
+    A query sees the context, its ancestors and itself; sliding-window layers also hide keys
+    ``window`` or more positions back. Padding queries see the context only.
+    """
+    ctx_len, (width_c, width_q) = plan.ctx_len, plan.widths
+    n_rows, n_keys = len(plan.queries), ctx_len + width_c + width_q
+    allowed = np.zeros((n_rows, width_q, n_keys), dtype=bool)
+    allowed[:, :, :ctx_len] = True
+    key_pos = np.full((n_rows, n_keys), -(1 << 40), dtype=np.int64)
+    key_pos[:, :ctx_len] = np.arange(ctx_len)
+    query_pos = np.full((n_rows, width_q), ctx_len, dtype=np.int64)
+    for r, queries in enumerate(plan.queries):
+        col = plan.columns(r)
+        key_pos[r, list(col.values())] = ctx_len - 1 + trie.depth[list(col)]
+        query_pos[r, : len(queries)] = ctx_len - 1 + trie.depth[queries]
+        for i, node in enumerate(queries):
+            while node >= 0:
+                allowed[r, i, col[node]] = True
+                node = int(trie.parent[node])
+    masks = {"full_attention": allowed}
+    if net.window is not None:
+        masks["sliding_attention"] = allowed & (query_pos[:, :, None] - key_pos[:, None, :] < net.window)
+    low = torch.finfo(net.dtype).min
+    return {
+        kind: torch.zeros(m.shape, dtype=net.dtype).masked_fill_(torch.from_numpy(~m), low)[:, None].to(net.device)
+        for kind, m in masks.items()
+    }
+
+
+def _mask_argument(net: _Net, masks: dict[str, torch.Tensor]) -> torch.Tensor | dict[str, torch.Tensor]:
+    """What the decoder takes: a mask per layer type where it has several, else one mask."""
+    if net.layer_types is not None:
+        return {kind: masks[kind] for kind in net.layer_types}
+    return masks["sliding_attention" if net.window is not None else "full_attention"]
+
+
+def _with_carried(ctx_part: torch.Tensor, carried: list[torch.Tensor | None], width: int) -> torch.Tensor:
+    """[rows, kv_heads, context + width, head_dim]: the context's states, then each row's
+    carried ones, zero-padded."""
+    batch, heads, ctx_len, dim = len(carried), *ctx_part.shape[1:]
+    out = ctx_part.new_zeros(batch, heads, ctx_len + width, dim)
+    out[:, :, :ctx_len] = ctx_part
+    for r, held in enumerate(carried):
+        if held is not None:
+            out[r, :, ctx_len : ctx_len + held.shape[1]] = held
+    return out
+
+
+def _past(ctx: DynamicCache, rows: list[_Row], width: int) -> DynamicCache:
+    """A cache holding, per row, the context's KV states and then the row's carried ones."""
+    return DynamicCache(
+        (
+            _with_carried(layer.keys, [row.keys[i] if row.chain else None for row in rows], width),
+            _with_carried(layer.values, [row.values[i] if row.chain else None for row in rows], width),
+        )
+        for i, layer in enumerate(ctx.layers)
+    )
+
+
+def _run_pass(
+    net: _Net, trie: _Trie, rows: list[_Row], plan: _Pass, ctx: DynamicCache
+) -> tuple[torch.Tensor, DynamicCache]:
+    """One forward pass of the planned rows: hidden states [rows, queries, hidden] and the cache."""
+    width_c, width_q = plan.widths
+    ids = torch.zeros(len(rows), width_q, dtype=torch.long)
+    pos = torch.full((len(rows), width_q), plan.ctx_len, dtype=torch.long)
+    for r, queries in enumerate(plan.queries):
+        ids[r, : len(queries)] = torch.from_numpy(trie.token[queries])
+        pos[r, : len(queries)] = torch.from_numpy(plan.ctx_len - 1 + trie.depth[queries])
+    cache = _past(ctx, rows, width_c)
+    out = net.decoder(
+        input_ids=ids.to(net.device),
+        attention_mask=_mask_argument(net, _tree_masks(net, trie, plan)),
+        position_ids=pos.to(net.device),
+        past_key_values=cache,
+        use_cache=True,
+    )
+    return out.last_hidden_state, cache
+
+
+def _advance(trie: _Trie, rows: list[_Row], plan: _Pass, cache: DynamicCache) -> None:
+    """Move each row past its segment, keeping the KV states its next segment's ancestors need."""
+    for r, row in enumerate(rows):
+        row.start += plan.owned[r]
+        if row.start >= row.stop:
+            continue
+        col, chain = plan.columns(r), trie.ancestors(int(trie.fed[row.start]))
+        index = torch.tensor([col[n] for n in chain], dtype=torch.long, device=cache.layers[0].keys.device)
+        row.chain = {n: i for i, n in enumerate(chain)}
+        row.keys = [layer.keys[r].index_select(1, index) for layer in cache.layers]
+        row.values = [layer.values[r].index_select(1, index) for layer in cache.layers]
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """How to feed some trie nodes: rows per pass, nodes per row per pass, and passes."""
+
+    rows: int
+    per_row: int
+    passes: int
+
+
+def _shape(net: _Net, size: int, budget: int, row_tokens: int, extra_keys: int, max_bytes: int) -> _Shape:
+    """The shape for size nodes under a token budget and the memory estimate, evened out so
+    that rows are about equally long and no pass is padded much."""
+    while True:
+        per_row = max(1, min(row_tokens, budget))
+        rows = max(1, budget // per_row)
+        if budget <= 1 or net.activation_bytes(rows, per_row, extra_keys + per_row) <= max_bytes:
+            break
+        budget //= 2
+    passes = -(-size // (rows * per_row))
+    per_row = -(-size // (rows * passes))
+    return _Shape(-(-size // (per_row * passes)), per_row, passes)
+
+
+def _cut(trie: _Trie, spans: list[tuple[int, int]], piece: int, slack: int) -> list[tuple[int, int]]:
+    """Cut spans of fed indices into pieces of about piece nodes, each cut moved (by at most
+    slack) to the shallowest node nearby, whose ancestors a row must feed again."""
+    pieces = []
+    for start, stop in spans:
+        count, prev = -(-(stop - start) // piece), start
+        for j in range(1, count):
+            ideal = start + round(j * (stop - start) / count)
+            lo, hi = max(ideal - slack, prev + 1), min(ideal + slack + 1, stop)
+            cut = lo + int(np.argmin(trie.depth[trie.fed[lo:hi]]))
+            pieces.append((prev, cut))
+            prev = cut
+        pieces.append((prev, stop))
+    return pieces
+
+
+@dataclass
+class _TrieRun:
+    """One call of score_paths: the trie, the budgets, and the log-prob of every node."""
 
     net: _Net
     trie: _Trie
@@ -461,16 +524,11 @@ class _Run:
 
     def __post_init__(self) -> None:
         self.children = _Children.of(self.trie, self.net.device)
-        self.node_lp = torch.zeros(len(self.trie.token), dtype=torch.float32, device=self.net.device)
+        self.node_lp = torch.zeros(len(self.trie.token), dtype=self.net.logit_dtype, device=self.net.device)
         self.total, self.done = len(self.context) + len(self.trie.fed), 0
 
-    def _oom(self, err: BaseException) -> None:
-        """Re-raise anything but an allocation failure; otherwise halve the budget."""
-        if not _is_oom(err):
-            raise err
-        self.budget = _halve(self.budget, err, self.stats)
-
-    def _count(self, fed: int, padded: int, done: int) -> None:
+    def _counted(self, fed: int, padded: int, done: int) -> None:
+        """Record one forward pass."""
         self.stats.forward_passes += 1
         self.stats.tokens_fed += fed
         self.stats.padded_tokens += padded
@@ -482,60 +540,48 @@ class _Run:
         """Feed the context once; score the paths' first tokens from its last hidden state."""
         while True:
             try:
-                ctx, last = _context_cache(self.net, self.context)
-                self.children.score(self.net, last, [(0, 1)], self.budget, self.node_lp)
+                cache = DynamicCache()
+                ids = torch.tensor([self.context], device=self.net.device)
+                hidden = self.net.decoder(input_ids=ids, past_key_values=cache, use_cache=True).last_hidden_state
+                self.children.score(self.net, hidden[0, -1:], [(0, 1)], self.budget, self.node_lp)
                 break
             except (RuntimeError, MemoryError) as err:
-                self._oom(err)
-        self._count(len(self.context), len(self.context), len(self.context))
-        return ctx
+                self.budget = _halved(self.budget, err, self.stats)
+        self._counted(len(self.context), len(self.context), len(self.context))
+        return cache
+
+    def _plan(self, spans: list[tuple[int, int]]) -> tuple[_Shape, list[tuple[int, int]]]:
+        """The shape for the nodes in spans, and the spans cut into pieces for its rows."""
+        size = sum(b - a for a, b in spans)
+        extra_keys = len(self.context) + int(self.trie.depth.max(initial=0))
+        shape = _shape(self.net, size, self.budget, self.row_tokens, extra_keys, self.max_bytes)
+        return shape, _cut(self.trie, spans, shape.per_row * shape.passes, shape.per_row // 16)
 
     def run_trie(self, ctx: DynamicCache) -> None:
         """Feed every internal node once, in passes of rows that carry their ancestors' KV."""
-        trie, ctx_len = self.trie, len(self.context)
-        keys_extra = ctx_len + int(trie.depth.max(initial=0))
-        queue = [(0, len(trie.fed))] if len(trie.fed) else []
+        queue = [(0, len(self.trie.fed))] if len(self.trie.fed) else []
         active: list[_Row] = []
         while queue or active:
-            n_rows, per_row = _trie_shape(self.net, self.budget, self.row_tokens, keys_extra, self.max_bytes)
             if not active:
-                queue = _split_spans(trie, queue, n_rows, per_row)
-            while len(active) < n_rows and queue:
+                shape, queue = self._plan(queue)
+                passes_left = shape.passes
+            while len(active) < shape.rows and queue:
                 active.append(_Row(*queue.pop(0)))
-            plan = _plan_pass(trie, active, per_row)
+            plan = _plan_pass(self.trie, active, passes_left, shape.per_row, len(self.context))
             try:
-                hidden, cache = _run_pass(self.net, trie, active, plan, ctx, ctx_len)
+                hidden, cache = _run_pass(self.net, self.trie, active, plan, ctx)
                 owned = [h[len(q) - k : len(q)] for h, q, k in zip(hidden, plan.queries, plan.owned)]
                 blocks = [(1 + row.start, k) for row, k in zip(active, plan.owned)]
                 self.children.score(self.net, torch.cat(owned), blocks, self.budget, self.node_lp)
             except (RuntimeError, MemoryError) as err:
-                self._oom(err)
+                self.budget = _halved(self.budget, err, self.stats)
                 queue = [(row.start, row.stop) for row in active] + queue
                 active = []
                 continue
-            self._count(sum(map(len, plan.queries)), len(active) * plan.width[1], sum(plan.owned))
-            _advance(trie, active, plan, cache, ctx_len)
+            self._counted(sum(map(len, plan.queries)), len(active) * plan.widths[1], sum(plan.owned))
+            _advance(self.trie, active, plan, cache)
             active = [row for row in active if row.start < row.stop]
-
-
-def _split_spans(trie: _Trie, spans: list[tuple[int, int]], n_rows: int, per_row: int) -> list[tuple[int, int]]:
-    """Cut the spans into pieces of about equal size for n_rows rows side by side.
-
-    Each cut moves, by at most an eighth of a row, to the shallowest node nearby, so that the
-    row starting there has few ancestors to feed again.
-    """
-    size = sum(b - a for a, b in spans)
-    target = max(per_row, -(-size // n_rows))
-    slack = per_row // 8
-    pieces = []
-    for start, stop in spans:
-        while stop - start > target + slack:
-            low = start + target - slack
-            cut = low + int(np.argmin(trie.depth[trie.fed[low : start + target + slack + 1]]))
-            pieces.append((start, cut))
-            start = cut
-        pieces.append((start, stop))
-    return pieces
+            passes_left -= 1
 
 
 def score_paths(
@@ -549,11 +595,11 @@ def score_paths(
     progress: Progress | None = None,
     stats: ScoreStats | None = None,
 ) -> np.ndarray:
-    """log p(path | context) for every path (float64), each distinct prefix computed once.
+    """log p(path | context) of every path (float64), each distinct prefix computed once.
 
-    The context runs once; the paths' prefix trie runs in passes of at most about
-    max_batch_tokens tokens (rows of row_tokens), shrunk to fit max_batch_bytes of estimated
-    activations and halved again on out-of-memory errors. progress gets (tokens fed, total).
+    The context runs once; the paths' prefix trie runs in passes of about max_batch_tokens
+    tokens in rows of up to row_tokens, shrunk to fit max_batch_bytes of estimated activations
+    and halved on out-of-memory errors. progress gets (tokens fed, tokens to feed).
     """
     stats = stats if stats is not None else ScoreStats()
     started = time.perf_counter()
@@ -562,27 +608,18 @@ def score_paths(
         return np.zeros(0, dtype=np.float64)
     _check_ids(net, path_list, ctx)
     trie = _build_trie(path_list)
-    run = _Run(net, trie, ctx, max_batch_tokens, row_tokens, max_batch_bytes, stats, progress)
+    run = _TrieRun(net, trie, ctx, max_batch_tokens, row_tokens, max_batch_bytes, stats, progress)
     with torch.inference_mode():
         run.run_trie(run.run_context())
-    _count_paths(stats, path_list, ctx, started)
+    _count_call(stats, path_list, ctx, started)
     return _path_sums(trie, run.node_lp.cpu().numpy())
-
-
-def _count_paths(stats: ScoreStats, paths: list[Path], context: list[int], started: float) -> None:
-    """Add one call's paths, scored tokens, plain-equivalent tokens and time to stats."""
-    lengths = sum(map(len, paths))
-    stats.paths += len(paths)
-    stats.scored_tokens += lengths
-    stats.plain_tokens += lengths + len(context) * len(paths)
-    stats.seconds += time.perf_counter() - started
 
 
 # ---------------------------------------------------------------- the plain reference
 
 
 def _next_batch(lengths: np.ndarray, pending: np.ndarray, budget: int, net: _Net, max_bytes: int) -> np.ndarray:
-    """The longest run at the head of the length-sorted pending sequences whose padded batch fits."""
+    """The longest head of the length-sorted pending sequences whose padded batch fits."""
     stop = 1
     while stop < len(pending):
         width = int(lengths[pending[stop]])
@@ -592,21 +629,23 @@ def _next_batch(lengths: np.ndarray, pending: np.ndarray, budget: int, net: _Net
     return pending[:stop]
 
 
-def _plain_batch(net: _Net, seqs: list[list[int]], ctx_len: int, budget: int) -> list[torch.Tensor]:
-    """Token log-probs of each sequence's path part, from one right-padded forward pass."""
+def _plain_batch(net: _Net, seqs: list[list[int]], ctx_len: int, budget: int) -> list[np.ndarray]:
+    """Token log-probs of each sequence's part after the context, from one right-padded pass.
+
+    Right padding needs no attention mask: causal attention never lets a real token see a pad.
+    """
     width = max(map(len, seqs))
     ids = torch.zeros(len(seqs), width, dtype=torch.long)
     rows, tokens = [], []
     for b, seq in enumerate(seqs):
         ids[b, : len(seq)] = torch.tensor(seq)
-        rows.extend(b * width + np.arange(ctx_len - 1, len(seq) - 1))
+        rows.extend(range(b * width + ctx_len - 1, b * width + len(seq) - 1))
         tokens.extend(seq[ctx_len:])
     hidden = net.decoder(input_ids=ids.to(net.device), use_cache=False).last_hidden_state
-    hidden = hidden.reshape(len(seqs) * width, -1)
-    rows_t = torch.tensor(rows, dtype=torch.long, device=net.device)
-    lp = _token_logprobs(net, hidden[rows_t], torch.arange(len(rows), device=net.device),
-                         torch.tensor(tokens, dtype=torch.long, device=net.device), budget)
-    return list(lp.split([len(s) - ctx_len for s in seqs]))
+    picked = hidden.reshape(len(seqs) * width, -1)[torch.tensor(rows, dtype=torch.long, device=net.device)]
+    order = torch.arange(len(rows), device=net.device)
+    lp = _token_logprobs(net, picked, order, torch.tensor(tokens, dtype=torch.long, device=net.device), budget)
+    return np.split(lp.double().cpu().numpy(), np.cumsum([len(s) - ctx_len for s in seqs])[:-1])
 
 
 def score_paths_plain(
@@ -621,7 +660,8 @@ def score_paths_plain(
 ) -> np.ndarray:
     """log p(path | context) from padded batches of context + path: the reference to check against.
 
-    No KV reuse and no prefix sharing; same chunked LM head as score_paths.
+    No KV reuse and no prefix sharing; the same chunked LM head as score_paths. Sequences are
+    batched by length under max_batch_tokens padded tokens; progress gets (tokens, total).
     """
     stats = stats if stats is not None else ScoreStats()
     started = time.perf_counter()
@@ -633,25 +673,22 @@ def score_paths_plain(
     lengths = np.array([len(s) for s in seqs])
     pending = np.argsort(lengths, kind="stable")
     scores = np.zeros(len(seqs), dtype=np.float64)
-    budget, done, total = max_batch_tokens, 0, int(lengths.sum())
+    budget, done = max_batch_tokens, 0
     with torch.inference_mode():
         while len(pending):
             batch = _next_batch(lengths, pending, budget, net, max_batch_bytes)
             try:
-                lps = _plain_batch(net, [seqs[i] for i in batch], len(ctx), budget)
+                token_lps = _plain_batch(net, [seqs[i] for i in batch], len(ctx), budget)
             except (RuntimeError, MemoryError) as err:
-                if not _is_oom(err):
-                    raise
-                budget = _halve(budget, err, stats)
+                budget = _halved(budget, err, stats)
                 continue
-            for i, lp in zip(batch.tolist(), lps):
-                scores[i] = float(np.sum(lp.double().cpu().numpy()))
-            pending = pending[len(batch):]
+            scores[batch] = [lp.sum() for lp in token_lps]
+            pending = pending[len(batch) :]
             stats.forward_passes += 1
             stats.tokens_fed += int(lengths[batch].sum())
             stats.padded_tokens += len(batch) * int(lengths[batch].max())
             done += int(lengths[batch].sum())
             if progress:
-                progress(done, total)
-    _count_paths(stats, path_list, ctx, started)
+                progress(done, int(lengths.sum()))
+    _count_call(stats, path_list, ctx, started)
     return scores

@@ -20,7 +20,7 @@ from pathlib import Path
 import streamlit as st
 
 from marginal_core import app_state as S
-from marginal_core.errors import EmptyTextError, MarginalError
+from marginal_core.errors import EmptyTextError
 from marginal_core.models import DEFAULT_MODEL, EMBEDDED_MODELS, known_models
 
 APP_PATH = Path(__file__).resolve().parent.parent / "app.py"
@@ -352,4 +352,5 @@ def param_hash(*parts) -> str:
 
 def stop_button(where=None) -> bool:
     """A Stop button; clicking it stops the running computation (a rerun) and keeps partials."""
-    return (where or st).button("⏹ Stop", key="stop", help="Stop scoring and keep what is done so far.")
+    return (where or st).button("Stop", icon=":material/stop:", key="stop",
+                                help="Stop scoring and keep what is done so far.")

@@ -23,7 +23,7 @@ def main(inp: C.Inputs) -> None:
     lat = C.require_lattice(inp)
     count = lat.count()
     feasible = S.exact_feasible(count)
-    c = st.columns(5)
+    c = st.columns([1, 1, 1, 2, 1])
     k = int(c[0].number_input("Samples k", min_value=1, max_value=100_000, value=S.DEFAULT_SAMPLES, step=100,
                               key="k", bind="query-params", help="For each method."))
     L = int(c[1].number_input("Length bound L", min_value=1, value=lat.default_max_len(), key="L", bind="query-params"))
@@ -43,7 +43,7 @@ def main(inp: C.Inputs) -> None:
 
 
     b = st.columns([1, 1, 6])
-    run = b[0].button("▶ Run", type="primary", key="run", disabled=not wanted)
+    run = b[0].button("Run", icon=":material/play_arrow:", type="primary", key="run", disabled=not wanted)
     C.stop_button(b[1])
     status = st.empty()
     left, right = st.columns(2)

@@ -1,0 +1,220 @@
+"""End to end in a real browser: `streamlit run app.py`, driven with Playwright on Chromium.
+
+The test starts the app on a free port of 127.0.0.1, types a text, and waits for its
+tokenization, its lattice drawing and a plot; screenshots go to test-output/browser/ (Streamlit
+scrolls inside its own container, so the viewport is tall instead of a full-page shot). It uses
+Debian's Chromium (/usr/bin/chromium) and is skipped only when that is missing (`make setup`
+installs it).
+
+The same machinery makes the README screenshots:
+
+    .venv/bin/python tests/test_browser.py --screenshots docs/screenshots
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage",
+]
+OUTPUT = ROOT / "test-output" / "browser"
+SMOL = "smollm2-135m"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(timeout: float = 120.0):
+    """`streamlit run app.py` on a free local port; yields its base URL, stops it afterwards."""
+    port = free_port()
+    env = dict(os.environ)
+    env.setdefault("MARGINAL_CACHE", str(Path.home() / ".cache" / "marginal"))
+    log = open(OUTPUT.parent / f"streamlit-{port}.log", "w")  # noqa: SIM115 -- closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not answer within {timeout:.0f} s; see {log.name}")
+            time.sleep(0.3)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@contextlib.contextmanager
+def browser_page(width: int = 1400, height: int = 1800):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.set_default_timeout(300_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def settle(page, extra_ms: int = 800) -> None:
+    """Wait until the script run is over: no skeletons, spinners, progress bars or running status."""
+    page.wait_for_timeout(800)
+    deadline = time.monotonic() + 600
+    busy = '[data-testid="stSkeleton"], [data-testid="stSpinner"], [data-testid="stProgress"]'
+    while time.monotonic() < deadline:
+        try:
+            status = page.locator('[data-testid="stStatusWidget"]')
+            running = status.count() and any(w in status.first.inner_text() for w in ("Running", "Stop"))
+            if page.locator(busy).count() == 0 and not running:
+                break
+        except Exception:  # noqa: BLE001 -- the page re-renders under us
+            pass
+        page.wait_for_timeout(400)
+    page.wait_for_timeout(extra_ms)
+
+
+def no_traceback(page) -> None:
+    body = page.locator("body").inner_text()
+    assert "Traceback" not in body and not page.locator('[data-testid="stException"]').count(), body[:2000]
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
+def test_type_a_text_and_see_its_lattice_and_plots():
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    text = " Tokenization is fun."
+    with streamlit_server() as base, browser_page() as page:
+        page.goto(f"{base}/?model={SMOL}")
+        box = page.get_by_label("Text", exact=True)
+        box.wait_for()
+        box.fill(text)
+        box.press("Control+Enter")
+        # The home page shows the new text's canonical tokenization as chips, then its score.
+        page.locator("span[title^='token 1:']").first.wait_for()
+        page.get_by_text("log p(canonical)").wait_for()
+        settle(page)
+        chips = page.locator("span[title^='token ']").all_inner_texts()
+        assert "".join(c.splitlines()[0] for c in chips).replace("␣", " ") == text
+        no_traceback(page)
+        page.screenshot(path=str(OUTPUT / "home.png"))
+
+        # The lattice page draws it (the sidebar text survives the page switch).
+        page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Lattice").click()
+        svg = page.locator("[data-testid=stGraphVizChart] svg")
+        svg.wait_for()
+        settle(page)
+        assert page.get_by_label("Text", exact=True).input_value() == text
+        drawn = svg.text_content()
+        assert "capital" not in drawn and "ization" in drawn  # the typed text, not the default
+        assert svg.locator("g.edge").count() > 10
+        no_traceback(page)
+        page.screenshot(path=str(OUTPUT / "lattice.png"))
+
+        # The samplers page plots the lengths of the samples (no model needed for that).
+        page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Samplers").click()
+        page.locator("[data-testid=stPlotlyChart] .main-svg").first.wait_for()
+        settle(page)
+        no_traceback(page)
+        page.screenshot(path=str(OUTPUT / "samplers.png"))
+
+        # A shared link opens a page with its settings: a small L greys arcs out.
+        page.goto(f"{base}/lattice?model={SMOL}&text={quote(text)}&L=5")
+        page.locator("[data-testid=stGraphVizChart] svg").wait_for()
+        settle(page)
+        assert page.locator("[data-testid=stGraphVizChart] svg g.edge.greyed, "
+                            "[data-testid=stGraphVizChart] svg g.edge path[stroke-dasharray]").count() > 0
+        no_traceback(page)
+        page.screenshot(path=str(OUTPUT / "lattice-L5.png"))
+
+
+# --------------------------------------------------------------------------------------------
+# README screenshots
+
+
+def _small_png(path: Path) -> None:
+    """Quantize a screenshot to 256 colours (a fraction of the size, same look)."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    with Image.open(path) as im:
+        im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
+
+
+def make_screenshots(folder: Path, model: str | None = None) -> None:
+    """One screenshot per page with the default text, buttons pressed, into folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    query = f"?model={model}" if model else ""
+    shots = [  # (file, URL path, keys of the buttons to press, viewport height)
+        ("home", "", ["estimate"], 1150),
+        ("lattice", "lattice", [], 1000),
+        ("samplers", "samplers", ["score"], 1250),
+        ("mass", "mass", ["compute"], 1150),
+        ("rank", "rank", ["draw"], 1000),
+        ("running", "running", ["run"], 1000),
+    ]
+    with streamlit_server() as base:
+        for name, path, buttons, height in shots:
+            with browser_page(1400, height) as page:
+                t0 = time.perf_counter()
+                page.goto(f"{base}/{path}{query}")
+                page.locator("h1").first.wait_for()
+                settle(page)
+                for key in buttons:
+                    button = page.locator(f".st-key-{key} button")
+                    if button.count():  # absent when the result is already cached
+                        button.first.click()
+                        settle(page, 1500)
+                no_traceback(page)
+                target = folder / f"{name}.png"
+                page.screenshot(path=str(target))
+                _small_png(target)
+                print(f"{target}: {time.perf_counter() - t0:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Make the app's README screenshots.")
+    parser.add_argument("--screenshots", type=Path, default=ROOT / "docs" / "screenshots")
+    parser.add_argument("--model", default=None)
+    args = parser.parse_args()
+    make_screenshots(args.screenshots, args.model)
