@@ -448,13 +448,15 @@ class RunTrace:
     """One estimator's run for the running-estimate plots.
 
     ``checkpoints`` are (samples done, seconds since the start) pairs, one per scored chunk;
-    ``running`` is the full log marginal after each sample.
+    ``running`` is the full log marginal after each sample and ``noncanonical`` the log of the
+    non-canonical part alone (what the estimators actually estimate).
     """
 
     label: str
     running: np.ndarray
     checkpoints: Sequence[tuple[int, float]]
     color: str | None = None
+    noncanonical: np.ndarray | None = None
 
     @classmethod
     def of(cls, estimate, checkpoints=None, label: str | None = None) -> RunTrace:
@@ -465,7 +467,11 @@ class RunTrace:
             estimate.running_marginal(),
             list(checkpoints) if checkpoints else [(n, estimate.seconds)],
             COLORS.get(estimate.method),
+            np.asarray(estimate.running, dtype=float),
         )
+
+
+RUNNING_Y = {"marginal": "log p(text) (nats)", "noncanonical": "log non-canonical mass (nats)"}
 
 
 def running_figure(
@@ -474,35 +480,48 @@ def running_figure(
     log_p_canonical: float,
     log_exact: float | None = None,
     x: str = "samples",
+    y: str = "marginal",
 ) -> go.Figure:
-    """Running estimates of log p(text) against the number of samples or against seconds.
+    """Running estimates against the number of samples or against seconds.
 
-    The canonical log probability (and the exact marginal where known) are horizontal lines.
+    ``y="marginal"``: log p(text), with the canonical log probability (and the exact marginal
+    where known) as horizontal lines. ``y="noncanonical"``: the log of the non-canonical mass
+    alone, where the estimators differ visibly; ``log_exact`` is then the exact non-canonical
+    log mass. Points with no mass found yet (-inf) are left out.
     """
     if x not in ("samples", "seconds"):
         raise ValueError("x must be 'samples' or 'seconds'")
+    if y not in RUNNING_Y:
+        raise ValueError(f"y must be one of {', '.join(RUNNING_Y)}")
     fig = go.Figure()
     for trace in traces:
+        values = trace.running if y == "marginal" else trace.noncanonical
         if x == "samples":
-            xs, ys = np.arange(1, len(trace.running) + 1), trace.running
+            xs, ys = np.arange(1, len(values) + 1), np.asarray(values, dtype=float)
         else:
-            points = [(s, n) for n, s in trace.checkpoints if 0 < n <= len(trace.running)]
-            xs = np.array([0.0] + [s for s, _ in points])
-            ys = np.array([log_p_canonical] + [trace.running[n - 1] for _, n in points])
+            points = [(s, n) for n, s in trace.checkpoints if 0 < n <= len(values)]
+            start = [(0.0, log_p_canonical)] if y == "marginal" else []
+            xs = np.array([p[0] for p in start] + [s for s, _ in points], dtype=float)
+            ys = np.array([p[1] for p in start] + [values[n - 1] for _, n in points], dtype=float)
+        keep = np.isfinite(ys)
         fig.add_trace(
-            go.Scatter(x=xs, y=ys, mode="lines" if x == "samples" else "lines+markers", name=trace.label,
-                       line=dict(color=trace.color, width=2))
+            go.Scatter(x=xs[keep], y=ys[keep], mode="lines" if x == "samples" else "lines+markers",
+                       name=trace.label, line=dict(color=trace.color, width=2))
         )
-    fig.add_hline(y=log_p_canonical, line_dash="dot", line_color=COLORS["canonical"],
-                  annotation_text="canonical", annotation_position="bottom right")
-    if log_exact is not None and math.isfinite(log_exact):
+    if y == "marginal":
+        fig.add_hline(y=log_p_canonical, line_dash="dot", line_color=COLORS["canonical"],
+                      annotation_text="canonical", annotation_position="bottom right")
+    has_exact = log_exact is not None and math.isfinite(log_exact)
+    if has_exact:
         fig.add_hline(y=log_exact, line_dash="dash", line_color=COLORS["exact"],
                       annotation_text="exact", annotation_position="top right")
     # Invisible traces so that the reference lines appear in the legend too.
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="canonical",
-                             line=dict(color=COLORS["canonical"], dash="dot")))
-    if log_exact is not None and math.isfinite(log_exact):
+    if y == "marginal":
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="canonical",
+                                 line=dict(color=COLORS["canonical"], dash="dot")))
+    if has_exact:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="exact",
                                  line=dict(color=COLORS["exact"], dash="dash")))
-    title = "Estimate of log p(text) against " + ("the number of samples" if x == "samples" else "time")
-    return _layout(fig, title, "samples" if x == "samples" else "seconds", "log p(text) (nats)")
+    what = "log p(text)" if y == "marginal" else "Non-canonical mass"
+    title = f"{what} estimate vs. " + ("samples" if x == "samples" else "seconds")
+    return _layout(fig, title, "samples" if x == "samples" else "seconds", RUNNING_Y[y])

@@ -76,23 +76,28 @@ def run_page(body: Callable[[Inputs], None]) -> None:
 
 
 def _route_through_app() -> bool:
-    """Run app.py (the router) when Streamlit ran this page file directly; True if it did.
+    """Route this run through app.py when Streamlit ran this page file directly; True if so.
 
     Because a pages/ folder exists, Streamlit runs the very first request of a fresh server in
     its older pages/ mode: a subpage URL (a shared link) then runs the page file directly,
     without app.py's navigation, layout and inputs. app.py's st.navigation switches that mode
-    off for later runs; for this run, executing app.py here renders the page through the router
-    (no rerun, so a button click in this run is not lost).
+    off for later runs. In a server, a rerun then routes this request through app.py (same page,
+    same URL). Streamlit's AppTest resets the mode before every run, where a rerun would drop a
+    button click: there app.py is executed here instead.
     """
     try:
+        from streamlit import config
         from streamlit.runtime.pages_manager import PagesManager
     except ImportError:  # a Streamlit without the old mode
         return False
     if not PagesManager.uses_pages_directory:
         return False
     PagesManager.uses_pages_directory = False
-    runpy.run_path(str(APP_PATH), run_name="__main__")
-    return True
+    if config.get_option("global.appTest"):
+        runpy.run_path(str(APP_PATH), run_name="__main__")
+        return True
+    st.rerun()
+    return True  # not reached: st.rerun raises
 
 
 @contextlib.contextmanager

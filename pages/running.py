@@ -42,9 +42,15 @@ def main(inp: C.Inputs) -> None:
         return {name: r for name in wanted if (r := C.cached(keys[name])) is not None}
 
 
-    b = st.columns([1, 1, 6])
+    b = st.columns([1, 1, 3, 3], vertical_alignment="center")
     run = b[0].button("Run", icon=":material/play_arrow:", type="primary", key="run", disabled=not wanted)
     C.stop_button(b[1])
+    y = b[3].segmented_control(
+        "Plot", ["log p(text)", "non-canonical mass"], default="log p(text)", key="y", bind="query-params",
+        label_visibility="collapsed", help="The non-canonical mass is the part the estimators estimate; "
+        "on the log p(text) scale it is often too small to see.",
+    )
+    y = "noncanonical" if y == "non-canonical mass" else "marginal"
     status = st.empty()
     left, right = st.columns(2)
     plot_samples, plot_seconds = left.empty(), right.empty()
@@ -60,10 +66,14 @@ def main(inp: C.Inputs) -> None:
         if m_lpc is None:
             return
         traces = [viz.RunTrace.of(r.estimate, r.checkpoints, label=name) for name, r in results.items() if name != "exact"]
-        log_exact = results["exact"].estimate.log_marginal if "exact" in results and results["exact"].done else None
-        plot_samples.plotly_chart(viz.running_figure(traces, log_p_canonical=m_lpc, log_exact=log_exact, x="samples"),
+        exact_done = "exact" in results and results["exact"].done
+        log_exact = None
+        if exact_done:
+            e = results["exact"].estimate
+            log_exact = e.log_marginal if y == "marginal" else e.log_noncanonical
+        plot_samples.plotly_chart(viz.running_figure(traces, log_p_canonical=m_lpc, log_exact=log_exact, x="samples", y=y),
                                   key=f"by_samples_{drawn[0]}")
-        plot_seconds.plotly_chart(viz.running_figure(traces, log_p_canonical=m_lpc, log_exact=log_exact, x="seconds"),
+        plot_seconds.plotly_chart(viz.running_figure(traces, log_p_canonical=m_lpc, log_exact=log_exact, x="seconds", y=y),
                                   key=f"by_seconds_{drawn[0]}")
         rows = []
         for name, r in results.items():

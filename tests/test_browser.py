@@ -163,6 +163,22 @@ def test_type_a_text_and_see_its_lattice_and_plots():
         no_traceback(page)
         page.screenshot(path=str(OUTPUT / "lattice-L5.png"))
 
+        # Running estimates grow live and stop on request, keeping what was scored.
+        page.goto(f"{base}/running?model={SMOL}&text={quote(text)}&k=600&y=non-canonical+mass")
+        run = page.locator(".st-key-run button").first
+        run.wait_for()
+        settle(page)
+        run.click()
+        page.get_by_text("samples scored").first.wait_for()
+        page.locator("[data-testid=stPlotlyChart] .main-svg").first.wait_for()
+        page.locator(".st-key-stop button").first.click()
+        stopped = page.get_by_text("Stopped:")
+        stopped.wait_for()
+        assert "of 600 samples" in stopped.inner_text()
+        settle(page)
+        no_traceback(page)
+        page.screenshot(path=str(OUTPUT / "running-stopped.png"))
+
 
 # --------------------------------------------------------------------------------------------
 # README screenshots

@@ -264,3 +264,16 @@ def test_partial_batch_prefix_is_consistent(qa):
     prefix = app_state._prefix(samples.paths, 7)
     assert prefix.tolist() == samples.paths.tolist()[:7]
     assert isinstance(prefix, PathBatch)
+
+
+def test_running_figure_of_the_noncanonical_mass(qa):
+    est = fake_estimate(qa)
+    trace = viz.RunTrace.of(est, [(est.num_samples, 1.0)])
+    fig = viz.running_figure([trace], log_p_canonical=-5.0, log_exact=-9.0, x="samples", y="noncanonical")
+    assert [t.name for t in fig.data] == ["lattice", "exact"]  # no canonical line on this scale
+    assert np.allclose(fig.data[0].y, est.running)
+    assert fig.layout.yaxis.title.text == viz.RUNNING_Y["noncanonical"]
+    fig = viz.running_figure([trace], log_p_canonical=-5.0, x="seconds", y="noncanonical")
+    assert list(fig.data[0].x) == [1.0] and fig.data[0].y[0] == pytest.approx(est.running[-1])
+    with pytest.raises(ValueError):
+        viz.running_figure([trace], log_p_canonical=-5.0, y="bogus")
