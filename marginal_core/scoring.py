@@ -100,6 +100,10 @@ class _Net:
         """The log-softmax's dtype: fp32, or the model's own if wider."""
         return torch.promote_types(self.dtype, torch.float32)
 
+    def head_rows(self, max_rows: int) -> int:
+        """Hidden states the LM head takes at a time: max_rows, within LOGIT_CHUNK_BYTES."""
+        return max(1, min(max_rows, LOGIT_CHUNK_BYTES // (self.logit_dtype.itemsize * self.vocab)))
+
     def activation_bytes(self, rows: int, queries: int, keys: int) -> int:
         """Rough peak memory of one forward pass: KV cache, attention scores, MLP, masks."""
         item = torch.finfo(self.dtype).bits // 8
@@ -171,7 +175,7 @@ def _token_logprobs(
     serves all of its pairs.
     """
     out = torch.empty(len(rows), dtype=net.logit_dtype, device=hidden.device)
-    step = max(1, min(max_rows, LOGIT_CHUNK_BYTES // (net.logit_dtype.itemsize * net.vocab)))
+    step = net.head_rows(max_rows)
     starts = torch.arange(0, len(hidden) + step, step, device=rows.device)
     bounds = torch.searchsorted(rows, starts).tolist()
     for i, first in enumerate(range(0, len(hidden), step)):
@@ -336,7 +340,7 @@ class _Row:
 
 @dataclass(frozen=True)
 class _Pass:
-    """One forward pass: per row, the carried ancestors (keys only) and the fed queries.
+    """One forward pass: per row, the ancestors whose KV states it carries, and what it feeds.
 
     The key columns of row r are the context, then ``carried[r]`` padded to the widest row,
     then ``queries[r]`` padded likewise; the last ``owned[r]`` queries are the row's segment.
@@ -396,7 +400,7 @@ def _tree_masks(net: _Net, trie: _Trie, plan: _Pass) -> dict[str, torch.Tensor]:
             while node >= 0:
                 allowed[r, i, col[node]] = True
                 node = int(trie.parent[node])
-    masks = {"full_attention": allowed}
+    masks = {"full_attention": allowed, "sliding_attention": allowed}
     if net.window is not None:
         masks["sliding_attention"] = allowed & (query_pos[:, :, None] - key_pos[:, None, :] < net.window)
     low = torch.finfo(net.dtype).min
@@ -511,7 +515,11 @@ def _cut(trie: _Trie, spans: list[tuple[int, int]], piece: int, slack: int) -> l
 
 @dataclass
 class _TrieRun:
-    """One call of score_paths: the trie, the budgets, and the log-prob of every node."""
+    """One call of score_paths: the trie, the budgets, and the log-prob of every node.
+
+    Hidden states wait in ``pending`` until they fill a chunk of the LM head, which for Gemma
+    costs a pass over 168M weights however few rows it gets.
+    """
 
     net: _Net
     trie: _Trie
@@ -526,10 +534,28 @@ class _TrieRun:
         self.children = _Children.of(self.trie, self.net.device)
         self.node_lp = torch.zeros(len(self.trie.token), dtype=self.net.logit_dtype, device=self.net.device)
         self.total, self.done = len(self.context) + len(self.trie.fed), 0
+        self.pending: list[tuple[torch.Tensor, list[tuple[int, int]]]] = []
 
-    def _counted(self, fed: int, padded: int, done: int) -> None:
-        """Record one forward pass."""
-        self.stats.forward_passes += 1
+    def _flush(self, min_rows: int) -> None:
+        """Score the pending hidden states if there are at least min_rows of them."""
+        if sum(len(hidden) for hidden, _ in self.pending) < max(min_rows, 1):
+            return
+        hidden = torch.cat([hidden for hidden, _ in self.pending])
+        blocks = [block for _, group in self.pending for block in group]
+        self.children.score(self.net, hidden, blocks, self.budget, self.node_lp)
+        self.pending = []
+
+    def finish(self) -> None:
+        """Score whatever hidden states are still pending."""
+        while self.pending:
+            try:
+                self._flush(1)
+            except (RuntimeError, MemoryError) as err:
+                self.budget = _halved(self.budget, err, self.stats)
+
+    def _counted(self, fed: int, padded: int, done: int, passes: int = 1) -> None:
+        """Record forward passes and report progress."""
+        self.stats.forward_passes += passes
         self.stats.tokens_fed += fed
         self.stats.padded_tokens += padded
         self.done += done
@@ -537,17 +563,21 @@ class _TrieRun:
             self.progress(self.done, self.total)
 
     def run_context(self) -> DynamicCache:
-        """Feed the context once; score the paths' first tokens from its last hidden state."""
+        """Feed the context once (in chunks of the budget, into one cache that keeps every layer
+        whole); score the paths' first tokens from its last hidden state."""
+        ids = torch.tensor([self.context], device=self.net.device)
         while True:
             try:
                 cache = DynamicCache()
-                ids = torch.tensor([self.context], device=self.net.device)
-                hidden = self.net.decoder(input_ids=ids, past_key_values=cache, use_cache=True).last_hidden_state
-                self.children.score(self.net, hidden[0, -1:], [(0, 1)], self.budget, self.node_lp)
+                for start in range(0, len(self.context), self.budget):
+                    chunk = ids[:, start : start + self.budget]
+                    out = self.net.decoder(input_ids=chunk, past_key_values=cache, use_cache=True)
                 break
             except (RuntimeError, MemoryError) as err:
                 self.budget = _halved(self.budget, err, self.stats)
-        self._counted(len(self.context), len(self.context), len(self.context))
+        size = len(self.context)
+        self._counted(size, size, size, passes=-(-size // self.budget))
+        self.pending.append((out.last_hidden_state[0, -1:], [(0, 1)]))
         return cache
 
     def _plan(self, spans: list[tuple[int, int]]) -> tuple[_Shape, list[tuple[int, int]]]:
@@ -571,8 +601,8 @@ class _TrieRun:
             try:
                 hidden, cache = _run_pass(self.net, self.trie, active, plan, ctx)
                 owned = [h[len(q) - k : len(q)] for h, q, k in zip(hidden, plan.queries, plan.owned)]
-                blocks = [(1 + row.start, k) for row, k in zip(active, plan.owned)]
-                self.children.score(self.net, torch.cat(owned), blocks, self.budget, self.node_lp)
+                self.pending.append((torch.cat(owned), [(1 + row.start, k) for row, k in zip(active, plan.owned)]))
+                self._flush(self.net.head_rows(self.budget))
             except (RuntimeError, MemoryError) as err:
                 self.budget = _halved(self.budget, err, self.stats)
                 queue = [(row.start, row.stop) for row in active] + queue
@@ -582,6 +612,12 @@ class _TrieRun:
             _advance(self.trie, active, plan, cache)
             active = [row for row in active if row.start < row.stop]
             passes_left -= 1
+
+
+def distinct_prefixes(paths: PathBatch | Sequence[Path]) -> int:
+    """How many path tokens score_paths feeds to the model for these paths (without the model):
+    the distinct prefixes that some path extends. Pieces cut mid-trie may feed a few again."""
+    return len(_build_trie(_as_paths(paths)).fed)
 
 
 def score_paths(
@@ -611,6 +647,7 @@ def score_paths(
     run = _TrieRun(net, trie, ctx, max_batch_tokens, row_tokens, max_batch_bytes, stats, progress)
     with torch.inference_mode():
         run.run_trie(run.run_context())
+        run.finish()
     _count_call(stats, path_list, ctx, started)
     return _path_sums(trie, run.node_lp.cpu().numpy())
 

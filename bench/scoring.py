@@ -1,0 +1,138 @@
+"""Benchmark of the scorers: the prefix-trie scorer against plain padded batches.
+
+For each model and text set (the estimator benchmark's texts: 20 short answers after their
+question, and 10 sentences of 50-100 characters with no context), the canonical tokenization
+and k Algorithm-1 samples of every text are scored both ways in the same run, alternating which
+goes first. Reported per model and set: path tokens scored per second by each scorer and their
+ratio (wall clock, and process CPU time, which other load on the machine disturbs less), the
+share of plain scoring's tokens (context + path per path) that the trie scorer did not feed,
+forward passes, the largest score difference, and, without the model, the share prefix sharing
+and context reuse would save at k = 1000.
+Run: .venv/bin/python bench/scoring.py [--quick] [--samples K] [--models a,b] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+from estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
+
+from marginal_core.context import context_ids
+from marginal_core.lattice import build_lattice
+from marginal_core.models import load_model
+from marginal_core.sampling import lattice_samples
+from marginal_core.scoring import ScoreStats, distinct_prefixes, score_paths, score_paths_plain
+
+FAR_K = 1000
+
+
+def tokenizations(tokenizer, context: str | None, text: str, k: int, seed: int) -> tuple[list[int], list]:
+    """The context ids, and the canonical tokenization followed by k Algorithm-1 samples."""
+    lattice = build_lattice(text, tokenizer)
+    return context_ids(tokenizer, context), [lattice.canonical, *lattice_samples(lattice, k, seed=seed).paths.tolist()]
+
+
+def saved_without_model(tokenizer, pairs: list[tuple[str | None, str]], k: int, seed: int) -> float:
+    """Share of plain scoring's tokens the trie scorer would not feed at k samples per text."""
+    fed = plain = 0
+    for context, text in pairs:
+        ctx, paths = tokenizations(tokenizer, context, text, k, seed)
+        fed += len(ctx) + distinct_prefixes(paths)
+        plain += sum(len(ctx) + len(p) for p in paths)
+    return 1 - fed / plain
+
+
+def run_set(lm, pairs: list[tuple[str | None, str]], k: int, seed: int) -> dict:
+    """Score every text's tokenizations with both scorers; sum their stats and CPU times."""
+    stats = {"trie": ScoreStats(), "plain": ScoreStats()}
+    cpu = {"trie": 0.0, "plain": 0.0}
+    scorers = [("trie", score_paths), ("plain", score_paths_plain)]
+    worst = 0.0
+    for i, (context, text) in enumerate(pairs):
+        ctx, paths = tokenizations(lm.tokenizer, context, text, k, seed)
+        scores = {}
+        for name, scorer in scorers if i % 2 == 0 else scorers[::-1]:
+            started = time.process_time()
+            scores[name] = scorer(lm, paths, ctx, stats=stats[name])
+            cpu[name] += time.process_time() - started
+        worst = max(worst, float(np.abs(scores["trie"] - scores["plain"]).max()))
+    return {"stats": stats, "cpu": cpu, "worst": worst}
+
+
+def row(model: str, set_name: str, texts: int, k: int, result: dict, far: float) -> list[str]:
+    """One table row."""
+    trie, plain = result["stats"]["trie"], result["stats"]["plain"]
+    cpu_ratio = result["cpu"]["plain"] / result["cpu"]["trie"]
+    return [
+        model, set_name, str(texts), str(k), str(trie.paths),
+        f"{plain.tokens_per_second:.0f}", f"{trie.tokens_per_second:.0f}",
+        f"{plain.seconds / trie.seconds:.2f}x", f"{cpu_ratio:.2f}x",
+        f"{trie.tokens_fed}/{trie.plain_tokens}", f"{trie.saved_share:.0%}",
+        f"{trie.forward_passes}/{plain.forward_passes}", f"{result['worst']:.1e}", f"{far:.0%}",
+    ]
+
+
+def merged(results: list[dict]) -> dict:
+    """Several sets' results summed, for a model's overall row."""
+    out = {"stats": {"trie": ScoreStats(), "plain": ScoreStats()}, "cpu": {"trie": 0.0, "plain": 0.0}, "worst": 0.0}
+    for result in results:
+        for name in ("trie", "plain"):
+            total, part = out["stats"][name], result["stats"][name]
+            for field in vars(total):
+                setattr(total, field, getattr(total, field) + getattr(part, field))
+            out["cpu"][name] += result["cpu"][name]
+        out["worst"] = max(out["worst"], result["worst"])
+    return out
+
+
+def print_table(rows: list[list[str]]) -> None:
+    header = [
+        "model", "set", "texts", "k", "paths", "plain tok/s", "trie tok/s", "speedup", "cpu speedup",
+        "fed/plain tokens", "saved", "passes trie/plain", "max |diff|", f"saved@k={FAR_K}",
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, ["-" * w for w in widths], *rows]:
+        print("  ".join(cell.rjust(w) for cell, w in zip(r, widths)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--samples", type=int, default=16, help="Algorithm-1 samples per text (default 16)")
+    parser.add_argument("--models", default="gemma3-270m,smollm2-135m")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--quick", action="store_true", help="5 answers, 3 sentences, 8 samples")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    sets = text_sets()
+    k = args.samples
+    if args.quick:
+        sets = {"qa": sets["qa"][:5], "sentences": sets["sentences"][:3]}
+        k = min(k, 8)
+    started = time.perf_counter()
+    rows, devices = [], set()
+    for model in args.models.split(","):
+        lm = load_model(model)
+        devices.add(str(lm.device))
+        score_paths(lm, [(1,)], [1])  # warm up outside the timings
+        results = []
+        for set_name, pairs in sets.items():
+            results.append(run_set(lm, pairs, k, args.seed))
+            far = saved_without_model(lm.tokenizer, pairs, FAR_K, args.seed)
+            rows.append(row(model, set_name, len(pairs), k, results[-1], far))
+        all_pairs = [pair for pairs in sets.values() for pair in pairs]
+        far = saved_without_model(lm.tokenizer, all_pairs, FAR_K, args.seed)
+        rows.append(row(model, "all", len(all_pairs), k, merged(results), far))
+    print(
+        f"device: {', '.join(sorted(devices))}, torch threads: {torch.get_num_threads()}, "
+        f"whole run {time.perf_counter() - started:.0f} s"
+    )
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
