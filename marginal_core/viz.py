@@ -388,10 +388,11 @@ def length_histogram(groups: Mapping[str, Sequence[int]], canonical_len: int | N
     return _layout(fig, "Lengths of the samples", "tokens", "samples")
 
 
-def mass_bar(frame: pd.DataFrame, group: str, title: str) -> go.Figure:
+def mass_bar(frame: pd.DataFrame, group: str, title: str, log_y: bool = False) -> go.Figure:
     """Share of the found probability mass per group (a frame from analysis.mass_by_*).
 
-    Bars are labelled with the share and hover shows the log mass and number of paths.
+    Bars are labelled with the share and hover shows the log mass and number of paths. With
+    log_y the shares are on a log axis, where shares of 1e-40 next to 99.99% stay visible.
     """
     labels = [KIND_LABELS.get(str(g), str(g)) for g in frame[group]]
     colors = [COLORS.get(str(g), COLORS["canonical"] if group == "kind" else "#5b8fc9") for g in frame[group]]
@@ -407,7 +408,10 @@ def mass_bar(frame: pd.DataFrame, group: str, title: str) -> go.Figure:
             name="share",
         )
     )
-    fig.update_yaxes(tickformat=".0%", rangemode="tozero")
+    if log_y:
+        fig.update_yaxes(type="log", exponentformat="power")
+    else:
+        fig.update_yaxes(tickformat=".0%", rangemode="tozero")
     x_title = {"kind": "", "tokens": "tokens in the tokenization", "splits": "splits from the canonical"}
     return _layout(fig, title, x_title.get(group, group), "share of found mass")
 

@@ -54,7 +54,8 @@ def main(inp: C.Inputs) -> None:
     st.subheader("Probability under the model")
     m = C.require_marginalizer(inp)
     with C.guard("scoring the canonical tokenization"):
-        lpc = m.log_p_canonical
+        with st.spinner("Scoring the canonical tokenization…"):
+            lpc = m.log_p_canonical
         c1, c2 = st.columns(2)
         c1.metric("log p(canonical)", viz.format_log(lpc), help="Natural log of the canonical tokenization's probability.")
         c2.metric("p(canonical)", f"{math.exp(lpc):.3g}")

@@ -60,13 +60,15 @@ def main(inp: C.Inputs) -> None:
     m[2].metric("Off-by-one share", f"{share.get('off_by_one', 0):.2%}")
     m[3].metric("Rest", f"{share.get('rest', 0):.2%}", help=f"{est.num_distinct:,} non-canonical tokenizations scored")
 
+    log_y = st.toggle("Log scale", value=True, key="logy", bind="query-params",
+                      help="Shares on a log axis: tiny shares (1e-40) stay visible next to the canonical one.")
     a, b = st.columns(2)
-    a.plotly_chart(viz.mass_bar(by_kind, "kind", "Canonical, off-by-one and the rest"), key="kind")
+    a.plotly_chart(viz.mass_bar(by_kind, "kind", "Canonical, off-by-one and the rest", log_y), key="kind")
     b.plotly_chart(viz.top_n_figure(analysis.top_n_mass(lat, est)), key="topn")
     a, b = st.columns(2)
-    a.plotly_chart(viz.mass_bar(analysis.mass_by_length(lat, est), "tokens", "Mass by length"), key="length")
-    b.plotly_chart(viz.mass_bar(analysis.mass_by_splits(lat, est), "splits", "Mass by splits from the canonical"),
-                   key="splits")
+    a.plotly_chart(viz.mass_bar(analysis.mass_by_length(lat, est), "tokens", "Mass by length", log_y), key="length")
+    b.plotly_chart(viz.mass_bar(analysis.mass_by_splits(lat, est), "splits", "Mass by splits from the canonical",
+                                log_y), key="splits")
     if not exact and math.isfinite(est.log_noncanonical):
         st.caption("Sampled shares over-weight the canonical path: the rest of the lattice holds more mass than the "
                    "samples found. Switch to exact on a short text to see the true shares.")

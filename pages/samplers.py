@@ -10,6 +10,23 @@ from marginal_core.sampling import lattice_samples
 from pages import _common as C
 
 
+COLUMNS = {
+    "tokenization": st.column_config.TextColumn("tokenization", width="medium",
+                                                help="Tokens separated by |, spaces shown as ␣"),
+    "tokens": st.column_config.NumberColumn("len", width=40, help="Number of tokens"),
+    "log_p": st.column_config.NumberColumn("log p", format="%.2f", width=60),
+    "log_q": st.column_config.NumberColumn("log q", format="%.2f", width=60),
+    "draws": st.column_config.NumberColumn("draws", width=50, help="How often the proxy drew it"),
+}
+# Numbers first, so they stay in view in narrow columns; hover a tokenization to read it whole.
+ORDER = ("log_p", "log_q", "draws", "tokens", "tokenization")
+
+
+def show_table(frame) -> None:
+    st.dataframe(frame, hide_index=True, height=360, column_config=COLUMNS,
+                 column_order=[c for c in ORDER if c in frame.columns])
+
+
 def main(inp: C.Inputs) -> None:
     st.title("What each sampler draws")
     st.markdown(
@@ -60,16 +77,16 @@ def main(inp: C.Inputs) -> None:
         uni = viz.samples_frame(lat, paths=[p for p, t in zip(paths, kinds) if t == "uniform"])
     with columns[0]:
         st.markdown(f"#### Off-by-one ({len(off):,} of |O| = {len(lat.splits):,})")
-        st.dataframe(off, hide_index=True, height=360)
+        show_table(off)
     with columns[1]:
         st.markdown(f"#### Uniform, ≤ {L} tokens ({len(uni):,})")
-        st.dataframe(uni, hide_index=True, height=360)
+        show_table(uni)
     with columns[2]:
         if proxy is not None:
             est = proxy.estimate
             ptable = viz.samples_frame(lat, est).drop(columns="kind")
-            st.markdown(f"#### Proxy ({est.num_distinct:,} distinct of {est.num_samples:,} draws)")
-            st.dataframe(ptable.sort_values("draws", ascending=False), hide_index=True, height=360)
+            st.markdown(f"#### Proxy ({est.num_distinct:,} distinct / {est.num_samples:,})")
+            show_table(ptable.sort_values("draws", ascending=False))
         else:
             st.markdown("#### Proxy (constrained LM)")
             st.info("Proxy samples need the model: press the button above.")

@@ -98,12 +98,14 @@ def settle(page, extra_ms: int = 800) -> None:
     """Wait until the script run is over: no skeletons, spinners, progress bars or running status."""
     page.wait_for_timeout(800)
     deadline = time.monotonic() + 600
-    busy = '[data-testid="stSkeleton"], [data-testid="stSpinner"], [data-testid="stProgress"]'
+    busy = ", ".join(
+        f'[data-testid="{testid}"]'
+        for testid in ("stSkeleton", "stSpinner", "stProgress", "stExpanderIconSpinner",
+                       "stStatusWidgetRunningIcon", "stStatusWidgetRunningManIcon")
+    )
     while time.monotonic() < deadline:
         try:
-            status = page.locator('[data-testid="stStatusWidget"]')
-            running = status.count() and any(w in status.first.inner_text() for w in ("Running", "Stop"))
-            if page.locator(busy).count() == 0 and not running:
+            if page.locator(busy).count() == 0:
                 break
         except Exception:  # noqa: BLE001 -- the page re-renders under us
             pass
@@ -198,27 +200,30 @@ def make_screenshots(folder: Path, model: str | None = None) -> None:
     """One screenshot per page with the default text, buttons pressed, into folder."""
     folder.mkdir(parents=True, exist_ok=True)
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    query = f"?model={model}" if model else ""
-    shots = [  # (file, URL path, keys of the buttons to press, viewport height)
-        ("home", "", ["estimate"], 1150),
-        ("lattice", "lattice", [], 1000),
-        ("samplers", "samplers", ["score"], 1250),
-        ("mass", "mass", ["compute"], 1150),
-        ("rank", "rank", ["draw"], 1000),
-        ("running", "running", ["run"], 1000),
+    query = f"model={model}" if model else ""
+    shots = [  # (file, URL path, key of the button to press, text to wait for, viewport height)
+        ("home", "", "estimate", "Mass off the canonical", 1150),
+        ("lattice", "lattice", None, "Only arcs inside the window", 1000),
+        ("samplers", "samplers", "score", "Proxy re-draws", 1250),
+        ("mass", "mass", "compute", "Canonical share", 1150),
+        ("rank", "rank", "draw", "Spearman ρ", 1000),
+        ("running", "running?y=non-canonical+mass", "run", "Done:", 1000),
     ]
     with streamlit_server() as base:
-        for name, path, buttons, height in shots:
+        for name, path, key, ready, height in shots:
             with browser_page(1400, height) as page:
                 t0 = time.perf_counter()
-                page.goto(f"{base}/{path}{query}")
+                sep = "&" if "?" in path else "?"
+                page.goto(f"{base}/{path}{sep + query if query else ''}")
                 page.locator("h1").first.wait_for()
                 settle(page)
-                for key in buttons:
+                if key:
                     button = page.locator(f".st-key-{key} button")
+                    page.locator(f".st-key-{key} button, :text('{ready}')").first.wait_for()
                     if button.count():  # absent when the result is already cached
                         button.first.click()
-                        settle(page, 1500)
+                page.get_by_text(ready).first.wait_for()
+                settle(page, 1500)
                 no_traceback(page)
                 target = folder / f"{name}.png"
                 page.screenshot(path=str(target))

@@ -202,8 +202,9 @@ def test_mass_figures_from_the_analyses(qa):
     assert len(fig.data) == 1 and fig.data[0].type == "bar"
     assert set(fig.data[0].x) == {"canonical", "off-by-one", "rest"}
     assert math.isclose(sum(fig.data[0].y), 1.0)
-    fig = viz.mass_bar(analysis.mass_by_splits(qa, est), "splits", "t")
+    fig = viz.mass_bar(analysis.mass_by_splits(qa, est), "splits", "t", log_y=True)
     assert 0 in set(fig.data[0].x) and 1 in set(fig.data[0].x)
+    assert fig.layout.yaxis.type == "log"
     top = viz.top_n_figure(analysis.top_n_mass(qa, est))
     assert top.data[0].type == "scatter" and math.isclose(top.data[0].y[-1], 1.0)
 
