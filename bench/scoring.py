@@ -32,7 +32,8 @@ FAR_K = 1000
 def tokenizations(tokenizer, context: str | None, text: str, k: int, seed: int) -> tuple[list[int], list]:
     """The context ids, and the canonical tokenization followed by k Algorithm-1 samples."""
     lattice = build_lattice(text, tokenizer)
-    return context_ids(tokenizer, context), [lattice.canonical, *lattice_samples(lattice, k, seed=seed).paths.tolist()]
+    samples = lattice_samples(lattice, k, seed=seed).paths.tolist()
+    return context_ids(tokenizer, context), [lattice.canonical, *samples]
 
 
 def saved_without_model(tokenizer, pairs: list[tuple[str | None, str]], k: int, seed: int) -> float:
@@ -77,7 +78,11 @@ def row(model: str, set_name: str, texts: int, k: int, result: dict, far: float)
 
 def merged(results: list[dict]) -> dict:
     """Several sets' results summed, for a model's overall row."""
-    out = {"stats": {"trie": ScoreStats(), "plain": ScoreStats()}, "cpu": {"trie": 0.0, "plain": 0.0}, "worst": 0.0}
+    out = {
+        "stats": {"trie": ScoreStats(), "plain": ScoreStats()},
+        "cpu": {"trie": 0.0, "plain": 0.0},
+        "worst": 0.0,
+    }
     for result in results:
         for name in ("trie", "plain"):
             total, part = out["stats"][name], result["stats"][name]
@@ -99,8 +104,10 @@ def print_table(rows: list[list[str]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--samples", type=int, default=16, help="Algorithm-1 samples per text (default 16)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--samples", type=int, default=32, help="Algorithm-1 samples per text (default 32)")
     parser.add_argument("--models", default="gemma3-270m,smollm2-135m")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")

@@ -403,11 +403,15 @@ def _tree_masks(net: _Net, trie: _Trie, plan: _Pass) -> dict[str, torch.Tensor]:
     masks = {"full_attention": allowed, "sliding_attention": allowed}
     if net.window is not None:
         masks["sliding_attention"] = allowed & (query_pos[:, :, None] - key_pos[:, None, :] < net.window)
-    low = torch.finfo(net.dtype).min
-    return {
-        kind: torch.zeros(m.shape, dtype=net.dtype).masked_fill_(torch.from_numpy(~m), low)[:, None].to(net.device)
-        for kind, m in masks.items()
-    }
+    return {kind: _additive(net, m) for kind, m in masks.items()}
+
+
+def _additive(net: _Net, allowed: np.ndarray) -> torch.Tensor:
+    """A boolean [rows, queries, keys] mask as the decoder's additive [rows, 1, queries, keys]
+    one: 0 where allowed, the dtype's minimum elsewhere."""
+    blocked = torch.from_numpy(~allowed)[:, None]
+    mask = torch.zeros(blocked.shape, dtype=net.dtype).masked_fill_(blocked, torch.finfo(net.dtype).min)
+    return mask.to(net.device)
 
 
 def _mask_argument(net: _Net, masks: dict[str, torch.Tensor]) -> torch.Tensor | dict[str, torch.Tensor]:
@@ -601,7 +605,8 @@ class _TrieRun:
             try:
                 hidden, cache = _run_pass(self.net, self.trie, active, plan, ctx)
                 owned = [h[len(q) - k : len(q)] for h, q, k in zip(hidden, plan.queries, plan.owned)]
-                self.pending.append((torch.cat(owned), [(1 + row.start, k) for row, k in zip(active, plan.owned)]))
+                blocks = [(1 + row.start, k) for row, k in zip(active, plan.owned)]
+                self.pending.append((torch.cat(owned), blocks))
                 self._flush(self.net.head_rows(self.budget))
             except (RuntimeError, MemoryError) as err:
                 self.budget = _halved(self.budget, err, self.stats)
@@ -655,7 +660,9 @@ def score_paths(
 # ---------------------------------------------------------------- the plain reference
 
 
-def _next_batch(lengths: np.ndarray, pending: np.ndarray, budget: int, net: _Net, max_bytes: int) -> np.ndarray:
+def _next_batch(
+    lengths: np.ndarray, pending: np.ndarray, budget: int, net: _Net, max_bytes: int
+) -> np.ndarray:
     """The longest head of the length-sorted pending sequences whose padded batch fits."""
     stop = 1
     while stop < len(pending):
@@ -681,7 +688,8 @@ def _plain_batch(net: _Net, seqs: list[list[int]], ctx_len: int, budget: int) ->
     hidden = net.decoder(input_ids=ids.to(net.device), use_cache=False).last_hidden_state
     picked = hidden.reshape(len(seqs) * width, -1)[torch.tensor(rows, dtype=torch.long, device=net.device)]
     order = torch.arange(len(rows), device=net.device)
-    lp = _token_logprobs(net, picked, order, torch.tensor(tokens, dtype=torch.long, device=net.device), budget)
+    targets = torch.tensor(tokens, dtype=torch.long, device=net.device)
+    lp = _token_logprobs(net, picked, order, targets, budget)
     return np.split(lp.double().cpu().numpy(), np.cumsum([len(s) - ctx_len for s in seqs])[:-1])
 
 
