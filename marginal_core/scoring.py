@@ -11,8 +11,9 @@ depth-first order the outside ancestors of a segment are exactly those of its fi
 row carries their KV states from one pass to the next; only the first segment of a piece feeds
 its ancestors once more, and pieces are cut at shallow nodes to keep that small.
 
-The LM head and the log-softmax run on the hidden states in chunks of rows, in fp32, reading only
-the needed tokens: no [batch, length, vocab] tensor is built (Gemma 3 has 262,144 outputs).
+The LM head and the log-softmax run on the hidden states in chunks of rows (pooled across passes,
+since each chunk reads the whole output layer), in fp32, reading only the needed tokens: no
+[batch, length, vocab] tensor is built (Gemma 3 has 262,144 outputs).
 ``score_paths_plain`` is the reference: padded batches of context + path, no reuse, no sharing.
 """
 
