@@ -7,13 +7,18 @@ All of them share one text, one lattice, one context and the canonical path's sc
              bound on the non-canonical marginal that only grows with k (nested sample sets).
 - proxy:     importance sampling from the LM constrained to the lattice (unbiased, slow).
 - exact:     every path scored; offered while the path count is under a budget.
+
+Every method is a stream: ``Marginalizer.stream`` yields the estimate after each chunk of
+samples (the app draws it live and keeps it when stopped); ``Marginalizer.estimate`` runs the
+stream to its end. The canonical score is computed once, before any method's clock starts.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -22,13 +27,14 @@ import numpy as np
 from marginal_core.context import context_ids
 from marginal_core.lattice import DEFAULT_ENUMERATION_BUDGET, Lattice, PathBatch, build_lattice
 from marginal_core.models import LoadedModel
-from marginal_core.proxy import proxy_sample
+from marginal_core.proxy import ProxyResult, proxy_stream
 from marginal_core.sampling import lattice_samples
 from marginal_core.scoring import ScoreStats, score_paths
 
 METHODS = ("canonical", "lattice", "proxy", "exact")
 Progress = Callable[[int, int], None]
 StopCheck = Callable[[], bool]
+Checkpoints = tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,6 +43,8 @@ class Estimate:
 
     ``running`` is the non-canonical log estimate after each sample. Marginals are natural
     logs; -inf means no mass found (no non-canonical path, or the canonical method).
+    A stream's estimates before the last have ``done`` False; a stopped run's last one has
+    ``cancelled`` True. ``checkpoints`` holds (samples so far, seconds) after each chunk.
     """
 
     method: str
@@ -51,6 +59,9 @@ class Estimate:
     forward_passes: int
     num_paths: int | None = None
     cancelled: bool = False
+    done: bool = True
+    requested: int | None = None
+    checkpoints: Checkpoints = ()
 
     @property
     def log_marginal(self) -> float:
@@ -60,6 +71,13 @@ class Estimate:
     @property
     def num_samples(self) -> int:
         return len(self.log_p)
+
+    @property
+    def fraction(self) -> float:
+        """Share of the requested samples this estimate covers (1.0 once done)."""
+        if self.done or not self.requested:
+            return 1.0
+        return min(1.0, self.num_samples / self.requested)
 
     @cached_property
     def num_distinct(self) -> int:
@@ -90,9 +108,16 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def _log_sum_running(log_p: np.ndarray) -> np.ndarray:
-    """Running log-sum-exp: the lower bound after each sample."""
-    return np.logaddexp.accumulate(log_p) if len(log_p) else log_p
+def _last_of(running: np.ndarray) -> float:
+    return float(running[-1]) if len(running) else -math.inf
+
+
+def _head(paths: PathBatch, start: int, stop: int) -> PathBatch:
+    """Paths [start, stop) as their own batch."""
+    return PathBatch(
+        paths.ids[paths.offsets[start] : paths.offsets[stop]],
+        paths.offsets[start : stop + 1] - paths.offsets[start],
+    )
 
 
 class Marginalizer:
@@ -102,63 +127,66 @@ class Marginalizer:
         self.lm, self.text, self.context = lm, text, context
         self.lattice: Lattice = build_lattice(text, lm.tokenizer)
         self.context_ids: list[int] = context_ids(lm.tokenizer, context)
+        self.canonical_seconds = 0.0
 
     @cached_property
     def log_p_canonical(self) -> float:
-        """log p(canonical | context), one forward pass."""
-        return float(score_paths(self.lm, [self.lattice.canonical], self.context_ids)[0])
+        """log p(canonical | context), one forward pass (timed in canonical_seconds)."""
+        started = time.perf_counter()
+        score = float(score_paths(self.lm, [self.lattice.canonical], self.context_ids)[0])
+        self.canonical_seconds = time.perf_counter() - started
+        return score
 
-    def _score(
-        self, paths: PathBatch, progress: Progress | None, should_stop: StopCheck | None, chunk: int
-    ) -> tuple[np.ndarray, ScoreStats, bool]:
-        """Scores in sample order, chunk by chunk so a caller can watch and stop."""
-        stats, scores, total = ScoreStats(), [], len(paths)
-        for start in range(0, total, chunk):
-            if should_stop and should_stop():
-                return np.concatenate(scores or [np.zeros(0)]), stats, True
-            part = PathBatch(
-                paths.ids[paths.offsets[start] : paths.offsets[min(start + chunk, total)]],
-                paths.offsets[start : min(start + chunk, total) + 1] - paths.offsets[start],
-            )
-            scores.append(score_paths(self.lm, part, self.context_ids, stats=stats))
-            if progress:
-                progress(min(start + chunk, total), total)
-        return np.concatenate(scores or [np.zeros(0)]), stats, False
+    # ---------------------------------------------------------------- the streams
 
-    def _scored(
+    def _scored_stream(
         self,
         method: str,
         paths: PathBatch,
         kinds: np.ndarray,
         started: float,
-        progress: Progress | None,
-        should_stop: StopCheck | None,
         chunk: int | None,
+        should_stop: StopCheck | None,
         num_paths: int | None = None,
-    ) -> Estimate:
-        log_p, stats, cancelled = self._score(paths, progress, should_stop, chunk or max(len(paths), 1))
-        kept = PathBatch(paths.ids[: paths.offsets[len(log_p)]], paths.offsets[: len(log_p) + 1])
-        running = _log_sum_running(log_p)
-        return Estimate(
-            method=method,
-            log_p_canonical=self.log_p_canonical,
-            log_noncanonical=float(running[-1]) if len(running) else -math.inf,
-            paths=kept,
-            kinds=kinds[: len(log_p)],
-            log_p=log_p,
-            log_q=None,
-            running=running,
-            seconds=time.perf_counter() - started,
-            forward_passes=stats.forward_passes,
-            cancelled=cancelled,
-            num_paths=num_paths,
-        )
+    ) -> Iterator[Estimate]:
+        """Score paths chunk by chunk in sample order, yielding the lower bound after each."""
+        total, stats = len(paths), ScoreStats()
+        step = max(1, chunk or total)
+        scores: list[np.ndarray] = [np.zeros(0)]
+        checkpoints: list[tuple[int, float]] = []
+        stop = 0
+        while True:
+            cancelled = stop < total and should_stop is not None and should_stop()
+            if not cancelled and stop < total:
+                start, stop = stop, min(stop + step, total)
+                scores.append(score_paths(self.lm, _head(paths, start, stop), self.context_ids, stats=stats))
+            log_p = np.concatenate(scores)
+            running = np.logaddexp.accumulate(log_p) if len(log_p) else log_p
+            seconds = time.perf_counter() - started
+            checkpoints.append((stop, seconds))
+            yield Estimate(
+                method=method,
+                log_p_canonical=self.log_p_canonical,
+                log_noncanonical=_last_of(running),
+                paths=_head(paths, 0, stop),
+                kinds=kinds[:stop],
+                log_p=log_p,
+                log_q=None,
+                running=running,
+                seconds=seconds,
+                forward_passes=stats.forward_passes,
+                num_paths=num_paths,
+                cancelled=cancelled,
+                done=stop == total,
+                requested=total,
+                checkpoints=tuple(checkpoints),
+            )
+            if cancelled or stop == total:
+                return
 
-    def canonical(self) -> Estimate:
-        """The canonical tokenization alone."""
-        started = time.perf_counter()
+    def _canonical_stream(self) -> Iterator[Estimate]:
         log_p = self.log_p_canonical
-        return Estimate(
+        yield Estimate(
             method="canonical",
             log_p_canonical=log_p,
             log_noncanonical=-math.inf,
@@ -167,71 +195,51 @@ class Marginalizer:
             log_p=np.array([log_p]),
             log_q=None,
             running=np.array([-math.inf]),
-            seconds=time.perf_counter() - started,
+            seconds=self.canonical_seconds,
             forward_passes=1,
+            requested=1,
+            checkpoints=((1, self.canonical_seconds),),
         )
 
-    def lattice_estimate(
-        self,
-        k: int,
-        *,
-        max_len: int | None = None,
-        seed: int | None = 0,
-        progress: Progress | None = None,
-        should_stop: StopCheck | None = None,
-        chunk: int | None = None,
-    ) -> Estimate:
-        """Algorithm 1 with k samples, scored in batched trie passes (a lower bound)."""
+    def _lattice_stream(
+        self, k: int, max_len: int | None, seed: int | None, chunk: int | None, should_stop: StopCheck | None
+    ) -> Iterator[Estimate]:
+        self.log_p_canonical  # noqa: B018 -- scored once, outside the timing
         started = time.perf_counter()
         samples = lattice_samples(self.lattice, k, max_len=max_len, seed=seed)
-        return self._scored(
-            "lattice", samples.paths, samples.kinds, started, progress, should_stop, chunk
-        )
+        yield from self._scored_stream("lattice", samples.paths, samples.kinds, started, chunk, should_stop)
 
-    def exact(
-        self,
-        *,
-        budget: int = DEFAULT_ENUMERATION_BUDGET,
-        progress: Progress | None = None,
-        should_stop: StopCheck | None = None,
-        chunk: int | None = None,
-    ) -> Estimate:
-        """Every non-canonical path scored (TooManyPathsError beyond budget)."""
+    def _exact_stream(self, budget: int, chunk: int | None, should_stop: StopCheck | None) -> Iterator[Estimate]:
+        self.log_p_canonical  # noqa: B018
         started = time.perf_counter()
         paths = [p for p in self.lattice.enumerate(budget=budget) if p != self.lattice.canonical]
-        batch = PathBatch.from_paths(paths)
-        kinds = np.full(len(paths), "exact")
-        return self._scored(
-            "exact", batch, kinds, started, progress, should_stop, chunk,
+        yield from self._scored_stream(
+            "exact", PathBatch.from_paths(paths), np.full(len(paths), "exact"), started, chunk, should_stop,
             num_paths=self.lattice.count(),
         )
 
-    def proxy(
-        self,
-        k: int,
-        *,
-        seed: int | None = 0,
-        include_canonical: bool = False,
-        progress: Progress | None = None,
-        should_stop: StopCheck | None = None,
-    ) -> Estimate:
-        """Importance sampling from the lattice-constrained LM (the paper's baseline).
-
-        With include_canonical the proposal covers every path and the estimate is of the full
-        marginal; its non-canonical part is then reported as log(full - canonical).
-        """
-        result = proxy_sample(
+    def _proxy_stream(
+        self, k: int, seed: int | None, include_canonical: bool, chunk: int | None, should_stop: StopCheck | None
+    ) -> Iterator[Estimate]:
+        self.log_p_canonical  # noqa: B018
+        checkpoints: list[tuple[int, float]] = []
+        options = {"batch_size": chunk} if chunk else {}
+        for result in proxy_stream(
             self.lm, self.lattice, k, self.context_ids,
-            include_canonical=include_canonical, seed=seed,
-            progress=progress, should_stop=should_stop,
-        )
+            include_canonical=include_canonical, seed=seed, should_stop=should_stop, **options,
+        ):
+            checkpoints.append((len(result), result.seconds))
+            yield self._from_proxy(result, tuple(checkpoints))
+
+    def _from_proxy(self, result: ProxyResult, checkpoints: Checkpoints) -> Estimate:
+        """An Estimate of the non-canonical marginal from proxy samples so far."""
         running = result.running_log_estimates()
-        if include_canonical:
+        if result.include_canonical:
             running = _log_minus(running, self.log_p_canonical)
         return Estimate(
             method="proxy",
             log_p_canonical=self.log_p_canonical,
-            log_noncanonical=float(running[-1]) if len(running) else -math.inf,
+            log_noncanonical=_last_of(running),
             paths=result.paths,
             kinds=np.full(len(result), "proxy"),
             log_p=result.log_p,
@@ -240,9 +248,12 @@ class Marginalizer:
             seconds=result.seconds,
             forward_passes=result.forward_passes,
             cancelled=result.cancelled,
+            done=result.done,
+            requested=result.requested,
+            checkpoints=checkpoints,
         )
 
-    def estimate(
+    def stream(
         self,
         method: str,
         *,
@@ -250,21 +261,55 @@ class Marginalizer:
         max_len: int | None = None,
         seed: int | None = 0,
         budget: int = DEFAULT_ENUMERATION_BUDGET,
-        progress: Progress | None = None,
+        include_canonical: bool = False,
+        chunk: int | None = None,
         should_stop: StopCheck | None = None,
-    ) -> Estimate:
-        """Run one method by name (one of METHODS)."""
+    ) -> Iterator[Estimate]:
+        """The estimate of one method (one of METHODS) after each chunk; the last is the result.
+
+        chunk is the samples per update (None: lattice and exact score everything at once,
+        which shares the most prefixes; the proxy draws in its default batches). Samples do not
+        depend on chunk. should_stop is polled between chunks (and between proxy passes).
+        """
         if method == "canonical":
-            return self.canonical()
+            return self._canonical_stream()
         if method == "lattice":
-            return self.lattice_estimate(
-                samples, max_len=max_len, seed=seed, progress=progress, should_stop=should_stop
-            )
+            return self._lattice_stream(samples, max_len, seed, chunk, should_stop)
         if method == "proxy":
-            return self.proxy(samples, seed=seed, progress=progress, should_stop=should_stop)
+            return self._proxy_stream(samples, seed, include_canonical, chunk, should_stop)
         if method == "exact":
-            return self.exact(budget=budget, progress=progress, should_stop=should_stop)
+            return self._exact_stream(budget, chunk, should_stop)
         raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+
+    def estimate(self, method: str, *, progress: Progress | None = None, **options) -> Estimate:
+        """Run one method's stream to its end (options as for ``stream``); progress gets
+        (samples scored, samples requested) after each chunk."""
+        def report(est: Estimate) -> Estimate:
+            if progress:
+                progress(est.num_samples, est.requested or est.num_samples)
+            return est
+
+        return deque(map(report, self.stream(method, **options)), maxlen=1).pop()
+
+    def canonical(self) -> Estimate:
+        """The canonical tokenization alone."""
+        return self.estimate("canonical")
+
+    def lattice_estimate(self, k: int, **options) -> Estimate:
+        """Algorithm 1 with k samples, scored in batched trie passes (a lower bound)."""
+        return self.estimate("lattice", samples=k, **options)
+
+    def exact(self, **options) -> Estimate:
+        """Every non-canonical path scored (TooManyPathsError beyond the budget option)."""
+        return self.estimate("exact", **options)
+
+    def proxy(self, k: int, **options) -> Estimate:
+        """Importance sampling from the lattice-constrained LM (the paper's baseline).
+
+        With include_canonical the proposal covers every path and the estimate is of the full
+        marginal; its non-canonical part is then reported as log(full - canonical).
+        """
+        return self.estimate("proxy", samples=k, **options)
 
 
 def _log_minus(log_a: np.ndarray, log_b: float) -> np.ndarray:

@@ -491,12 +491,13 @@ def _view_error(vocab: Vocabulary, expected: bytes, seen: bytes) -> MarginalErro
     )
 
 
-def format_count(n: int) -> str:
-    """An exact count for people: grouped digits, or scientific notation past 30 digits.
+def format_count(n: int, exact_below: int = 10**30) -> str:
+    """An exact count for people: grouped digits below exact_below, else three significant
+    digits in scientific notation ("1.23e477").
 
     Works beyond Python's 4,300-digit limit on int-to-str conversion.
     """
-    if n < 10**30:
+    if n < exact_below:
         return f"{n:,}"
     digits = n.bit_length() * 0.30103
     exponent = int(digits) - 2

@@ -23,7 +23,8 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,7 +155,8 @@ class ProxyResult:
     ``forward_passes`` counts model calls (the context pass included); ``positions`` counts the
     token positions those calls computed; ``requested`` is the k asked for. ``cancelled`` is
     True when should_stop ended the run: only whole chunks are kept then, so the samples stay an
-    unbiased i.i.d. set.
+    unbiased i.i.d. set. ``done`` is False for the partial results proxy_stream yields before
+    its last.
     """
 
     paths: PathBatch
@@ -166,6 +168,7 @@ class ProxyResult:
     include_canonical: bool
     requested: int
     cancelled: bool = False
+    done: bool = True
 
     def __len__(self) -> int:
         """How many samples were kept."""
@@ -447,34 +450,34 @@ class _Plan:
         return self.should_stop is not None and bool(self.should_stop())
 
 
-def _sample_chunks(plan: _Plan, batch_size: int) -> tuple[list[_Chunk], bool]:
-    """Run chunks of at most batch_size samples, halving it on out-of-memory; (chunks, cancelled)."""
+def _sample_chunks(plan: _Plan, batch_size: int) -> Iterator[_Chunk]:
+    """Chunks of at most batch_size samples in sample order, halving it on out-of-memory.
+
+    Raises _Cancelled when should_stop asks, between chunks or inside one.
+    """
     k, device = len(plan.uniforms), plan.uniforms.device
-    chunks: list[_Chunk] = []
     first, size = 0, batch_size
     while first < k:
+        if first and plan.stop_requested():
+            raise _Cancelled
         stop = min(k, first + size)
         try:
-            chunk = _run_chunk(
-                plan.model, plan.ctx, plan.tables, plan.start, plan.uniforms[first:stop], plan.stop_requested,
-                plan.on_done,
-            )
-        except _Cancelled:
-            return chunks, True
+            with torch.inference_mode():
+                chunk = _run_chunk(
+                    plan.model, plan.ctx, plan.tables, plan.start, plan.uniforms[first:stop],
+                    plan.stop_requested, plan.on_done,
+                )
         except RuntimeError as exc:
             if not _is_oom(exc) or size == 1:
                 raise
             _free_memory(device)
             plan.done, size = first, size // 2
             continue
-        chunks.append(chunk)
+        yield chunk
         first = stop
-        if first < k and plan.stop_requested():
-            return chunks, True
-    return chunks, False
 
 
-def proxy_sample(
+def proxy_stream(
     lm: Any,
     lattice: Lattice,
     k: int,
@@ -485,13 +488,14 @@ def proxy_sample(
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
-) -> ProxyResult:
-    """Draw k paths from the lattice-constrained LM and keep log p and log q of each.
+) -> Iterator[ProxyResult]:
+    """The samples so far after each chunk of at most batch_size; the last result is final.
 
-    Samples are drawn in chunks of at most batch_size (halved on out-of-memory). Without
-    include_canonical the canonical path is never drawn and the estimate is of the
+    Samples do not depend on batch_size (halved on out-of-memory): each has its own uniforms.
+    Without include_canonical the canonical path is never drawn and the estimate is of the
     non-canonical marginal; a text whose only tokenization is canonical gets no samples.
-    progress(done, k) counts finished samples; should_stop() is polled before every pass.
+    progress(done, k) counts finished samples; should_stop() is polled before every pass, and a
+    stopped run keeps only whole chunks, so its samples stay an unbiased i.i.d. set.
     """
     t0 = time.perf_counter()
     if k < 0 or batch_size < 1:
@@ -499,21 +503,40 @@ def proxy_sample(
     proposal = build_proposal(lattice, include_canonical)
     chunks: list[_Chunk] = []
     passes = positions = 0
-    cancelled = False
-    if k and not proposal.empty:
-        model, device = _hf_model(lm), _device(lm)
-        with torch.inference_mode():
-            ctx = _encode_context(model, context, device)
-            uniforms = _uniforms(k, proposal.max_steps, seed).to(device)
-            tables = _Tables.of(proposal, device)
-            plan = _Plan(model, ctx, tables, proposal.start, uniforms, should_stop, progress)
-            chunks, cancelled = _sample_chunks(plan, batch_size)
-        passes = 1 + sum(c.forward_passes for c in chunks)
-        positions = ctx.length + sum(c.positions for c in chunks)
-    paths, log_p, log_q = _collect(chunks)
-    return ProxyResult(
-        paths, log_p, log_q, passes, positions, time.perf_counter() - t0, include_canonical, k, cancelled
-    )
+
+    def result(done: bool, cancelled: bool = False) -> ProxyResult:
+        paths, log_p, log_q = _collect(chunks)
+        return ProxyResult(
+            paths, log_p, log_q, passes + sum(c.forward_passes for c in chunks),
+            positions + sum(c.positions for c in chunks), time.perf_counter() - t0,
+            include_canonical, k, cancelled, done,
+        )
+
+    if not k or proposal.empty:
+        yield result(True)
+        return
+    model, device = _hf_model(lm), _device(lm)
+    with torch.inference_mode():
+        ctx = _encode_context(model, context, device)
+        uniforms = _uniforms(k, proposal.max_steps, seed).to(device)
+        tables = _Tables.of(proposal, device)
+    passes, positions = 1, ctx.length
+    plan = _Plan(model, ctx, tables, proposal.start, uniforms, should_stop, progress)
+    try:
+        for chunk in _sample_chunks(plan, batch_size):
+            chunks.append(chunk)
+            if sum(len(c.lengths) for c in chunks) < k:
+                yield result(False)
+    except _Cancelled:
+        yield result(False, cancelled=True)
+        return
+    yield result(True)
+
+
+def proxy_sample(lm: Any, lattice: Lattice, k: int, context: Sequence[int], **options: Any) -> ProxyResult:
+    """Draw k paths from the lattice-constrained LM and keep log p and log q of each
+    (options as for proxy_stream)."""
+    return deque(proxy_stream(lm, lattice, k, context, **options), maxlen=1).pop()
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 
 from marginal_core.errors import MarginalError
 from marginal_core.lattice import Lattice, Path
+from marginal_core.lattice import format_count as _count_text
 
 __all__ = [
     "COLORS",
@@ -121,11 +122,9 @@ def chips_html(lattice: Lattice, path: Path | None = None, *, show_ids: bool = T
 
 
 def format_count(n: int) -> str:
-    """An exact count for people: digits with separators up to a billion, else a power of ten."""
-    if n < 10**9:
-        return f"{n:,}"
-    digits = str(n)
-    return f"{digits[0]}.{digits[1:3]} × 10^{len(digits) - 1}"
+    """A count for a page: digits with separators below a billion, else "1.23 × 10^13"."""
+    mantissa, _, exponent = _count_text(n, exact_below=10**9).partition("e")
+    return f"{mantissa} × 10^{exponent}" if exponent else mantissa
 
 
 def format_log(x: float, digits: int = 3) -> str:
@@ -463,13 +462,12 @@ class RunTrace:
     noncanonical: np.ndarray | None = None
 
     @classmethod
-    def of(cls, estimate, checkpoints=None, label: str | None = None) -> RunTrace:
-        """From an Estimate (checkpoints default to one point at its end)."""
-        n = estimate.num_samples
+    def of(cls, estimate, label: str | None = None) -> RunTrace:
+        """From an Estimate (its checkpoints, or one point at its end)."""
         return cls(
             label or estimate.method,
             estimate.running_marginal(),
-            list(checkpoints) if checkpoints else [(n, estimate.seconds)],
+            list(estimate.checkpoints) or [(estimate.num_samples, estimate.seconds)],
             COLORS.get(estimate.method),
             np.asarray(estimate.running, dtype=float),
         )

@@ -63,16 +63,11 @@ def main(inp: C.Inputs) -> None:
                  f"{len(methods)} methods · results in `{folder}`")
     if run:
         lm = C.model(inp.model, inp.device)
-        bar = st.progress(0.0, text="Scoring…")
-
-        def progress(done: int, total: int, q) -> None:
-            label = f"{done} of {total} questions scored" + (f" · last: {q.question[:80]}" if q else "")
-            bar.progress(done / max(total, 1), text=label)
-
-        with C.guard("scoring the questions"):
-            qa.run_qa(dataset, folder, lm=lm, limit=limit, samples=k, methods=methods, seed=seed,
-                      progress=progress, show_bar=False)
-        bar.empty()
+        C.run_task(
+            lambda progress: qa.run_qa(dataset, folder, lm=lm, limit=limit, samples=k, methods=methods, seed=seed,
+                                       progress=progress, show_bar=False),
+            "questions", "scoring the questions", lambda q: q.question,
+        )
 
     if not (folder / "rows.csv").is_file():
         st.caption("Press Run to score the questions (each answer takes seconds on a CPU with k = 32).")
@@ -86,11 +81,7 @@ def main(inp: C.Inputs) -> None:
     m = st.columns(len(report["accuracy"]) + 2)
     for i, (method, acc) in enumerate(report["accuracy"].items()):
         m[i].metric(f"{method} acc", f"{100 * acc['acc']:.1f}%", help=f"acc_norm {100 * acc['acc_norm']:.1f}%")
-    if report.get("speedup"):
-        m[-2].metric("lattice speedup", f"{report['speedup']:.2f}×", help="total proxy seconds / total lattice seconds")
-    if report.get("underestimation_ratio") is not None:
-        m[-1].metric("proxy < lattice", f"{100 * report['underestimation_ratio']:.1f}%",
-                     help="Share of answers where proxy's non-canonical estimate is below the lattice lower bound.")
+    C.speed_metrics(report, m[-2], m[-1], "answers")
     with st.expander("Tables (as in the paper)"):
         st.markdown(report["markdown"])
 

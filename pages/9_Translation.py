@@ -61,16 +61,11 @@ def main(inp: C.Inputs) -> None:
     b[2].caption(f"{len(pairs)} sentences × {n} candidates × {len(methods)} methods · results in `{folder}`")
     if run:
         lm = C.model(inp.model, inp.device)
-        bar = st.progress(0.0, text="Generating and scoring…")
-
-        def progress(done: int, total: int, p) -> None:
-            bar.progress(done / max(total, 1), text=f"{done} of {total} sentences done"
-                         + (f" · last: {p.source[:80]}" if p else ""))
-
-        with C.guard("translating"):
-            mt.run_mt(dataset, folder, lm=lm, limit=limit, candidates=n, samples=k, methods=methods, seed=seed,
-                      target_language=target, progress=progress, show_bar=False)
-        bar.empty()
+        C.run_task(
+            lambda progress: mt.run_mt(dataset, folder, lm=lm, limit=limit, candidates=n, samples=k, methods=methods,
+                                       seed=seed, target_language=target, progress=progress, show_bar=False),
+            "sentences", "translating", lambda p: p.source,
+        )
 
     if not (folder / "rows.csv").is_file():
         st.caption("Press Run to generate and rerank translations.")
@@ -83,11 +78,7 @@ def main(inp: C.Inputs) -> None:
     m = st.columns(len(report["scores"]) + 2)
     for i, (name, score) in enumerate(report["scores"].items()):
         m[i].metric(f"{name} chrF", f"{score['chrf']:.1f}")
-    if report.get("speedup"):
-        m[-2].metric("lattice speedup", f"{report['speedup']:.2f}×", help="total proxy seconds / total lattice seconds")
-    if report.get("underestimation_ratio") is not None:
-        m[-1].metric("proxy < lattice", f"{100 * report['underestimation_ratio']:.1f}%",
-                     help="Share of candidates where proxy's non-canonical estimate is below the lattice lower bound.")
+    C.speed_metrics(report, m[-2], m[-1], "candidates")
     if report["metric"] != "COMET-22":
         st.caption(f"Figures are chrF, not COMET-22 ({report['comet_note']}).")
     with st.expander("Tables (as in the paper)"):

@@ -20,7 +20,9 @@ from pathlib import Path
 import streamlit as st
 
 from marginal_core import app_state as S
+from marginal_core import viz
 from marginal_core.errors import EmptyTextError
+from marginal_core.estimators import Estimate
 from marginal_core.models import DEFAULT_MODEL, EMBEDDED_MODELS, known_models
 
 APP_PATH = Path(__file__).resolve().parent.parent / "app.py"
@@ -320,10 +322,10 @@ def partial(key: tuple):
 
 def run_stream(
     key: tuple,
-    make: Callable[[], Iterator[S.Partial]],
+    make: Callable[[], Iterator[Estimate]],
     label: str,
-    on_update: Callable[[S.Partial], None] | None = None,
-) -> S.Partial:
+    on_update: Callable[[Estimate], None] | None = None,
+) -> Estimate:
     """Run a stream with a progress bar, keeping each partial result in the session.
 
     A click on any widget (the Stop button included) makes Streamlit stop this script at its
@@ -337,10 +339,9 @@ def run_stream(
     result = None
     for result in make():
         _partials()[key] = result
-        est = result.estimate
         bar.progress(
             result.fraction,
-            text=f"{label}: {est.num_samples:,} of {result.total:,} samples scored in {est.seconds:.1f} s",
+            text=f"{label}: {result.num_samples:,} of {result.requested:,} samples scored in {result.seconds:.1f} s",
         )
         if on_update is not None:
             on_update(result)
@@ -359,3 +360,38 @@ def stop_button(where=None) -> bool:
     """A Stop button; clicking it stops the running computation (a rerun) and keeps partials."""
     return (where or st).button("Stop", icon=":material/stop:", key="stop",
                                 help="Stop scoring and keep what is done so far.")
+
+
+def exact_toggle(where, lat, label: str) -> bool:
+    """A toggle for exact enumeration, on by default and offered only while the lattice is small."""
+    count = lat.count()
+    feasible = S.exact_feasible(count)
+    on = where.toggle(label, value=feasible, disabled=not feasible, key="exact",
+                      help=f"Offered up to {S.APP_EXACT_BUDGET:,} tokenizations; this text has {viz.format_count(count)}.")
+    return bool(on) and feasible
+
+
+# --------------------------------------------------------------------------------------------
+# Downstream task pages
+
+
+def run_task(run: Callable[..., object], unit: str, doing: str, describe: Callable[[object], str]) -> None:
+    """Run a task (run(progress=...)) under a progress bar that counts items and names the last."""
+    bar = st.progress(0.0, text=f"{doing.capitalize()}…")
+
+    def progress(done: int, total: int, item: object | None) -> None:
+        last = f" · last: {describe(item)[:80]}" if item is not None else ""
+        bar.progress(done / max(total, 1), text=f"{done} of {total} {unit} done{last}")
+
+    with guard(doing):
+        run(progress=progress)
+    bar.empty()
+
+
+def speed_metrics(report: dict, left, right, unit: str) -> None:
+    """The lattice-over-proxy speedup and the proxy underestimation ratio of a task report."""
+    if report.get("speedup"):
+        left.metric("lattice speedup", f"{report['speedup']:.2f}×", help="total proxy seconds / total lattice seconds")
+    if report.get("underestimation_ratio") is not None:
+        right.metric("proxy < lattice", f"{100 * report['underestimation_ratio']:.1f}%",
+                     help=f"Share of {unit} where proxy's non-canonical estimate is below the lattice lower bound.")

@@ -69,12 +69,12 @@ def main(inp: C.Inputs) -> None:
         result = C.cached(key)
         if result is None:
             if row[1].button("Estimate the marginal", type="primary", key="estimate"):
-                result = C.run_stream(key, lambda: S.stream_lattice(m, int(k), max_len=bound, seed=0), "Scoring lattice samples")
+                result = C.run_stream(key, lambda: S.live_stream(m, "lattice", samples=int(k), max_len=bound, seed=0), "Scoring lattice samples")
             elif (part := C.partial(key)) is not None:
                 result = part
-                st.warning(f"Stopped after {part.estimate.num_samples} of {part.total} samples; the numbers below are partial.")
+                st.warning(f"Stopped after {part.num_samples} of {part.requested} samples; the numbers below are partial.")
         if result is not None:
-            est = result.estimate
+            est = result
             gain = est.log_marginal - lpc
             outside = -math.expm1(-gain) if math.isfinite(gain) else 0.0
             c = st.columns(4)

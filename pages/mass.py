@@ -22,12 +22,8 @@ def main(inp: C.Inputs) -> None:
     )
 
     lat = C.require_lattice(inp)
-    count = lat.count()
-    feasible = S.exact_feasible(count)
     c = st.columns(4)
-    exact = c[0].toggle("Exact (every tokenization)", value=feasible, disabled=not feasible, key="exact",
-                        help=f"Offered up to {S.APP_EXACT_BUDGET:,} tokenizations; this text has {viz.format_count(count)}.")
-    exact = bool(exact) and feasible
+    exact = C.exact_toggle(c[0], lat, "Exact (every tokenization)")
     k = c[1].number_input("Lattice samples k", min_value=1, max_value=100_000, value=S.DEFAULT_SAMPLES, step=50,
                           key="k", bind="query-params", disabled=exact)
     L = c[2].number_input("Length bound L", min_value=1, value=lat.default_max_len(), key="L", bind="query-params",
@@ -42,8 +38,8 @@ def main(inp: C.Inputs) -> None:
         if st.button(label, type="primary", key="compute"):
             m = C.require_marginalizer(inp)
             with C.guard("scoring"):
-                stream = (lambda: S.stream_exact(m, budget=S.APP_EXACT_BUDGET)) if exact else (
-                    lambda: S.stream_lattice(m, k, max_len=L, seed=seed))
+                stream = (lambda: S.live_stream(m, "exact", budget=S.APP_EXACT_BUDGET)) if exact else (
+                    lambda: S.live_stream(m, "lattice", samples=k, max_len=L, seed=seed))
                 result = C.run_stream(key, stream, "Scoring")
         else:
             st.caption("Press the button to score the tokenizations with the model.")
@@ -51,7 +47,7 @@ def main(inp: C.Inputs) -> None:
 
     if result is None:
         C.stop()
-    est = result.estimate
+    est = result
     by_kind = analysis.mass_by_kind(lat, est)
     share = dict(zip(by_kind["kind"], by_kind["share"]))
     m = st.columns(4)

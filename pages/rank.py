@@ -20,7 +20,7 @@ def main(inp: C.Inputs) -> None:
         "agreement (Table 1), one reason proxy sampling converges slowly."
     )
 
-    lat = C.require_lattice(inp)
+    C.require_lattice(inp)  # validates the text before anything runs
     c = st.columns(3)
     pk = int(c[0].number_input("Proxy samples", min_value=3, max_value=100_000, value=S.DEFAULT_SAMPLES, step=50,
                                key="pk", bind="query-params"))
@@ -32,11 +32,11 @@ def main(inp: C.Inputs) -> None:
         if st.button("Draw proxy samples", type="primary", key="draw"):
             m = C.require_marginalizer(inp)
             with C.guard("drawing proxy samples"):
-                result = C.run_stream(key, lambda: S.stream_proxy(m, pk, seed=seed), "Drawing proxy samples")
+                result = C.run_stream(key, lambda: S.live_stream(m, "proxy", samples=pk, seed=seed), "Drawing proxy samples")
         else:
             st.caption("Press the button to draw proxy samples for the text in the sidebar.")
     if result is not None:
-        est = result.estimate
+        est = result
         rho, n = analysis.spearman(est)
         c[2].metric("Spearman ρ", "n/a" if rho != rho else f"{rho:.3f}", help=f"over {n} distinct samples")
         st.plotly_chart(viz.rank_scatter(est, rho), key="scatter")
@@ -71,10 +71,10 @@ def main(inp: C.Inputs) -> None:
             for i, (length, sentence) in enumerate(jobs):
                 bar.progress(i / len(jobs), text=f"Sentence {i + 1} of {len(jobs)} ({length} chars)")
                 m = C.marginalizer_for(inp.model, inp.device, sentence, "")
-                est = S.last(S.stream_proxy(m, tk, seed=seed))
-                rho, n = analysis.spearman(est.estimate)
+                est = m.proxy(tk, seed=seed)
+                rho, n = analysis.spearman(est)
                 rows.append({"length": length, "chars": len(sentence), "sentence": sentence, "rho": rho,
-                             "distinct": n, "draws": est.estimate.num_samples, "seconds": round(est.estimate.seconds, 1)})
+                             "distinct": n, "draws": est.num_samples, "seconds": round(est.seconds, 1)})
             bar.empty()
             table = pd.DataFrame(rows)
             C.store(tkey, table)

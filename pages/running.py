@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pandas as pd
 import streamlit as st
 
 from marginal_core import app_state as S
 from marginal_core import viz
+from marginal_core.estimators import Estimate
 from pages import _common as C
 
 
@@ -21,8 +24,6 @@ def main(inp: C.Inputs) -> None:
     )
 
     lat = C.require_lattice(inp)
-    count = lat.count()
-    feasible = S.exact_feasible(count)
     c = st.columns([1, 1, 1, 2, 1])
     k = int(c[0].number_input("Samples k", min_value=1, max_value=100_000, value=S.DEFAULT_SAMPLES, step=100,
                               key="k", bind="query-params", help="For each method."))
@@ -30,15 +31,13 @@ def main(inp: C.Inputs) -> None:
     seed = int(c[2].number_input("Seed", min_value=0, value=0, key="seed", bind="query-params"))
     methods = c[3].multiselect("Methods", ["lattice", "proxy"], default=["lattice", "proxy"], key="methods",
                                bind="query-params")
-    exact = c[4].toggle("Exact line", value=feasible, disabled=not feasible, key="exact",
-                        help=f"Offered up to {S.APP_EXACT_BUDGET:,} tokenizations; this text has {viz.format_count(count)}.")
-    exact = bool(exact) and feasible
+    exact = C.exact_toggle(c[4], lat, "Exact line")
 
     keys = {"lattice": inp.key("lattice", k, L, seed), "proxy": inp.key("proxy", k, seed), "exact": inp.key("exact")}
     wanted = list(methods) + (["exact"] if exact else [])
 
 
-    def _finished() -> dict[str, S.Partial]:
+    def _finished() -> dict[str, Estimate]:
         return {name: r for name in wanted if (r := C.cached(keys[name])) is not None}
 
 
@@ -59,17 +58,17 @@ def main(inp: C.Inputs) -> None:
 
     drawn = [0]  # each redraw needs fresh element keys within one run
 
-    def draw(results: dict[str, S.Partial]) -> None:
+    def draw(results: dict[str, Estimate]) -> None:
         """Both plots and the summary table for the results so far."""
         drawn[0] += 1
-        m_lpc = next(iter(results.values())).estimate.log_p_canonical if results else None
+        m_lpc = next(iter(results.values())).log_p_canonical if results else None
         if m_lpc is None:
             return
-        traces = [viz.RunTrace.of(r.estimate, r.checkpoints, label=name) for name, r in results.items() if name != "exact"]
+        traces = [viz.RunTrace.of(r, label=name) for name, r in results.items() if name != "exact"]
         exact_done = "exact" in results and results["exact"].done
         log_exact = None
         if exact_done:
-            e = results["exact"].estimate
+            e = results["exact"]
             log_exact = e.log_marginal if y == "marginal" else e.log_noncanonical
         plot_samples.plotly_chart(viz.running_figure(traces, log_p_canonical=m_lpc, log_exact=log_exact, x="samples", y=y),
                                   key=f"by_samples_{drawn[0]}")
@@ -77,9 +76,9 @@ def main(inp: C.Inputs) -> None:
                                   key=f"by_seconds_{drawn[0]}")
         rows = []
         for name, r in results.items():
-            row = {"method": name, **r.estimate.summary()}
-            row["log_p_canonical"] = r.estimate.log_p_canonical
-            row["done"] = "yes" if r.done else f"stopped at {r.estimate.num_samples}/{r.total}"
+            row = {"method": name, **r.summary()}
+            row["log_p_canonical"] = r.log_p_canonical
+            row["done"] = "yes" if r.done else f"stopped at {r.num_samples}/{r.requested}"
             rows.append(row)
         table_spot.dataframe(pd.DataFrame(rows), hide_index=True)
 
@@ -91,22 +90,21 @@ def main(inp: C.Inputs) -> None:
             for name in wanted:
                 if name in results:
                     continue
-                stream = {
-                    "lattice": lambda: S.stream_lattice(m, k, max_len=L, seed=seed),
-                    "proxy": lambda: S.stream_proxy(m, k, seed=seed),
-                    "exact": lambda: S.stream_exact(m, budget=S.APP_EXACT_BUDGET),
-                }[name]
+                options = {"lattice": {"max_len": L}, "exact": {"budget": S.APP_EXACT_BUDGET}}.get(name, {})
 
-                def update(partial: S.Partial, name: str = name) -> None:
+                def stream(name: str = name, options: dict = options) -> Iterator[Estimate]:
+                    return S.live_stream(m, name, samples=k, seed=seed, **options)
+
+                def update(partial: Estimate, name: str = name) -> None:
                     draw({**results, name: partial})
 
                 with status.container():
                     results[name] = C.run_stream(keys[name], stream, f"Scoring: {name}", on_update=update)
-            status.success("Done: " + ", ".join(f"{n} {r.estimate.seconds:.1f} s" for n, r in results.items()))
+            status.success("Done: " + ", ".join(f"{n} {r.seconds:.1f} s" for n, r in results.items()))
     else:
         stopped = {name: p for name in wanted if name not in results and (p := C.partial(keys[name])) is not None}
         if stopped:
-            status.warning("Stopped: " + ", ".join(f"{n} after {p.estimate.num_samples} of {p.total} samples"
+            status.warning("Stopped: " + ", ".join(f"{n} after {p.num_samples} of {p.requested} samples"
                                                    for n, p in stopped.items()) + ". Press Run to start again.")
             results = {**results, **stopped}
         elif not results:

@@ -59,8 +59,8 @@ def main(inp: C.Inputs) -> None:
         if st.button("Score with the model and draw proxy samples", type="primary", key="score"):
             m = C.require_marginalizer(inp)
             with C.guard("scoring"):
-                scored = C.run_stream(lat_key, lambda: S.stream_lattice(m, k, max_len=L, seed=seed), "Scoring lattice samples")
-                proxy = C.run_stream(proxy_key, lambda: S.stream_proxy(m, pk, seed=seed), "Drawing proxy samples")
+                scored = C.run_stream(lat_key, lambda: S.live_stream(m, "lattice", samples=k, max_len=L, seed=seed), "Scoring lattice samples")
+                proxy = C.run_stream(proxy_key, lambda: S.live_stream(m, "proxy", samples=pk, seed=seed), "Drawing proxy samples")
         else:
             st.caption("The lattice samples below are drawn without the model; press the button to score them "
                        "(log p) and to draw proxy samples (which needs the model).")
@@ -69,7 +69,7 @@ def main(inp: C.Inputs) -> None:
     paths = samples.paths.tolist()
     columns = st.columns(3)
     if scored is not None:
-        table = viz.samples_frame(lat, scored.estimate)
+        table = viz.samples_frame(lat, scored)
         off = table[table["kind"] == "off_by_one"].drop(columns="kind")
         uni = table[table["kind"] == "uniform"].drop(columns="kind")
     else:
@@ -83,7 +83,7 @@ def main(inp: C.Inputs) -> None:
         show_table(uni)
     with columns[2]:
         if proxy is not None:
-            est = proxy.estimate
+            est = proxy
             ptable = viz.samples_frame(lat, est).drop(columns="kind")
             st.markdown(f"#### Proxy ({est.num_distinct:,} distinct / {est.num_samples:,})")
             show_table(ptable.sort_values("draws", ascending=False))
@@ -97,11 +97,11 @@ def main(inp: C.Inputs) -> None:
     groups = {"off_by_one": [len(p) for p, t in zip(paths, kinds) if t == "off_by_one"],
               "uniform": [len(p) for p, t in zip(paths, kinds) if t == "uniform"]}
     if proxy is not None:
-        groups["proxy"] = proxy.estimate.paths.lengths.tolist()
+        groups["proxy"] = proxy.paths.lengths.tolist()
     st.plotly_chart(viz.length_histogram(groups, canonical_len=len(lat.canonical)), key="lengths")
 
     if scored is not None and proxy is not None:
-        s, p = scored.estimate, proxy.estimate
+        s, p = scored, proxy
         m = st.columns(4)
         m[0].metric("Lattice: log p(text) ≥", viz.format_log(s.log_marginal), help=f"{s.seconds:.1f} s")
         m[1].metric("Proxy: log p(text) ≈", viz.format_log(p.log_marginal), help=f"{p.seconds:.1f} s")

@@ -202,22 +202,31 @@ def test_running_page_plots_lattice_proxy_and_exact():
     assert lattice <= exact + 1e-4
 
 
-def test_streams_match_the_library_estimators():
-    """The app's chunked runs give the library's numbers (lattice) and a valid proxy estimate."""
+def test_live_streams_match_the_library_estimators():
+    """The app's chunked runs give the library's numbers, and a stopped run keeps its chunks."""
     from marginal_core import app_state
     from marginal_core.estimators import Marginalizer
     from marginal_core.models import load_model
 
     m = Marginalizer(load_model(SMOL), " Paris is the capital", None)
-    parts = list(app_state.stream_lattice(m, 30, chunk=7))
-    assert [p.estimate.num_samples for p in parts] == [7, 14, 21, 28, 30]
+    parts = list(m.stream("lattice", samples=30, chunk=7))
+    assert [p.num_samples for p in parts] == [7, 14, 21, 28, 30]
     assert [p.done for p in parts] == [False] * 4 + [True]
+    assert [n for n, _ in parts[-1].checkpoints] == [7, 14, 21, 28, 30]
     assert all(a[1] <= b[1] for a, b in zip(parts[-1].checkpoints, parts[-1].checkpoints[1:]))
     whole = m.lattice_estimate(30)
-    assert parts[-1].estimate.paths.tolist() == whole.paths.tolist()
-    assert parts[-1].estimate.log_noncanonical == pytest.approx(whole.log_noncanonical, abs=1e-3)
-    proxy = list(app_state.stream_proxy(m, 12, chunk=5))
-    assert [p.estimate.num_samples for p in proxy] == [5, 10, 12]
-    first = app_state.last(app_state.stream_proxy(m, 5, chunk=5))
-    assert proxy[-1].estimate.paths.tolist()[:5] == first.estimate.paths.tolist()
-    assert math.isfinite(proxy[-1].estimate.log_marginal)
+    assert parts[-1].paths.tolist() == whole.paths.tolist()
+    assert parts[-1].log_noncanonical == pytest.approx(whole.log_noncanonical, abs=1e-3)
+    proxy = list(m.stream("proxy", samples=12, chunk=5))
+    assert [p.num_samples for p in proxy] == [5, 10, 12]
+    assert [p.fraction for p in proxy] == pytest.approx([5 / 12, 10 / 12, 1.0])
+    first = m.proxy(5, chunk=5)
+    assert proxy[-1].paths.tolist()[:5] == first.paths.tolist()
+    assert math.isfinite(proxy[-1].log_marginal)
+    live = list(app_state.live_stream(m, "proxy", samples=120))
+    assert [p.num_samples for p in live] == [50, 100, 120]
+    seen: list = []
+    for est in m.stream("lattice", samples=30, chunk=7, should_stop=lambda: len(seen) >= 2):
+        seen.append(est)
+    assert [p.num_samples for p in seen] == [7, 14, 14]
+    assert seen[-1].cancelled and not seen[-1].done and seen[-1].requested == 30

@@ -103,7 +103,7 @@ def test_cancelling_keeps_what_was_scored(smollm_model):
         20, seed=0, chunk=5, progress=lambda done, total: calls.append(done),
         should_stop=lambda: len(calls) >= 2,
     )
-    assert est.cancelled and est.num_samples == 10 and calls == [5, 10]
+    assert est.cancelled and est.num_samples == 10 and calls == [5, 10, 10]
 
 
 def test_exact_refuses_large_lattices(smollm_model):

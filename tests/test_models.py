@@ -18,7 +18,6 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from marginal_core import models
 from marginal_core.errors import MarginalError, UnknownModelError
 from marginal_core.models import (
     DEFAULT_MODEL,

@@ -6,6 +6,8 @@ whole file takes a few seconds once the tokenizers are loaded.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import re
 import shutil
@@ -221,8 +223,8 @@ def test_rank_scatter_plots_distinct_samples_with_rho(qa):
 
 def test_running_figure_against_samples_and_seconds(qa):
     est = fake_estimate(qa)
-    checkpoints = [(10, 0.5), (est.num_samples, 1.0)]
-    trace = viz.RunTrace.of(est, checkpoints)
+    est = dataclasses.replace(est, checkpoints=((10, 0.5), (est.num_samples, 1.0)))
+    trace = viz.RunTrace.of(est)
     fig = viz.running_figure([trace], log_p_canonical=-5.0, log_exact=-4.0, x="samples")
     names = [t.name for t in fig.data]
     assert names == ["lattice", "canonical", "exact"]

