@@ -112,6 +112,13 @@ def _last_of(running: np.ndarray) -> float:
     return float(running[-1]) if len(running) else -math.inf
 
 
+def _scaled(progress: Progress | None, start: int, size: int, total: int) -> Progress | None:
+    """A chunk's (done, of) progress as (paths so far, paths), counting the chunk's share."""
+    if progress is None:
+        return None
+    return lambda done, of: progress(start + size * done / max(of, 1), total)
+
+
 def _head(paths: PathBatch, start: int, stop: int) -> PathBatch:
     """Paths [start, stop) as their own batch."""
     return PathBatch(
@@ -147,9 +154,12 @@ class Marginalizer:
         started: float,
         chunk: int | None,
         should_stop: StopCheck | None,
+        progress: Progress | None,
         num_paths: int | None = None,
     ) -> Iterator[Estimate]:
-        """Score paths chunk by chunk in sample order, yielding the lower bound after each."""
+        """Score paths chunk by chunk in sample order, yielding the lower bound after each.
+
+        progress gets (paths scored, paths), fractional within a chunk (from tokens fed)."""
         total, stats = len(paths), ScoreStats()
         step = max(1, chunk or total)
         scores: list[np.ndarray] = [np.zeros(0)]
@@ -159,7 +169,8 @@ class Marginalizer:
             cancelled = stop < total and should_stop is not None and should_stop()
             if not cancelled and stop < total:
                 start, stop = stop, min(stop + step, total)
-                scores.append(score_paths(self.lm, _head(paths, start, stop), self.context_ids, stats=stats))
+                within = _scaled(progress, start, stop - start, total)
+                scores.append(score_paths(self.lm, _head(paths, start, stop), self.context_ids, stats=stats, progress=within))
             log_p = np.concatenate(scores)
             running = np.logaddexp.accumulate(log_p) if len(log_p) else log_p
             seconds = time.perf_counter() - started
@@ -202,31 +213,35 @@ class Marginalizer:
         )
 
     def _lattice_stream(
-        self, k: int, max_len: int | None, seed: int | None, chunk: int | None, should_stop: StopCheck | None
+        self, k: int, max_len: int | None, seed: int | None, chunk: int | None, should_stop: StopCheck | None,
+        progress: Progress | None,
     ) -> Iterator[Estimate]:
         self.log_p_canonical  # noqa: B018 -- scored once, outside the timing
         started = time.perf_counter()
         samples = lattice_samples(self.lattice, k, max_len=max_len, seed=seed)
-        yield from self._scored_stream("lattice", samples.paths, samples.kinds, started, chunk, should_stop)
+        yield from self._scored_stream("lattice", samples.paths, samples.kinds, started, chunk, should_stop, progress)
 
-    def _exact_stream(self, budget: int, chunk: int | None, should_stop: StopCheck | None) -> Iterator[Estimate]:
+    def _exact_stream(
+        self, budget: int, chunk: int | None, should_stop: StopCheck | None, progress: Progress | None
+    ) -> Iterator[Estimate]:
         self.log_p_canonical  # noqa: B018
         started = time.perf_counter()
         paths = [p for p in self.lattice.enumerate(budget=budget) if p != self.lattice.canonical]
         yield from self._scored_stream(
             "exact", PathBatch.from_paths(paths), np.full(len(paths), "exact"), started, chunk, should_stop,
-            num_paths=self.lattice.count(),
+            progress, num_paths=self.lattice.count(),
         )
 
     def _proxy_stream(
-        self, k: int, seed: int | None, include_canonical: bool, chunk: int | None, should_stop: StopCheck | None
+        self, k: int, seed: int | None, include_canonical: bool, chunk: int | None, should_stop: StopCheck | None,
+        progress: Progress | None,
     ) -> Iterator[Estimate]:
         self.log_p_canonical  # noqa: B018
         checkpoints: list[tuple[int, float]] = []
         options = {"batch_size": chunk} if chunk else {}
         for result in proxy_stream(
             self.lm, self.lattice, k, self.context_ids,
-            include_canonical=include_canonical, seed=seed, should_stop=should_stop, **options,
+            include_canonical=include_canonical, seed=seed, should_stop=should_stop, progress=progress, **options,
         ):
             checkpoints.append((len(result), result.seconds))
             yield self._from_proxy(result, tuple(checkpoints))
@@ -264,32 +279,28 @@ class Marginalizer:
         include_canonical: bool = False,
         chunk: int | None = None,
         should_stop: StopCheck | None = None,
+        progress: Progress | None = None,
     ) -> Iterator[Estimate]:
         """The estimate of one method (one of METHODS) after each chunk; the last is the result.
 
         chunk is the samples per update (None: lattice and exact score everything at once,
         which shares the most prefixes; the proxy draws in its default batches). Samples do not
-        depend on chunk. should_stop is polled between chunks (and between proxy passes).
+        depend on chunk. should_stop is polled between chunks (and between proxy passes);
+        progress gets (samples done, samples requested) as work goes on.
         """
         if method == "canonical":
             return self._canonical_stream()
         if method == "lattice":
-            return self._lattice_stream(samples, max_len, seed, chunk, should_stop)
+            return self._lattice_stream(samples, max_len, seed, chunk, should_stop, progress)
         if method == "proxy":
-            return self._proxy_stream(samples, seed, include_canonical, chunk, should_stop)
+            return self._proxy_stream(samples, seed, include_canonical, chunk, should_stop, progress)
         if method == "exact":
-            return self._exact_stream(budget, chunk, should_stop)
+            return self._exact_stream(budget, chunk, should_stop, progress)
         raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
 
-    def estimate(self, method: str, *, progress: Progress | None = None, **options) -> Estimate:
-        """Run one method's stream to its end (options as for ``stream``); progress gets
-        (samples scored, samples requested) after each chunk."""
-        def report(est: Estimate) -> Estimate:
-            if progress:
-                progress(est.num_samples, est.requested or est.num_samples)
-            return est
-
-        return deque(map(report, self.stream(method, **options)), maxlen=1).pop()
+    def estimate(self, method: str, **options) -> Estimate:
+        """Run one method's stream to its end (options as for ``stream``)."""
+        return deque(self.stream(method, **options), maxlen=1).pop()
 
     def canonical(self) -> Estimate:
         """The canonical tokenization alone."""

@@ -100,10 +100,11 @@ def test_cancelling_keeps_what_was_scored(smollm_model):
     m = Marginalizer(smollm_model, " Paris", QUESTION)
     calls = []
     est = m.lattice_estimate(
-        20, seed=0, chunk=5, progress=lambda done, total: calls.append(done),
-        should_stop=lambda: len(calls) >= 2,
+        20, seed=0, chunk=5, progress=lambda done, total: calls.append((done, total)),
+        should_stop=lambda: sum(done in (5, 10) for done, _ in calls) >= 2,
     )
-    assert est.cancelled and est.num_samples == 10 and calls == [5, 10, 10]
+    assert est.cancelled and not est.done and est.num_samples == 10
+    assert calls[-1] == (10, 20) and all(0 <= a <= b <= 10 for (a, _), (b, _) in zip(calls, calls[1:]))
 
 
 def test_exact_refuses_large_lattices(smollm_model):

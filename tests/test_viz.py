@@ -19,7 +19,7 @@ import pytest
 from marginal_core import analysis, app_state, viz
 from marginal_core.errors import MarginalError
 from marginal_core.estimators import Estimate
-from marginal_core.lattice import PathBatch, build_lattice
+from marginal_core.lattice import build_lattice
 from marginal_core.sampling import lattice_samples
 
 QA_TEXT = " Paris is the capital of France."
@@ -262,16 +262,9 @@ def test_describe_error_is_friendly():
     assert app_state.lattice_chunk(100) == 50 and app_state.lattice_chunk(100_000) == 500
 
 
-def test_partial_batch_prefix_is_consistent(qa):
-    samples = lattice_samples(qa, 30, seed=0)
-    prefix = app_state._prefix(samples.paths, 7)
-    assert prefix.tolist() == samples.paths.tolist()[:7]
-    assert isinstance(prefix, PathBatch)
-
-
 def test_running_figure_of_the_noncanonical_mass(qa):
-    est = fake_estimate(qa)
-    trace = viz.RunTrace.of(est, [(est.num_samples, 1.0)])
+    est = dataclasses.replace(fake_estimate(qa), checkpoints=((fake_estimate(qa).num_samples, 1.0),))
+    trace = viz.RunTrace.of(est)
     fig = viz.running_figure([trace], log_p_canonical=-5.0, log_exact=-9.0, x="samples", y="noncanonical")
     assert [t.name for t in fig.data] == ["lattice", "exact"]  # no canonical line on this scale
     assert np.allclose(fig.data[0].y, est.running)
