@@ -36,7 +36,7 @@ import uuid
 from dataclasses import dataclass
 from importlib.metadata import version as _dist_version
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, TypeVar
 from urllib.parse import urlparse
 
 from marginal_core.errors import MarginalError, UnknownModelError
@@ -44,6 +44,8 @@ from marginal_core.errors import MarginalError, UnknownModelError
 if TYPE_CHECKING:  # torch and transformers take seconds to import: only the loaders need them
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerFast
+
+T = TypeVar("T")
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -360,6 +362,17 @@ def _ensure_tokenizer_cache(src: _Source, folder: Path) -> bool:
     return True
 
 
+def _cached(folder: Path, ensure: Callable[[], object], load: Callable[[Path], T]) -> T:
+    """Load from a cache folder, building it first when missing and once more when damaged."""
+    ensure()
+    try:
+        return load(folder)
+    except Exception:  # a damaged cache: rebuild it once
+        shutil.rmtree(folder, ignore_errors=True)
+        ensure()
+        return load(folder)
+
+
 @functools.lru_cache(maxsize=None)
 def _load_tokenizer_memo(canonical: str) -> PreTrainedTokenizerFast:
     """load_tokenizer's body, memoized on the canonical model name."""
@@ -369,13 +382,7 @@ def _load_tokenizer_memo(canonical: str) -> PreTrainedTokenizerFast:
     if src.gguf is not None:
         folder = model_cache_dir(canonical)
         try:
-            _ensure_tokenizer_cache(src, folder)
-            try:
-                return _load_tokenizer_cache(folder / "tokenizer")
-            except Exception:  # a damaged cache: rebuild it once
-                shutil.rmtree(folder / "tokenizer", ignore_errors=True)
-                _ensure_tokenizer_cache(src, folder)
-                return _load_tokenizer_cache(folder / "tokenizer")
+            return _cached(folder / "tokenizer", lambda: _ensure_tokenizer_cache(src, folder), _load_tokenizer_cache)
         except MarginalError:
             raise
         except Exception as exc:
@@ -478,13 +485,10 @@ def _load_model_memo(
     if src.gguf is not None:
         folder = model_cache_dir(canonical)
         try:
-            _ensure_model_cache(src, folder)
-            try:
-                model = AutoModelForCausalLM.from_pretrained(str(folder / "model"), **kwargs)
-            except Exception:  # a damaged cache: rebuild it once
-                shutil.rmtree(folder / "model", ignore_errors=True)
-                _ensure_model_cache(src, folder)
-                model = AutoModelForCausalLM.from_pretrained(str(folder / "model"), **kwargs)
+            model = _cached(
+                folder / "model", lambda: _ensure_model_cache(src, folder),
+                lambda path: AutoModelForCausalLM.from_pretrained(str(path), **kwargs),
+            )
         except MarginalError:
             raise
         except Exception as exc:
