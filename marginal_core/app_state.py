@@ -23,8 +23,7 @@ __all__ = [
     "DEFAULT_TEXT",
     "DEFAULT_CONTEXT",
     "DEFAULT_SAMPLES",
-    "PROXY_CHUNK",
-    "lattice_chunk",
+    "live_chunk",
     "live_stream",
     "exact_feasible",
     "RANK_SENTENCES",
@@ -39,15 +38,12 @@ DEFAULT_TEXT = " Paris is the capital of France."
 DEFAULT_SAMPLES = 100
 # Exact enumeration is offered in the app up to this many paths (each path is scored).
 APP_EXACT_BUDGET = 2_000
-# Proxy samples are drawn in batches of this many in the app (each sample has its own uniforms,
-# so the samples are those of any other batch size, and a run of k is a prefix of a run of more).
-PROXY_CHUNK = 50
 
 
-def lattice_chunk(k: int) -> int:
-    """Samples scored per chunk for a run of k: about 10 updates, 50 to 500 samples each.
+def live_chunk(k: int) -> int:
+    """Samples per chunk of a live run of k: about 10 updates, of 50 to 500 samples each.
 
-    Smaller chunks update a live plot more often but share fewer prefixes when scored.
+    Smaller chunks update a live plot more often but share fewer prefixes, so they cost more.
     """
     return int(min(500, max(50, math.ceil(k / 10))))
 
@@ -55,7 +51,7 @@ def lattice_chunk(k: int) -> int:
 def live_stream(m: Marginalizer, method: str, *, samples: int = DEFAULT_SAMPLES, **options) -> Iterator[Estimate]:
     """``m.stream`` in chunks sized for a live plot (about ten updates); same samples as
     ``m.estimate`` with the same options."""
-    chunk = {"proxy": PROXY_CHUNK, "exact": lattice_chunk(m.lattice.count() - 1)}.get(method, lattice_chunk(samples))
+    chunk = live_chunk(m.lattice.count() - 1 if method == "exact" else samples)
     return m.stream(method, samples=samples, chunk=chunk, **options)
 
 

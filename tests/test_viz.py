@@ -259,7 +259,7 @@ def test_describe_error_is_friendly():
     assert "ValueError: bad value" in message and "Traceback" not in message
     assert app_state.exact_feasible(app_state.APP_EXACT_BUDGET + 1)
     assert not app_state.exact_feasible(app_state.APP_EXACT_BUDGET + 2)
-    assert app_state.lattice_chunk(100) == 50 and app_state.lattice_chunk(100_000) == 500
+    assert app_state.live_chunk(100) == 50 and app_state.live_chunk(100_000) == 500
 
 
 def test_running_figure_of_the_noncanonical_mass(qa):
