@@ -66,15 +66,14 @@ def main(inp: C.Inputs) -> None:
                             help="Lattice samples (off-by-one first, then uniform, at most L = canonical + 10 tokens).")
         bound = lat.default_max_len()
         key = inp.key("lattice", int(k), bound, 0)
-        result = C.cached(key)
-        if result is None:
+        est = C.cached(key)
+        if est is None:
             if row[1].button("Estimate the marginal", type="primary", key="estimate"):
-                result = C.run_stream(key, lambda: S.live_stream(m, "lattice", samples=int(k), max_len=bound, seed=0), "Scoring lattice samples")
+                est = C.run_stream(key, lambda: S.live_stream(m, "lattice", samples=int(k), max_len=bound, seed=0), "Scoring lattice samples")
             elif (part := C.partial(key)) is not None:
-                result = part
+                est = part
                 st.warning(f"Stopped after {part.num_samples} of {part.requested} samples; the numbers below are partial.")
-        if result is not None:
-            est = result
+        if est is not None:
             gain = est.log_marginal - lpc
             outside = -math.expm1(-gain) if math.isfinite(gain) else 0.0
             c = st.columns(4)

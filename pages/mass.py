@@ -32,22 +32,21 @@ def main(inp: C.Inputs) -> None:
     k, L, seed = int(k), int(L), int(seed)
 
     key = inp.key("exact") if exact else inp.key("lattice", k, L, seed)
-    result = C.cached(key)
-    if result is None:
+    est = C.cached(key)
+    if est is None:
         label = "Score every tokenization" if exact else f"Score {k} lattice samples"
         if st.button(label, type="primary", key="compute"):
             m = C.require_marginalizer(inp)
             with C.guard("scoring"):
                 stream = (lambda: S.live_stream(m, "exact", budget=S.APP_EXACT_BUDGET)) if exact else (
                     lambda: S.live_stream(m, "lattice", samples=k, max_len=L, seed=seed))
-                result = C.run_stream(key, stream, "Scoring")
+                est = C.run_stream(key, stream, "Scoring")
         else:
             st.caption("Press the button to score the tokenizations with the model.")
             C.stop()
 
-    if result is None:
+    if est is None:
         C.stop()
-    est = result
     by_kind = analysis.mass_by_kind(lat, est)
     share = dict(zip(by_kind["kind"], by_kind["share"]))
     m = st.columns(4)

@@ -27,16 +27,15 @@ def main(inp: C.Inputs) -> None:
     seed = int(c[1].number_input("Seed", min_value=0, value=0, key="seed", bind="query-params"))
 
     key = inp.key("proxy", pk, seed)
-    result = C.cached(key)
-    if result is None:
+    est = C.cached(key)
+    if est is None:
         if st.button("Draw proxy samples", type="primary", key="draw"):
             m = C.require_marginalizer(inp)
             with C.guard("drawing proxy samples"):
-                result = C.run_stream(key, lambda: S.live_stream(m, "proxy", samples=pk, seed=seed), "Drawing proxy samples")
+                est = C.run_stream(key, lambda: S.live_stream(m, "proxy", samples=pk, seed=seed), "Drawing proxy samples")
         else:
             st.caption("Press the button to draw proxy samples for the text in the sidebar.")
-    if result is not None:
-        est = result
+    if est is not None:
         rho, n = analysis.spearman(est)
         c[2].metric("Spearman ρ", "n/a" if rho != rho else f"{rho:.3f}", help=f"over {n} distinct samples")
         st.plotly_chart(viz.rank_scatter(est, rho), key="scatter")

@@ -90,10 +90,8 @@ def main(inp: C.Inputs) -> None:
             for name in wanted:
                 if name in results:
                     continue
-                options = {"lattice": {"max_len": L}, "exact": {"budget": S.APP_EXACT_BUDGET}}.get(name, {})
-
-                def stream(name: str = name, options: dict = options) -> Iterator[Estimate]:
-                    return S.live_stream(m, name, samples=k, seed=seed, **options)
+                def stream(name: str = name) -> Iterator[Estimate]:
+                    return S.live_stream(m, name, samples=k, seed=seed, max_len=L, budget=S.APP_EXACT_BUDGET)
 
                 def update(partial: Estimate, name: str = name) -> None:
                     draw({**results, name: partial})
