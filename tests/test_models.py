@@ -176,13 +176,15 @@ def test_second_load_in_a_new_process_is_fast(name, record_property):
         t = json.loads(_run_python(_TIMED_LOAD.format(name=name)).strip().splitlines()[-1])
         best = {k: min(v, best.get(k, v)) for k, v in t.items()}
         if best["tok_cpu"] < 2.0 and best["model_cpu"] < 2.0 and best["tok_wall"] < 2.0:
-            break
+            break  # the figure; the assertion below only separates cached from converting
     print(f"\n{name}: cached load in a new process: " + ", ".join(f"{k} {v:.2f} s" for k, v in best.items()))
     for key, value in best.items():
         record_property(key, round(value, 3))
     # CPU time is what the load costs; wall time also counts whatever else the machine runs.
-    fast = best["tok_cpu"] < 2.0 and best["model_cpu"] < 2.0
-    fast = fast and best["tok_wall"] < 6.0 and best["model_wall"] < 6.0
+    # Converting takes 15 to 50 s; a cached load 0.2 to 2.2 s (a timing bound, not a benchmark:
+    # the figure itself is printed above and recorded).
+    fast = best["tok_cpu"] < 5.0 and best["model_cpu"] < 5.0
+    fast = fast and best["tok_wall"] < 10.0 and best["model_wall"] < 10.0
     load = os.getloadavg()[0]
     if not fast and load > (os.cpu_count() or 1):
         pytest.skip(f"machine too busy to time loads (load average {load:.1f}): {best}")
