@@ -6,6 +6,9 @@ app can catch that one class and show its message (one line, no traceback) to th
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 __all__ = [
     "MarginalError",
     "UnknownModelError",
@@ -13,6 +16,7 @@ __all__ = [
     "UnrepresentableTextError",
     "NormalizationError",
     "TooManyPathsError",
+    "run_cli",
 ]
 
 
@@ -38,3 +42,14 @@ class NormalizationError(MarginalError):
 
 class TooManyPathsError(MarginalError):
     """The lattice has more paths than the requested operation's budget allows (e.g. exact)."""
+
+
+def run_cli(command: Callable[[], int | None], prog: str = "marginal") -> int:
+    """Run a command-line entry point under the one error policy of every `marginal` command:
+    an error the user can fix is one line on standard error and exit status 2."""
+    sys.set_int_max_str_digits(0)  # exact counts of long texts pass Python's 4,300-digit default
+    try:
+        return command() or 0
+    except MarginalError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 2

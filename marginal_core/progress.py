@@ -1,0 +1,32 @@
+"""Progress reporting: the callback type the library's long runs take, and its tqdm drawing."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+Progress = Callable[[float, int], None]
+"""Called as progress(done, total) while work goes on; done may be fractional within a chunk."""
+
+StopCheck = Callable[[], bool]
+"""Polled between units of work; True asks the run to end, keeping what it finished."""
+
+
+def tqdm_bar(total: int | None, desc: str, initial: int = 0, leave: bool = True) -> Any:
+    """A tqdm bar on standard error (tqdm imported only when a bar is drawn)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, file=sys.stderr, leave=leave, dynamic_ncols=True)
+
+
+def tqdm_progress(desc: str) -> tuple[Progress, Callable[[], None]]:
+    """A (progress, close) pair that draws progress(done, total) on a tqdm bar."""
+    bar = tqdm_bar(None, desc, leave=False)
+
+    def update(done: float, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    return update, bar.close
