@@ -5,12 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from marginal_core.tasks import mt
-from marginal_core.tasks.common import TASK_METHODS
-from marginal_core.tasks.report import (
-    choices_table, load_rows, mt_report, mt_sentences_table, read_items, samples_table,
-)
-from marginal_core.tasks.store import app_folder, read_samples
+from marginal_core.tasks.task import TASK_METHODS
+from marginal_core.tasks.report import load_rows, mt_report
+from marginal_core.tasks.store import read_samples
 from pages import _common as C
+from pages._app.task_tables import choices_table, mt_sentences_table, read_items, samples_table
+from pages._app.tasks import app_folder
 
 LOCAL = "local file…"
 

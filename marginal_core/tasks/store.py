@@ -189,15 +189,3 @@ def read_config(out: str | os.PathLike) -> dict[str, Any]:
     if not path.is_file():
         raise MarginalError(f"{out} is not a results folder (no config.json)")
     return json.loads(path.read_text(encoding="utf-8"))
-
-
-def app_folder(task: str, **identity: Any) -> Path:
-    """A results folder for the app, one per setup, under $MARGINAL_CACHE/runs (so runs resume
-    and accumulate across sessions: a larger limit or another method only adds rows)."""
-    import hashlib
-
-    from marginal_core.models import cache_root
-
-    digest = hashlib.sha1(json.dumps({"task": task, **identity}, sort_keys=True).encode()).hexdigest()[:12]
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(identity.get("dataset", "")))[-40:]
-    return cache_root() / "runs" / f"{task}-{name}-{digest}"
