@@ -182,6 +182,36 @@ def test_type_a_text_and_see_its_lattice_and_plots():
         page.screenshot(path=str(OUTPUT / "running-stopped.png"))
 
 
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
+def test_the_first_request_of_a_fresh_server_may_be_a_subpage():
+    """A shared link is often the first request a server gets: it renders that page, with the
+    app's navigation and inputs (a folder named pages/ puts Streamlit's first run of a fresh
+    server in its legacy pages/ mode, which would run the page file alone)."""
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    text = " Tokenization is fun."
+    with streamlit_server() as base, browser_page() as page:
+        page.goto(f"{base}/lattice?model={SMOL}&text={quote(text)}&L=5")
+        svg = page.locator("[data-testid=stGraphVizChart] svg")
+        svg.wait_for()
+        settle(page)
+        assert page.locator("h1").first.inner_text() == "The tokenization lattice"
+        assert page.get_by_label("Text", exact=True).input_value() == text
+        assert "ization" in svg.text_content()
+        nav = page.get_by_test_id("stSidebarNavItems")
+        assert nav.get_by_role("link", name="Running estimates").count() == 1
+        assert nav.get_by_role("link", name="Multiple-choice Q&A").count() == 1
+        body = page.locator("body").inner_text()
+        assert "Page not found" not in body
+        no_traceback(page)
+        page.screenshot(path=str(OUTPUT / "first-request-lattice.png"))
+        # The next interaction stays in the app's navigation.
+        nav.get_by_role("link", name="Samplers").click()
+        page.get_by_text("What each sampler draws").wait_for()
+        settle(page)
+        assert page.get_by_label("Text", exact=True).input_value() == text
+        no_traceback(page)
+
+
 # --------------------------------------------------------------------------------------------
 # README screenshots
 
