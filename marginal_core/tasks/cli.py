@@ -12,7 +12,8 @@ import json
 import sys
 from typing import Any
 
-from marginal_core.errors import MarginalError
+from marginal_core.errors import run_cli
+from marginal_core.tasks.evaluator import EvalOptions, evaluate
 
 _SUMMARY_DROP = ("markdown", "timing", "out", "methods")
 
@@ -25,28 +26,24 @@ def _result(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _options(args: argparse.Namespace) -> EvalOptions:
+    return EvalOptions(model=args.model, samples=args.samples, methods=args.methods, seed=args.seed,
+                       max_len=args.max_len, limit=args.limit, device=args.device)
+
+
 def eval_qa_command(args: argparse.Namespace) -> dict[str, Any]:
     """Score a multiple-choice dataset by canonical, lattice and proxy (Tables 2 and 3)."""
-    from marginal_core.tasks.qa import run_qa
+    from marginal_core.tasks.qa import QATask
 
-    report = run_qa(
-        args.dataset, args.out, model=args.model, limit=args.limit, samples=args.samples,
-        methods=args.methods, seed=args.seed, max_len=args.max_len, shuffle=args.shuffle,
-        device=args.device,
-    )
-    return _result(report)
+    return _result(evaluate(QATask(args.dataset, shuffle=args.shuffle), args.out, _options(args)))
 
 
 def eval_mt_command(args: argparse.Namespace) -> dict[str, Any]:
     """Rerank sampled translations by canonical, lattice and proxy (Tables 4 and 3)."""
-    from marginal_core.tasks.mt import run_mt
+    from marginal_core.tasks.mt import MTTask
 
-    report = run_mt(
-        args.dataset, args.out, model=args.model, limit=args.limit, candidates=args.candidates,
-        samples=args.samples, methods=args.methods, seed=args.seed, max_len=args.max_len,
-        target_language=args.target_language, device=args.device, comet=not args.no_comet,
-    )
-    return _result(report)
+    task = MTTask(args.dataset, args.candidates, args.target_language, comet=not args.no_comet)
+    return _result(evaluate(task, args.out, _options(args)))
 
 
 def _common(p: argparse.ArgumentParser, default_samples: int) -> None:
@@ -100,17 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="marginal")
     add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    try:
+
+    def command() -> None:
         result = args.run(args)
-    except MarginalError as err:
-        print(f"marginal: {err}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(result, ensure_ascii=False))
-    else:
-        print(result["table"].strip())
-        print(f"\nresults: {result['out']}")
-    return 0
+        if args.json:
+            print(json.dumps(result, ensure_ascii=False))
+        else:
+            print(result["table"].strip())
+            print(f"\nresults: {result['out']}")
+
+    return run_cli(command)
 
 
 if __name__ == "__main__":

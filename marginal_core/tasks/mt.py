@@ -32,14 +32,18 @@ import functools
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marginal_core.errors import MarginalError
-from marginal_core.tasks.common import SCORE_COLUMNS, parse_methods, run_items, score_continuation
-from marginal_core.tasks.store import ResultStore
+from marginal_core.tasks.evaluator import EvalOptions, ItemProgress, evaluate
+from marginal_core.tasks.task import Request, Task
+
+if TYPE_CHECKING:
+    from marginal_core.models import LoadedModel
+    from marginal_core.progress import StopCheck
 
 DATA_DIR = Path(__file__).parent / "data"
 PACKAGED = {"en-de": DATA_DIR / "en-de.tsv", "en-cs": DATA_DIR / "en-cs.tsv"}
@@ -55,8 +59,6 @@ LANGUAGES = {
 
 PROMPT = "Translate the following sentence from {src} to {tgt}.\n{src}: {source}\n{tgt}:"
 GENERATION = {"temperature": 0.8, "top_p": 0.95, "top_k": 0, "max_rounds": 8}
-
-MT_COLUMNS = ["item", "sentence_index", "choice", "candidate"] + SCORE_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -166,12 +168,11 @@ def load_pairs(dataset: str, limit: int | None = None) -> tuple[list[Pair], tupl
     """The sentence pairs of a dataset name or file (cut to limit) and its language pair."""
     name = dataset.strip()
     if name.lower().startswith("wmt24pp:"):
-        code = name.split(":", 1)[1].strip()
-        pairs, langs = load_wmt24pp(code), language_pair(code)
+        pairs = load_wmt24pp(name.split(":", 1)[1].strip())
     elif name.lower() in PACKAGED:
-        pairs, langs = load_local_pairs(PACKAGED[name.lower()]), language_pair(name.lower())
+        pairs = load_local_pairs(PACKAGED[name.lower()])
     elif Path(name).expanduser().exists():
-        pairs, langs = load_local_pairs(Path(name).expanduser()), language_pair(name)
+        pairs = load_local_pairs(Path(name).expanduser())
     else:
         raise MarginalError(
             f"unknown dataset {dataset!r}: not one of {', '.join(PACKAGED)}, not an existing file, "
@@ -181,7 +182,7 @@ def load_pairs(dataset: str, limit: int | None = None) -> tuple[list[Pair], tupl
         if limit < 0:
             raise MarginalError("--limit must be at least 0")
         pairs = pairs[:limit]
-    return pairs, langs
+    return pairs, language_pair(name)
 
 
 def languages_for(dataset: str, langs: tuple[str, str] | None, target_language: str | None) -> tuple[str, str]:
@@ -232,14 +233,28 @@ def _stop_at_newline(newline_ids: Sequence[int], start: int):
     return NewlineStop()
 
 
-def _decode(tokenizer: Any, ids: Sequence[int]) -> str:
-    """Generated ids as text, cut at the first newline and stripped."""
-    text = tokenizer.decode(list(ids), skip_special_tokens=True)
-    return text.split("\n", 1)[0].strip()
+def _generate(lm: LoadedModel, ids: list[int], max_new_tokens: int, **sampling: Any) -> list[str]:
+    """The model's continuations of the context ids (one per returned row), each decoded, cut at
+    its first newline and stripped."""
+    import torch
+
+    tok, model = lm.tokenizer, lm.model
+    input_ids = torch.tensor([ids], dtype=torch.long, device=next(model.parameters()).device)
+    with torch.inference_mode():
+        out = model.generate(
+            input_ids=input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=max_new_tokens,
+            stopping_criteria=[_stop_at_newline(_newline_ids(tok), len(ids))],
+            pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+            **sampling,
+        )
+    texts = (tok.decode(row[len(ids):].tolist(), skip_special_tokens=True) for row in out)
+    return [text.split("\n", 1)[0].strip() for text in texts]
 
 
 def generate_candidates(
-    lm: Any,
+    lm: LoadedModel,
     prompt: str,
     n: int = 4,
     *,
@@ -261,142 +276,113 @@ def generate_candidates(
 
     from marginal_core.context import context_ids
 
-    tok, model = lm.tokenizer, lm.model
-    ids = context_ids(tok, prompt)
-    device = next(model.parameters()).device
-    input_ids = torch.tensor([ids], dtype=torch.long, device=device)
+    ids = context_ids(lm.tokenizer, prompt)
     limit = max_new_tokens or (2 * len(ids) + 16)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     found: list[str] = []
-
-    def run(**kwargs: Any) -> list[str]:
-        stop = _stop_at_newline(_newline_ids(tok), len(ids))
-        with torch.inference_mode():
-            out = model.generate(
-                input_ids=input_ids,
-                attention_mask=torch.ones_like(input_ids),
-                max_new_tokens=limit,
-                stopping_criteria=[stop],
-                pad_token_id=pad,
-                **kwargs,
-            )
-        return [_decode(tok, row[len(ids):].tolist()) for row in out]
-
     for r in range(max_rounds):
         torch.manual_seed(seed * 1_000_003 + r)
-        for text in run(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k,
-                        num_return_sequences=n):
+        for text in _generate(lm, ids, limit, do_sample=True, temperature=temperature, top_p=top_p,
+                              top_k=top_k, num_return_sequences=n):
             if text and text not in found:
                 found.append(text)
         if len(found) >= n:
             break
     if not found:
-        found = [t for t in run(do_sample=False) if t]
+        found = [t for t in _generate(lm, ids, limit, do_sample=False) if t]
     return found[:n]
 
 
 # --------------------------------------------------------------------------------------------
-# Running
+# The task
 
 
-def _item_seed(seed: int, index: int) -> int:
-    return seed * 100_003 + index
+class MTTask(Task):
+    """Translation reranking: candidates sampled from the model once per sentence (stored in
+    items.jsonl), one request per candidate, chrF / COMET-22 by method (report.mt_report)."""
+
+    name, unit, columns = "mt", "sentences", ["item", "sentence_index", "choice", "candidate"]
+    keeps_records = True
+
+    def __init__(
+        self,
+        dataset: str,
+        candidates: int = 4,
+        target_language: str | None = None,
+        max_new_tokens: int | None = None,
+        comet: bool = True,
+    ) -> None:
+        super().__init__(dataset)
+        if candidates < 1:
+            raise MarginalError("--candidates must be at least 1")
+        self.candidates, self.target_language = candidates, target_language
+        self.max_new_tokens, self.comet = max_new_tokens, comet
+
+    def languages(self) -> tuple[str, str]:
+        """(source, target) language names for the prompt."""
+        return languages_for(self.dataset, language_pair(self.dataset.strip()), self.target_language)
+
+    def load(self, options: EvalOptions) -> list[Pair]:
+        pairs, _ = load_pairs(self.dataset, options.limit)
+        self.languages()  # a dataset whose target language is unknown fails before any work
+        return pairs
+
+    def identity(self, options: EvalOptions, model: str) -> dict[str, Any]:
+        src, tgt = self.languages()
+        return {
+            "task": self.name,
+            "dataset": self.dataset,
+            "model": model,
+            "samples": options.samples,
+            "candidates": self.candidates,
+            "seed": options.seed,
+            "max_len": options.max_len,
+            "prompt": PROMPT.format(src=src, tgt=tgt, source="{source}"),
+            "generation": {**GENERATION, "max_new_tokens": self.max_new_tokens},
+        }
+
+    def prompt(self, pair: Pair) -> str:
+        src, tgt = self.languages()
+        return make_prompt(pair.source, tgt, src)
+
+    def prepare(self, item: Pair, lm: LoadedModel, options: EvalOptions) -> dict[str, Any]:
+        """The sentence's record: its prompt and the candidates sampled from the model."""
+        prompt = self.prompt(item)
+        t0 = time.perf_counter()
+        cands = generate_candidates(lm, prompt, self.candidates, seed=options.seed * 100_003 + item.index,
+                                    max_new_tokens=self.max_new_tokens)
+        return {"item": item.id, "index": item.index, "source": item.source, "reference": item.reference,
+                "prompt": prompt, "candidates": cands, "generation_seconds": round(time.perf_counter() - t0, 3)}
+
+    def requests(self, item: Pair, record: dict[str, Any] | None) -> list[Request]:
+        prompt = self.prompt(item)
+        return [
+            Request(c, prompt, " " + cand, {"sentence_index": item.index, "candidate": cand})
+            for c, cand in enumerate(record["candidates"] if record else [])
+        ]
+
+    def report(self, out: Path, items: Sequence[str], methods: Sequence[str]) -> dict[str, Any]:
+        from marginal_core.tasks.report import mt_report
+
+        return mt_report(out, sentences=items, methods=methods, comet=self.comet)
 
 
 def run_mt(
     dataset: str,
     out: str | Path,
     *,
-    model: str | None = None,
-    lm: Any = None,
-    limit: int | None = None,
+    lm: LoadedModel | None = None,
     candidates: int = 4,
-    samples: int = 100,
-    methods: str | Sequence[str] = "canonical,lattice,proxy",
-    seed: int = 0,
-    max_len: int | None = None,
     target_language: str | None = None,
-    device: str | None = None,
-    comet: bool = True,
-    progress: Callable[[int, int, Pair | None], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
-    show_bar: bool = True,
-    max_items: int | None = None,
     max_new_tokens: int | None = None,
+    comet: bool = True,
+    progress: ItemProgress | None = None,
+    should_stop: StopCheck | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
     """Generate, rerank and score a translation set into a resumable results folder.
 
-    Candidates of a sentence are stored (items.jsonl) as soon as they are generated, so a
-    resumed run scores the same candidates. Returns the report (see report.mt_report).
+    ``options`` are EvalOptions' fields (model, limit, samples, methods, seed, max_len, device,
+    show_bar, max_items); see evaluate for the rest. Returns the report (report.mt_report).
     """
-    from marginal_core.models import DEFAULT_MODEL, load_model
-    from marginal_core.tasks.report import mt_report, write_report
-
-    started = time.time()
-    methods = parse_methods(methods)
-    if samples < 1 or candidates < 1:
-        raise MarginalError("--samples and --candidates must be at least 1")
-    pairs, langs = load_pairs(dataset, limit)
-    src_lang, tgt_lang = languages_for(dataset, langs, target_language)
-    name = lm.name if lm is not None else (model or DEFAULT_MODEL)
-    identity = {
-        "task": "mt",
-        "dataset": dataset,
-        "model": name,
-        "samples": samples,
-        "candidates": candidates,
-        "seed": seed,
-        "max_len": max_len,
-        "prompt": PROMPT.format(src=src_lang, tgt=tgt_lang, source="{source}"),
-        "generation": {**GENERATION, "max_new_tokens": max_new_tokens},
-    }
-    store = ResultStore(out, identity, MT_COLUMNS)
-    stored = store.items()
-
-    def finished(p: Pair) -> bool:
-        rec = stored.get(p.id)
-        return rec is not None and all(
-            store.is_done(p.id, c, m) for c in range(len(rec["candidates"])) for m in methods
-        )
-
-    todo = [p for p in pairs if not finished(p)]
-    if todo:
-        lm = lm if lm is not None else load_model(name, device=device)
-
-        def candidates_of(p: Pair, prompt: str) -> dict[str, Any]:
-            """The stored candidates of a sentence, generated and stored first if need be."""
-            if p.id not in stored:
-                t0 = time.perf_counter()
-                cands = generate_candidates(
-                    lm, prompt, candidates, seed=_item_seed(seed, p.index), max_new_tokens=max_new_tokens
-                )
-                stored[p.id] = {"item": p.id, "index": p.index, "source": p.source, "reference": p.reference,
-                                "prompt": prompt, "candidates": cands,
-                                "generation_seconds": round(time.perf_counter() - t0, 3)}
-                store.put_item(stored[p.id])
-            return stored[p.id]
-
-        def score(p: Pair) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-            prompt = make_prompt(p.source, tgt_lang, src_lang)
-            rows, records = [], []
-            for c, cand in enumerate(candidates_of(p, prompt)["candidates"]):
-                missing = [m for m in methods if not store.is_done(p.id, c, m)]
-                if not missing:
-                    continue
-                r, s = score_continuation(
-                    lm, prompt, " " + cand, missing, samples=samples, seed=seed,
-                    max_len=max_len, should_stop=should_stop,
-                )
-                key = {"item": p.id, "sentence_index": p.index, "choice": c, "candidate": cand}
-                rows += [{**key, **row} for row in r]
-                records += [{"item": p.id, "choice": c, **x} for x in s]
-            return rows, records
-
-        run_items(
-            store, len(pairs), todo, score, label=f"{Path(dataset).name} {name}", started=started,
-            progress=progress, should_stop=should_stop, show_bar=show_bar, max_items=max_items,
-            methods=methods, limit=limit,
-        )
-    report = mt_report(store.dir, sentences=[p.id for p in pairs], methods=methods, comet=comet)
-    write_report(store.dir, report)
-    return report
+    task = MTTask(dataset, candidates, target_language, max_new_tokens, comet)
+    return evaluate(task, out, EvalOptions(**options), lm=lm, progress=progress, should_stop=should_stop)

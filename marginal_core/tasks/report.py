@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,15 +26,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from marginal_core.errors import MarginalError
-from marginal_core.tasks.common import TASK_METHODS
-from marginal_core.tasks.store import read_config, read_sessions
+from marginal_core.errors import MarginalError, run_cli
+from marginal_core.jsonsafe import json_float
+from marginal_core.tasks import store
+from marginal_core.tasks.tables import mt_markdown, qa_markdown
+from marginal_core.tasks.task import TASK_METHODS
 
 NUMERIC = [
     "log_marginal", "log_p_canonical", "log_noncanonical", "num_samples", "num_distinct",
     "seconds", "forward_passes", "num_bytes", "num_tokens_canonical",
 ]
-LABELS = {"canonical": "Canon", "proxy": "Proxy", "lattice": "Lattice"}
 
 
 def load_rows(out: str | Path) -> pd.DataFrame:
@@ -53,14 +53,6 @@ def load_rows(out: str | Path) -> pd.DataFrame:
     return frame.drop_duplicates(["item", "choice", "method"], keep="last").reset_index(drop=True)
 
 
-def _f(x: Any) -> float | None:
-    """A JSON-able float (None for NaN)."""
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else (None if math.isnan(x) else x)
-
-
 def _methods_present(rows: pd.DataFrame, methods: Sequence[str] | None) -> list[str]:
     have = set(rows["method"]) if len(rows) else set()
     order = list(methods) if methods else list(TASK_METHODS)
@@ -75,6 +67,42 @@ def _complete_items(rows: pd.DataFrame, methods: Sequence[str], items: Sequence[
     common = set.intersection(*per)
     order = list(items) if items is not None else list(dict.fromkeys(rows["item"]))
     return [i for i in order if i in common]
+
+
+def picks(rows: pd.DataFrame, score: pd.Series | None = None) -> pd.DataFrame:
+    """The row each method ranks first for each item: the highest score (default: the log
+    marginal), the lowest choice among ties, NaN above all (as numpy's argmax)."""
+    score = rows["log_marginal"] if score is None else score
+    ranked = rows.assign(_score=score.fillna(np.inf)).sort_values("choice", kind="stable").reset_index(drop=True)
+    best = ranked.groupby(["item", "method"], sort=False)["_score"].idxmax()
+    return ranked.loc[best.to_numpy()].drop(columns="_score").reset_index(drop=True)
+
+
+def per_question(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (question, method): the chosen answer by acc and acc_norm and correctness."""
+    top = picks(rows)[["item", "method", "gold", "choice"]].rename(columns={"choice": "pick"})
+    norm = picks(rows, rows["log_marginal"] / rows["num_bytes"])[["item", "method", "choice"]]
+    out = top.merge(norm.rename(columns={"choice": "pick_norm"}), on=["item", "method"])
+    out = out.astype({"gold": int, "pick": int, "pick_norm": int})
+    out.insert(4, "correct", out["pick"] == out["gold"])
+    out["correct_norm"] = out["pick_norm"] == out["gold"]
+    return out
+
+
+def mt_selection(rows: pd.DataFrame, items: Sequence[str], method: str) -> dict[str, int]:
+    """The candidate index each method ranks first (highest log marginal), per sentence."""
+    part = picks(rows[(rows["method"] == method) & rows["item"].isin(set(items))])
+    return dict(zip(part["item"], map(int, part["choice"])))
+
+
+def qa_accuracy(rows: pd.DataFrame, method: str, items: Sequence[str]) -> dict[str, Any]:
+    """acc and acc_norm (per byte) of one method over the given questions."""
+    part = rows[(rows["method"] == method) & rows["item"].isin(set(items))]
+    if not len(part):
+        return {"acc": None, "acc_norm": None, "questions": 0}
+    got = per_question(part)
+    return {"acc": json_float(got["correct"].mean()), "acc_norm": json_float(got["correct_norm"].mean()),
+            "questions": len(got)}
 
 
 def speedup_and_underestimation(rows: pd.DataFrame) -> dict[str, Any]:
@@ -94,12 +122,12 @@ def speedup_and_underestimation(rows: pd.DataFrame) -> dict[str, Any]:
         **out,
         "lattice_seconds": round(lat_s, 3),
         "proxy_seconds": round(prx_s, 3),
-        "speedup": _f(prx_s / lat_s) if lat_s > 0 else None,
+        "speedup": json_float(prx_s / lat_s) if lat_s > 0 else None,
         "underestimated": int(under.sum()),
         "ties": int(ties.sum()),
-        "underestimation_ratio": _f(under.mean()),
-        "lattice_distinct_mean": _f(lat["num_distinct"].mean()),
-        "proxy_distinct_mean": _f(prx["num_distinct"].mean()),
+        "underestimation_ratio": json_float(under.mean()),
+        "lattice_distinct_mean": json_float(lat["num_distinct"].mean()),
+        "proxy_distinct_mean": json_float(prx["num_distinct"].mean()),
     }
 
 
@@ -109,132 +137,57 @@ def _timing(rows: pd.DataFrame, methods: Sequence[str]) -> dict[str, Any]:
         part = rows[rows["method"] == m]
         out[m] = {
             "seconds": round(float(part["seconds"].sum()), 3),
-            "mean_seconds": _f(part["seconds"].mean()) if len(part) else None,
+            "mean_seconds": json_float(part["seconds"].mean()) if len(part) else None,
             "forward_passes": int(part["forward_passes"].sum()),
             "rows": int(len(part)),
         }
     return out
 
 
-def _wall(out: str | Path) -> float:
-    return round(sum(s.get("wall_seconds", 0.0) for s in read_sessions(out)), 3)
+def _scope(out: str | Path, items: Sequence[str] | None,
+           methods: Sequence[str] | None) -> tuple[dict[str, Any], pd.DataFrame, list[str], list[str]]:
+    """A folder's config, its rows of the given items, the methods present and the items every
+    method finished (in the given order)."""
+    config, rows = store.read_config(out), load_rows(out)
+    if items is not None:
+        rows = rows[rows["item"].isin(set(items))]
+    methods = _methods_present(rows, methods)
+    return config, rows, methods, _complete_items(rows, methods, items)
+
+
+def _report(task: str, out: str | Path, config: dict[str, Any], rows: pd.DataFrame, methods: list[str],
+            setup: dict[str, Any], figures: dict[str, Any]) -> dict[str, Any]:
+    """A report: the setup, the task's figures, then what every task reports (speed, time)."""
+    return {
+        "task": task, "out": str(out), "dataset": config.get("dataset"), "model": config.get("model"),
+        "samples": config.get("samples"), **setup, "seed": config.get("seed"), "methods": methods,
+        **figures,
+        **speedup_and_underestimation(rows),
+        "timing": _timing(rows, methods),
+        "wall_seconds": round(sum(s.get("wall_seconds", 0.0) for s in store.read_sessions(out)), 3),
+    }
 
 
 # --------------------------------------------------------------------------------------------
 # Q&A
 
 
-def qa_accuracy(rows: pd.DataFrame, method: str, items: Sequence[str]) -> dict[str, Any]:
-    """acc and acc_norm (per byte) of one method over the given questions."""
-    part = rows[(rows["method"] == method) & rows["item"].isin(set(items))]
-    if not len(part):
-        return {"acc": None, "acc_norm": None, "questions": 0}
-    part = part.assign(per_byte=part["log_marginal"] / part["num_bytes"])
-    acc, acc_norm = [], []
-    for _, group in part.sort_values("choice").groupby("item", sort=False):
-        gold = int(group["gold"].iloc[0])
-        choices = group["choice"].to_numpy()
-        acc.append(int(choices[int(np.argmax(group["log_marginal"].to_numpy()))]) == gold)
-        acc_norm.append(int(choices[int(np.argmax(group["per_byte"].to_numpy()))]) == gold)
-    return {"acc": _f(np.mean(acc)), "acc_norm": _f(np.mean(acc_norm)), "questions": len(acc)}
-
-
-def per_question(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per (question, method): the chosen answer by acc and acc_norm and correctness."""
-    out = []
-    for (item, method), group in rows.sort_values("choice").groupby(["item", "method"], sort=False):
-        choices = group["choice"].to_numpy()
-        pick = int(choices[int(np.argmax(group["log_marginal"].to_numpy()))])
-        pick_norm = int(choices[int(np.argmax((group["log_marginal"] / group["num_bytes"]).to_numpy()))])
-        gold = int(group["gold"].iloc[0])
-        out.append({"item": item, "method": method, "gold": gold, "pick": pick, "correct": pick == gold,
-                    "pick_norm": pick_norm, "correct_norm": pick_norm == gold})
-    return pd.DataFrame(out)
-
-
 def qa_report(out: str | Path, questions: Sequence[str] | None = None,
               methods: Sequence[str] | None = None) -> dict[str, Any]:
     """The Q&A figures of a results folder (restricted to the given question ids and methods)."""
-    config = read_config(out)
-    rows = load_rows(out)
-    if questions is not None:
-        rows = rows[rows["item"].isin(set(questions))]
-    methods = _methods_present(rows, methods)
-    items = _complete_items(rows, methods, questions)
+    config, rows, methods, items = _scope(out, questions, methods)
     rows = rows[rows["item"].isin(set(items))]
-    report = {
-        "task": "qa",
-        "out": str(out),
-        "dataset": config.get("dataset"),
-        "model": config.get("model"),
-        "samples": config.get("samples"),
-        "seed": config.get("seed"),
-        "methods": methods,
+    report = _report("qa", out, config, rows, methods, {}, {
         "questions": len(items),
         "answers": int(rows.drop_duplicates(["item", "choice"]).shape[0]),
         "accuracy": {m: qa_accuracy(rows, m, items) for m in methods},
-        **speedup_and_underestimation(rows),
-        "timing": _timing(rows, methods),
-        "wall_seconds": _wall(out),
-    }
+    })
     report["markdown"] = qa_markdown([report])
     return report
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
-
-
-def _speed(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}x"
-
-
-def qa_markdown(reports: Sequence[dict[str, Any]]) -> str:
-    """Table 2 (acc and acc_norm), Table 3 and timings for one or more Q&A reports."""
-    lines = ["### Q&A accuracy (%), Table 2", "",
-             "| model | dataset | k | questions | metric | Canon | Proxy | Lattice | speedup (proxy s / lattice s) |",
-             "|---|---|---:|---:|---|---:|---:|---:|---:|"]
-    for r in reports:
-        for metric in ("acc", "acc_norm"):
-            vals = [_pct(r["accuracy"].get(m, {}).get(metric)) for m in ("canonical", "proxy", "lattice")]
-            lines.append(f"| {r['model']} | {r['dataset']} | {r['samples']} | {r['questions']} | {metric} | "
-                         + " | ".join(vals) + f" | {_speed(r.get('speedup'))} |")
-    lines += ["", "### Proxy underestimation ratio (%), Table 3", "",
-              "| model | dataset | k | answers compared | proxy < lattice | ratio | mean distinct (lattice / proxy) |",
-              "|---|---|---:|---:|---:|---:|---:|"]
-    for r in reports:
-        distinct = "-" if r.get("lattice_distinct_mean") is None else (
-            f"{r['lattice_distinct_mean']:.1f} / {r['proxy_distinct_mean']:.1f}")
-        lines.append(f"| {r['model']} | {r['dataset']} | {r['samples']} | {r['compared']} | "
-                     f"{r['underestimated']} | {_pct(r.get('underestimation_ratio'))} | {distinct} |")
-    lines += _timing_markdown(reports)
-    return "\n".join(lines) + "\n"
-
-
-def _timing_markdown(reports: Sequence[dict[str, Any]]) -> list[str]:
-    lines = ["", "### Time (seconds)", "",
-             "| model | dataset | k | canonical s | lattice s | proxy s | lattice s / answer | proxy s / answer | wall s |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in reports:
-        t = r.get("timing", {})
-        def get(m: str, key: str) -> str:
-            v = t.get(m, {}).get(key)
-            return "-" if v is None else f"{v:.2f}"
-        lines.append(f"| {r['model']} | {r['dataset']} | {r['samples']} | {get('canonical', 'seconds')} | "
-                     f"{get('lattice', 'seconds')} | {get('proxy', 'seconds')} | {get('lattice', 'mean_seconds')} | "
-                     f"{get('proxy', 'mean_seconds')} | {r.get('wall_seconds', 0):.0f} |")
-    return lines
-
-
 # --------------------------------------------------------------------------------------------
 # Translation
-
-
-def mt_selection(rows: pd.DataFrame, items: Sequence[str], method: str) -> dict[str, int]:
-    """The candidate index each method ranks first (highest log marginal), per sentence."""
-    part = rows[(rows["method"] == method) & rows["item"].isin(set(items))].sort_values("choice")
-    return {item: int(g["choice"].to_numpy()[int(np.argmax(g["log_marginal"].to_numpy()))])
-            for item, g in part.groupby("item", sort=False)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -259,101 +212,47 @@ def comet22(sources: list[str], hyps: list[str], refs: list[str]) -> tuple[float
         return None, f"COMET-22 model unavailable ({' '.join(str(err).split())[:160]})"
 
 
+def mt_scores(systems: dict[str, list[str]], sources: list[str], refs: list[str],
+              comet: bool) -> dict[str, Any]:
+    """Corpus chrF of each system's translations, and COMET-22 while it is available."""
+    import sacrebleu
+
+    scores: dict[str, dict[str, Any]] = {}
+    comet_ok, note = comet and bool(refs), "COMET-22 not computed"
+    for name, hyps in systems.items():
+        scores[name] = {"chrf": json_float(sacrebleu.corpus_chrf(hyps, [refs]).score) if refs else None}
+        if comet_ok:
+            value, note = comet22(sources, hyps, refs)
+            comet_ok = value is not None
+            scores[name]["comet22"] = value
+    return {"scores": scores, "metric": "COMET-22" if comet_ok else "chrF",
+            "comet_note": "Unbabel/wmt22-comet-da" if comet_ok else note}
+
+
 def mt_report(out: str | Path, sentences: Sequence[str] | None = None,
               methods: Sequence[str] | None = None, comet: bool = True) -> dict[str, Any]:
     """The translation figures of a results folder: chrF (and COMET-22) per method."""
-    import sacrebleu
-
-    from marginal_core.tasks.store import ResultStore  # noqa: F401  (folder layout documented there)
-
-    config = read_config(out)
-    rows = load_rows(out)
-    items_meta = {}
-    items_path = Path(out) / "items.jsonl"
-    if items_path.is_file():
-        for line in items_path.read_text(encoding="utf-8").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            items_meta[rec["item"]] = rec
-    if sentences is not None:
-        rows = rows[rows["item"].isin(set(sentences))]
-    methods = _methods_present(rows, methods)
-    items = [i for i in _complete_items(rows, methods, sentences) if i in items_meta]
+    config, rows, methods, items = _scope(out, sentences, methods)
+    meta = store.read_items(out)
+    items = [i for i in items if i in meta]
     rows = rows[rows["item"].isin(set(items))]
-    refs = [items_meta[i]["reference"] for i in items]
-    srcs = [items_meta[i]["source"] for i in items]
-    systems: dict[str, list[str]] = {}
+    systems = {}
     for m in methods:
         pick = mt_selection(rows, items, m)
-        systems[m] = [items_meta[i]["candidates"][pick[i]] for i in items]
+        systems[m] = [meta[i]["candidates"][pick[i]] for i in items]
     if items:
-        systems["first candidate"] = [items_meta[i]["candidates"][0] for i in items]
-    scores: dict[str, dict[str, Any]] = {}
-    comet_note = "COMET-22 not computed"
-    use_comet = comet and bool(items)
-    comet_ok = use_comet
-    for name, hyps in systems.items():
-        chrf = sacrebleu.corpus_chrf(hyps, [refs]).score if items else None
-        entry = {"chrf": _f(chrf)}
-        if comet_ok:
-            value, comet_note = comet22(srcs, hyps, refs)
-            comet_ok = value is not None
-            entry["comet22"] = value
-        scores[name] = entry
+        systems["first candidate"] = [meta[i]["candidates"][0] for i in items]
     agree = None
     if "lattice" in systems and "canonical" in systems and items:
-        agree = _f(np.mean([a == b for a, b in zip(systems["lattice"], systems["canonical"])]))
-    report = {
-        "task": "mt",
-        "out": str(out),
-        "dataset": config.get("dataset"),
-        "model": config.get("model"),
-        "samples": config.get("samples"),
-        "candidates": config.get("candidates"),
-        "seed": config.get("seed"),
-        "methods": methods,
+        agree = json_float(np.mean([a == b for a, b in zip(systems["lattice"], systems["canonical"])]))
+    report = _report("mt", out, config, rows, methods, {"candidates": config.get("candidates")}, {
         "sentences": len(items),
         "scored_candidates": int(rows.drop_duplicates(["item", "choice"]).shape[0]),
-        "scores": scores,
-        "metric": "COMET-22" if comet_ok and use_comet else "chrF",
-        "comet_note": comet_note if not (comet_ok and use_comet) else "Unbabel/wmt22-comet-da",
+        **mt_scores(systems, [meta[i]["source"] for i in items], [meta[i]["reference"] for i in items], comet),
         "lattice_canonical_same_pick": agree,
-        **speedup_and_underestimation(rows),
-        "timing": _timing(rows, methods),
-        "wall_seconds": _wall(out),
-    }
+    })
     report["markdown"] = mt_markdown([report])
     return report
-
-
-def mt_markdown(reports: Sequence[dict[str, Any]]) -> str:
-    """Table 4 (chrF, COMET-22 where available), Table 3's translation columns and timings."""
-    has_comet = any(r["metric"] == "COMET-22" for r in reports)
-    lines = ["### Translation reranking, Table 4 (corpus chrF" + (" and COMET-22" if has_comet else "") + ")", ""]
-    if not has_comet:
-        notes = sorted({r.get("comet_note", "") for r in reports})
-        lines += [f"The figures are **chrF** (sacrebleu), not COMET-22: {'; '.join(n for n in notes if n)}.", ""]
-    lines += ["| model | dataset | k | sentences | metric | Canon | Proxy | Lattice | first candidate | speedup (proxy s / lattice s) |",
-              "|---|---|---:|---:|---|---:|---:|---:|---:|---:|"]
-    for r in reports:
-        metrics = ["chrf"] + (["comet22"] if r["metric"] == "COMET-22" else [])
-        for metric in metrics:
-            vals = []
-            for m in ("canonical", "proxy", "lattice", "first candidate"):
-                v = r["scores"].get(m, {}).get(metric)
-                vals.append("-" if v is None else (f"{v:.2f}" if metric == "chrf" else f"{100 * v:.1f}"))
-            lines.append(f"| {r['model']} | {r['dataset']} | {r['samples']} | {r['sentences']} | {metric} | "
-                         + " | ".join(vals) + f" | {_speed(r.get('speedup'))} |")
-    lines += ["", "### Proxy underestimation ratio over candidates (%), Table 3", "",
-              "| model | dataset | k | candidates compared | proxy < lattice | ratio |",
-              "|---|---|---:|---:|---:|---:|"]
-    for r in reports:
-        lines.append(f"| {r['model']} | {r['dataset']} | {r['samples']} | {r['compared']} | "
-                     f"{r['underestimated']} | {_pct(r.get('underestimation_ratio'))} |")
-    lines += _timing_markdown(reports)
-    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,7 +268,7 @@ def write_report(out: str | Path, report: dict[str, Any]) -> None:
 
 def report_folder(out: str | Path, comet: bool = True) -> dict[str, Any]:
     """The report of any results folder (Q&A or translation, read from its config)."""
-    task = read_config(out).get("task")
+    task = store.read_config(out).get("task")
     if task == "qa":
         return qa_report(out)
     if task == "mt":
@@ -394,12 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+")
     parser.add_argument("--no-comet", action="store_true", help="skip COMET-22 even where available")
     args = parser.parse_args(argv)
-    try:
-        print(combined_markdown(args.folders, comet=not args.no_comet))
-    except MarginalError as err:
-        print(f"marginal: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return run_cli(lambda: print(combined_markdown(args.folders, comet=not args.no_comet)))
 
 
 if __name__ == "__main__":

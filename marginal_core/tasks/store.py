@@ -143,7 +143,7 @@ class ResultStore:
         _fsync_append(self.items_path, json.dumps(record, ensure_ascii=False) + "\n")
 
     def items(self) -> dict[str, dict[str, Any]]:
-        return {r["item"]: r for r in _read_jsonl(self.items_path)}
+        return read_items(self.dir)
 
     def log_session(self, started: float, items_done: int, **extra: Any) -> None:
         """Append this run's wall time and what it did."""
@@ -178,6 +178,11 @@ def read_samples(out: str | os.PathLike, item: str | None = None) -> dict[tuple[
         for r in records
         if item is None or r["item"] == item
     }
+
+
+def read_items(out: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """The per-item records of a results folder (items.jsonl), keyed by item id (last copy wins)."""
+    return {r["item"]: r for r in _read_jsonl(Path(out) / "items.jsonl")}
 
 
 def read_sessions(out: str | os.PathLike) -> list[dict[str, Any]]:

@@ -1,0 +1,248 @@
+"""The one resumable evaluator loop every downstream task runs through.
+
+:func:`evaluate` opens the task's results folder (refusing another setup), skips the items it
+already holds, loads the model only when something is left, scores each item's requests by
+every method and stores the item whole as soon as it is done, then writes the report.
+
+Each request gets one Marginalizer. Its canonical log p is computed first and timed on its own,
+so neither the lattice nor the proxy timing includes it (both add the same canonical term to
+their non-canonical estimate).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from marginal_core.errors import MarginalError
+from marginal_core.jsonsafe import json_float
+from marginal_core.progress import StopCheck, tqdm_bar
+from marginal_core.tasks.store import ResultStore
+from marginal_core.tasks.task import SCORE_COLUMNS, TASK_METHODS, Item, Request, Task, parse_methods
+
+if TYPE_CHECKING:
+    from marginal_core.models import LoadedModel
+
+ItemProgress = Callable[[int, int, Any], None]
+"""Called as progress(done, total, item) after every item (item None at the start)."""
+
+Rows = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """How to evaluate, for every task: the model, k, the methods and how far to go.
+
+    ``model`` is a model name (None: the default model, or the name of the model passed to
+    evaluate). ``limit`` keeps the first N items; ``max_items`` stops after that many newly
+    scored items (an interruption, for tests). ``methods`` may be a comma list; it is stored
+    as a checked tuple.
+    """
+
+    model: str | None = None
+    samples: int = 100
+    methods: str | Sequence[str] = TASK_METHODS
+    seed: int = 0
+    max_len: int | None = None
+    limit: int | None = None
+    device: str | None = None
+    show_bar: bool = True
+    max_items: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "methods", tuple(parse_methods(self.methods)))
+        if self.samples < 1:
+            raise MarginalError("--samples must be at least 1")
+        if self.limit is not None and self.limit < 0:
+            raise MarginalError("--limit must be at least 0")
+
+
+class Cancelled(Exception):
+    """should_stop asked the run to end; the unfinished item is not written."""
+
+
+def score_continuation(
+    lm: LoadedModel,
+    context: str,
+    continuation: str,
+    methods: Sequence[str],
+    *,
+    samples: int,
+    seed: int,
+    max_len: int | None = None,
+    should_stop: StopCheck | None = None,
+) -> tuple[Rows, Rows]:
+    """Rows (one per method) and sample records for one continuation given its context.
+
+    Rows hold the SCORE_COLUMNS; sample records hold the distinct paths each method found
+    (token ids, kind, log p, log q, draws). Neither holds the task's own columns.
+    """
+    from marginal_core.analysis import distinct
+    from marginal_core.estimators import Marginalizer
+
+    m = Marginalizer(lm, continuation, context)
+    log_p_canonical = m.log_p_canonical
+    common = {
+        "num_bytes": len(continuation.encode("utf-8")),
+        "num_tokens_canonical": len(m.lattice.canonical),
+        "num_paths": str(m.lattice.count()),
+    }
+    rows, records = [], []
+    for method in methods:
+        est = m.estimate(method, samples=samples, max_len=max_len, seed=seed, should_stop=should_stop)
+        if est.cancelled:
+            raise Cancelled()
+        rows.append(
+            {
+                "method": method,
+                "log_marginal": est.log_marginal,
+                "log_p_canonical": log_p_canonical,
+                "log_noncanonical": est.log_noncanonical,
+                "num_samples": est.num_samples,
+                "num_distinct": est.num_distinct,
+                "seconds": est.seconds,
+                "forward_passes": est.forward_passes,
+                **common,
+            }
+        )
+        table = distinct(est)
+        records.append(
+            {
+                "method": method,
+                "ids": [list(map(int, p)) for p in table["ids"]],
+                "kinds": [str(k) for k in table["kind"]],
+                "log_p": [json_float(x) for x in table["log_p"]],
+                "log_q": None if est.log_q is None else [json_float(x) for x in table["log_q"]],
+                "draws": [int(d) for d in table["draws"]],
+            }
+        )
+    return rows, records
+
+
+def score_requests(
+    lm: LoadedModel,
+    item: Item,
+    requests: Sequence[Request],
+    options: EvalOptions,
+    *,
+    skip: Callable[[int, str], bool] | None = None,
+    should_stop: StopCheck | None = None,
+) -> tuple[Rows, Rows]:
+    """Rows and sample records of an item's requests by every method (skip(choice, method) to omit)."""
+    rows, records = [], []
+    for req in requests:
+        methods = [m for m in options.methods if not (skip and skip(req.choice, m))]
+        if not methods:
+            continue
+        r, s = score_continuation(
+            lm, req.context, req.continuation, methods, samples=options.samples, seed=options.seed,
+            max_len=options.max_len, should_stop=should_stop,
+        )
+        key = {"item": item.id, "choice": req.choice, **req.columns}
+        rows += [{**key, **row} for row in r]
+        records += [{"item": item.id, "choice": req.choice, **rec} for rec in s]
+    return rows, records
+
+
+class _Run:
+    """One evaluation of a task into a results folder (see evaluate)."""
+
+    def __init__(self, task: Task, out: str | Path, options: EvalOptions, lm: LoadedModel | None) -> None:
+        from marginal_core.models import DEFAULT_MODEL
+
+        self.task, self.options, self.lm = task, options, lm
+        self.items = task.load(options)
+        self.model = lm.name if lm is not None else (options.model or DEFAULT_MODEL)
+        self.store = ResultStore(out, task.identity(options, self.model), [*task.columns, *SCORE_COLUMNS])
+        self.records = self.store.items() if task.keeps_records else {}
+
+    def finished(self, item: Item) -> bool:
+        record = self.records.get(item.id)
+        if self.task.keeps_records and record is None:
+            return False
+        return all(
+            self.store.is_done(item.id, req.choice, m)
+            for req in self.task.requests(item, record)
+            for m in self.options.methods
+        )
+
+    def loaded(self) -> LoadedModel:
+        """The model, loaded on first use."""
+        if self.lm is None:
+            from marginal_core.models import load_model
+
+            self.lm = load_model(self.model, device=self.options.device)
+        return self.lm
+
+    def score(self, item: Item, should_stop: StopCheck | None) -> tuple[Rows, Rows]:
+        """An item's missing rows, its record made and stored first where it has none."""
+        record = self.records.get(item.id)
+        if self.task.keeps_records and record is None:
+            record = self.records[item.id] = self.task.prepare(item, self.loaded(), self.options)
+            self.store.put_item(record)
+        return score_requests(
+            self.loaded(), item, self.task.requests(item, record), self.options,
+            skip=lambda c, m: self.store.is_done(item.id, c, m), should_stop=should_stop,
+        )
+
+    def loop(self, started: float, progress: ItemProgress | None, should_stop: StopCheck | None) -> None:
+        """Score the unfinished items in order, storing each one whole as soon as it is done.
+
+        A stop (should_stop, max_items, or Cancelled while scoring) loses only the unfinished
+        item; the session (with its wall time since started) is logged however the run ends.
+        """
+        todo = [item for item in self.items if not self.finished(item)]
+        if not todo:
+            return
+        total, max_items = len(self.items), self.options.max_items
+        done_before, new = total - len(todo), 0
+        label = f"{Path(str(self.task.dataset)).name} {self.model}"
+        bar = tqdm_bar(total, label, done_before) if self.options.show_bar else None
+        if progress:
+            progress(done_before, total, None)
+        try:
+            for item in todo:
+                if (should_stop and should_stop()) or (max_items is not None and new >= max_items):
+                    break
+                try:
+                    rows, records = self.score(item, should_stop)
+                except Cancelled:
+                    break
+                self.store.append(rows, records)
+                new += 1
+                if bar is not None:
+                    bar.update(1)
+                if progress:
+                    progress(done_before + new, total, item)
+        finally:
+            if bar is not None:
+                bar.close()
+            self.store.log_session(started, new, methods=list(self.options.methods), limit=self.options.limit)
+
+
+def evaluate(
+    task: Task,
+    out: str | Path,
+    options: EvalOptions,
+    *,
+    lm: LoadedModel | None = None,
+    progress: ItemProgress | None = None,
+    should_stop: StopCheck | None = None,
+) -> dict[str, Any]:
+    """Evaluate a task into a resumable results folder and return (and write) its report.
+
+    Pass a loaded model as ``lm``, or name one in options.model (loaded only when an item is
+    left to score). progress(done, total, item) follows every item; should_stop() ends the run
+    between samples (the unfinished item is not written).
+    """
+    from marginal_core.tasks.report import write_report
+
+    started = time.time()
+    run = _Run(task, out, options, lm)
+    run.loop(started, progress, should_stop)
+    report = task.report(run.store.dir, [item.id for item in run.items], options.methods)
+    write_report(run.store.dir, report)
+    return report
