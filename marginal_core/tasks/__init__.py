@@ -10,6 +10,7 @@ loop (:func:`marginal_core.tasks.evaluator.evaluate`) runs every task.
   each method, scored with chrF (COMET-22 where available).
 * :mod:`marginal_core.tasks.report` and :mod:`marginal_core.tasks.tables`: Tables 2, 3 and 4
   from results folders.
+* :mod:`marginal_core.tasks.datafiles`: reading local dataset files (JSON lines or a list).
 * :mod:`marginal_core.tasks.store`: the resumable results folder every task writes.
 * :mod:`marginal_core.tasks.cli`: the `eval-qa` and `eval-mt` subcommands.
 
@@ -18,4 +19,4 @@ Importing this package is cheap; the heavy modules load when used.
 
 from __future__ import annotations
 
-__all__ = ["task", "evaluator", "qa", "mt", "report", "tables", "store", "cli"]
+__all__ = ["task", "evaluator", "qa", "mt", "datafiles", "report", "tables", "store", "cli"]

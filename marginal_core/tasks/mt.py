@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import json
 import re
 import time
 from collections.abc import Sequence
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from marginal_core.errors import MarginalError
+from marginal_core.tasks.datafiles import dataset_file, read_json_records
 from marginal_core.tasks.evaluator import EvalOptions, ItemProgress, evaluate
 from marginal_core.tasks.task import Request, Task
 
@@ -113,20 +113,12 @@ def _pick(rec: dict[str, Any], keys: Sequence[str]) -> str | None:
 
 def load_local_pairs(path: str | Path) -> list[Pair]:
     """Pairs from a .tsv (source, reference) or .jsonl (source/reference keys) file."""
-    path = Path(path)
-    if not path.is_file():
-        raise MarginalError(f"no dataset file at {path}")
+    path = dataset_file(path)
     name = path.name.lower()
     if name.endswith(".tsv") or name.endswith(".txt"):
         records = _read_tsv(path)
     elif name.endswith(".jsonl") or name.endswith(".json"):
-        text = path.read_text(encoding="utf-8")
-        try:
-            records = json.loads(text) if text.lstrip().startswith("[") else [
-                json.loads(line) for line in text.splitlines() if line.strip()
-            ]
-        except ValueError as err:
-            raise MarginalError(f"{path} is not valid JSON lines: {err}") from err
+        records = read_json_records(path)
     else:
         raise MarginalError(f"{path}: give a .tsv or .jsonl file with source and reference")
     pairs = []

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from marginal_core.errors import MarginalError
+from marginal_core.tasks.datafiles import dataset_file, read_json_records
 from marginal_core.tasks.evaluator import EvalOptions, ItemProgress, evaluate
 from marginal_core.tasks.task import Request, Task
 
@@ -225,9 +226,7 @@ def load_local(path: str | Path) -> list[Question]:
     * ``.csv``: columns ``question``, ``choices`` (a JSON list, or ``|``-separated) and
       ``answer``; or one column per choice (``A``..``E``, ``choice1``.., ``option1``..).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise MarginalError(f"no dataset file at {path}")
+    path = dataset_file(path)
     name = path.name.lower()
     if name.endswith(".jsonl.gz") or name.endswith(".json.gz"):
         return load_olmo_requests(path)
@@ -235,13 +234,7 @@ def load_local(path: str | Path) -> list[Question]:
         with open(path, encoding="utf-8", newline="") as fh:
             records = list(csv.DictReader(fh, delimiter="\t" if name.endswith(".tsv") else ","))
     elif name.endswith(".jsonl") or name.endswith(".json"):
-        text = path.read_text(encoding="utf-8")
-        try:
-            records = json.loads(text) if text.lstrip().startswith("[") else [
-                json.loads(line) for line in text.splitlines() if line.strip()
-            ]
-        except ValueError as err:
-            raise MarginalError(f"{path} is not valid JSON lines: {err}") from err
+        records = read_json_records(path)
     else:
         raise MarginalError(f"{path}: give a .jsonl, .json, .csv or .tsv file")
     if records and all(isinstance(r, dict) and "doc" in r and "doc_id" in r for r in records):
