@@ -1,38 +1,52 @@
 """The Streamlit app: `streamlit run app.py` (or `make app`).
 
-This file is the router. It draws the inputs every view shares (model, device, text, context)
-in the sidebar, bound to the URL so that a link reproduces a view, and runs the chosen page from
-pages/. Each page shows its own errors as friendly messages, never a traceback.
+This file is the router: on every run it draws the inputs every page shares (model, device,
+text, context) in the sidebar, bound to the URL so that a link reproduces a view, and runs the
+chosen page; a page reads the inputs with ``pages._app.inputs.current()``. Each page shows its
+own errors as friendly messages, never a traceback.
+
+Because a folder named pages/ sits beside this file, Streamlit (1.67) runs the first request of
+a fresh server in its legacy pages/ mode: a subpage URL then executes that page's file as a
+script, without this router. Every page file therefore ends by calling :func:`main` when it is
+run as a script; the router's ``st.navigation`` then turns the legacy mode off for every later
+run of every session. Pages are functions, so the router itself never runs a page file as a
+script.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import streamlit as st
 
-st.set_page_config(page_title="marginal: tokenization marginals", page_icon=":material/join:", layout="wide")
+from pages import home, lattice, mass, qa, rank, running, samplers, translation
+from pages._app import inputs, live
 
-from pages import _common as C  # noqa: E402 -- after set_page_config
 
-HERE = Path(__file__).resolve().parent
-VIEWS = [
-    st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
-    st.Page("pages/lattice.py", title="Lattice", icon=":material/account_tree:"),
-    st.Page("pages/samplers.py", title="Samplers", icon=":material/casino:"),
-    st.Page("pages/mass.py", title="Probability mass", icon=":material/balance:"),
-    st.Page("pages/rank.py", title="Rank correlation", icon=":material/scatter_plot:"),
-    st.Page("pages/running.py", title="Running estimates", icon=":material/timeline:"),
-]
-TASKS = [
-    st.Page(path, title=title, icon=icon)
-    for path, title, icon in [
-        ("pages/8_QA.py", "Multiple-choice Q&A", ":material/quiz:"),
-        ("pages/9_Translation.py", "Translation", ":material/translate:"),
-    ]
-    if (HERE / path).is_file()
-]
+def navigation() -> dict[str, list[st.Page]]:
+    """The app's pages by section (new Page objects on every run: each records that it ran)."""
+    return {
+        "Views": [
+            st.Page(home.page, title="Home", icon=":material/home:", url_path="home", default=True),
+            st.Page(lattice.page, title="Lattice", icon=":material/account_tree:", url_path="lattice"),
+            st.Page(samplers.page, title="Samplers", icon=":material/casino:", url_path="samplers"),
+            st.Page(mass.page, title="Probability mass", icon=":material/balance:", url_path="mass"),
+            st.Page(rank.page, title="Rank correlation", icon=":material/scatter_plot:", url_path="rank"),
+            st.Page(running.page, title="Running estimates", icon=":material/timeline:", url_path="running"),
+        ],
+        "Downstream tasks": [
+            st.Page(qa.page, title="Multiple-choice Q&A", icon=":material/quiz:", url_path="qa"),
+            st.Page(translation.page, title="Translation", icon=":material/translate:", url_path="translation"),
+        ],
+    }
 
-page = st.navigation({"Views": VIEWS, "Downstream tasks": TASKS} if TASKS else VIEWS)
-with C.routed(C.sidebar_inputs()):
+
+def main() -> None:
+    """One run of the app: the navigation, the shared inputs, then the chosen page."""
+    st.set_page_config(page_title="marginal: tokenization marginals", page_icon=":material/join:", layout="wide")
+    page = st.navigation(navigation())
+    live.begin_script_run()
+    inputs.sidebar()
     page.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,8 +1,9 @@
-"""Figures and tables for the app: graphviz drawings of the lattice and plotly charts.
+"""Figures and tables of lattices and estimates: graphviz drawings, plotly charts, pandas tables.
 
-Everything here is plain Python (graphviz, plotly, pandas), so it can be tested and reused
-without Streamlit; the pages only lay these objects out. Nothing here runs a model: callers pass
-lattices and :class:`~marginal_core.estimators.Estimate` objects in.
+Plain Python, so the app, notebooks and tests use the same figures; nothing here runs a model
+(callers pass lattices and :class:`~marginal_core.estimators.Estimate` objects in). graphviz,
+plotly and pandas are imported by the functions that need them, so ``import marginal_core.viz``
+works without them.
 
 Colours are fixed so that every view tells the same story: the canonical tokenization is blue,
 the off-by-one set orange, uniform lattice samples green, proxy samples purple, exact grey.
@@ -14,22 +15,26 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import graphviz
 import numpy as np
-import pandas as pd
-import plotly.graph_objects as go
 
 from marginal_core.errors import MarginalError
-from marginal_core.lattice import Lattice, Path
-from marginal_core.lattice import format_count as _count_text
+from marginal_core.lattice import Lattice, Path, format_count
+
+if TYPE_CHECKING:
+    import graphviz
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from marginal_core.estimators import Estimate
 
 __all__ = [
     "COLORS",
     "MAX_DRAW_ARCS",
     "TooLargeToDrawError",
     "show_piece",
-    "format_count",
+    "count_label",
     "format_log",
     "segmented",
     "chips_html",
@@ -121,9 +126,10 @@ def chips_html(lattice: Lattice, path: Path | None = None, *, show_ids: bool = T
     return '<div style="line-height:2.2">' + "".join(chips) + "</div>"
 
 
-def format_count(n: int) -> str:
-    """A count for a page: digits with separators below a billion, else "1.23 × 10^13"."""
-    mantissa, _, exponent = _count_text(n, exact_below=10**9).partition("e")
+def count_label(n: int) -> str:
+    """A count as a page shows it: digits with separators below a billion, else "1.23 × 10^13"
+    (lattice.format_count, typeset)."""
+    mantissa, _, exponent = format_count(n, exact_below=10**9).partition("e")
     return f"{mantissa} × 10^{exponent}" if exponent else mantissa
 
 
@@ -174,6 +180,8 @@ def arcs_in_bound(lattice: Lattice, max_len: int | None) -> np.ndarray:
 
 def arcs_frame(lattice: Lattice, max_len: int | None = None) -> pd.DataFrame:
     """Every arc as a table row: byte span, token id, piece, role and whether it fits in L."""
+    import pandas as pd
+
     roles = arc_roles(lattice)
     ok = arcs_in_bound(lattice, max_len)
     prefix, suffix = lattice.shortest
@@ -258,6 +266,8 @@ def lattice_graph(
     dashed. ``window`` (byte start, byte end) draws only the arcs inside that span. Raises
     TooLargeToDrawError when more than ``max_arcs`` arcs would be drawn.
     """
+    import graphviz
+
     inside = window_arcs(lattice, window)
     shown = int(inside.sum())
     if shown > max_arcs:
@@ -314,6 +324,8 @@ def lattice_dot(lattice: Lattice, **kwargs) -> str:
 
 def dot_to_svg(dot: str) -> bytes:
     """Render DOT to SVG with the graphviz ``dot`` binary (graphviz.ExecutableNotFound without it)."""
+    import graphviz
+
     return graphviz.Source(dot).pipe(format="svg")
 
 
@@ -321,12 +333,20 @@ def dot_to_svg(dot: str) -> bytes:
 # Samples as tables
 
 
-def samples_frame(lattice: Lattice, estimate=None, *, paths: Sequence[Path] | None = None, kinds=None) -> pd.DataFrame:
+def samples_frame(
+    lattice: Lattice,
+    estimate: Estimate | None = None,
+    *,
+    paths: Sequence[Path] | None = None,
+    kinds: Sequence[str] | None = None,
+) -> pd.DataFrame:
     """One row per distinct tokenization: its segmented text, length and scores.
 
     From an Estimate: log p, log q (proxy only) and how often it was drawn, in order of first
     draw. From bare ``paths`` (unscored samples): only the text and the length.
     """
+    import pandas as pd
+
     if estimate is not None:
         from marginal_core.analysis import distinct
 
@@ -371,6 +391,8 @@ def length_histogram(groups: Mapping[str, Sequence[int]], canonical_len: int | N
 
     Group names that are sample kinds (off_by_one, uniform, proxy, ...) get their colours.
     """
+    import plotly.graph_objects as go
+
     fig = go.Figure()
     for name, lengths in groups.items():
         values, counts = np.unique(np.asarray(list(lengths), dtype=int), return_counts=True)
@@ -393,6 +415,8 @@ def mass_bar(frame: pd.DataFrame, group: str, title: str, log_y: bool = False) -
     Bars are labelled with the share and hover shows the log mass and number of paths. With
     log_y the shares are on a log axis, where shares of 1e-40 next to 99.99% stay visible.
     """
+    import plotly.graph_objects as go
+
     labels = [KIND_LABELS.get(str(g), str(g)) for g in frame[group]]
     colors = [COLORS.get(str(g), COLORS["canonical"] if group == "kind" else "#5b8fc9") for g in frame[group]]
     fig = go.Figure(
@@ -417,6 +441,8 @@ def mass_bar(frame: pd.DataFrame, group: str, title: str, log_y: bool = False) -
 
 def top_n_figure(frame: pd.DataFrame) -> go.Figure:
     """Cumulative share of the found mass held by the n most probable tokenizations."""
+    import plotly.graph_objects as go
+
     fig = go.Figure(go.Scatter(x=frame["n"], y=frame["cumulative_share"], mode="lines+markers",
                                name="top n", marker=dict(size=4)))
     fig.update_xaxes(type="log" if len(frame) > 30 else "linear")
@@ -424,8 +450,10 @@ def top_n_figure(frame: pd.DataFrame) -> go.Figure:
     return _layout(fig, "Cumulative mass of the n most probable tokenizations", "n", "share of found mass")
 
 
-def rank_scatter(estimate, rho: float | None = None) -> go.Figure:
+def rank_scatter(estimate: Estimate, rho: float | None = None) -> go.Figure:
     """log p against log q for the distinct proxy samples, with Spearman's rho in the title."""
+    import plotly.graph_objects as go
+
     from marginal_core.analysis import distinct, spearman
 
     if estimate.log_q is None:
@@ -462,7 +490,7 @@ class RunTrace:
     noncanonical: np.ndarray | None = None
 
     @classmethod
-    def of(cls, estimate, label: str | None = None) -> RunTrace:
+    def of(cls, estimate: Estimate, label: str | None = None) -> RunTrace:
         """From an Estimate (its checkpoints, or one point at its end)."""
         return cls(
             label or estimate.method,
@@ -491,6 +519,8 @@ def running_figure(
     alone, where the estimators differ visibly; ``log_exact`` is then the exact non-canonical
     log mass. Points with no mass found yet (-inf) are left out.
     """
+    import plotly.graph_objects as go
+
     if x not in ("samples", "seconds"):
         raise ValueError("x must be 'samples' or 'seconds'")
     if y not in RUNNING_Y:

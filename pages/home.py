@@ -6,13 +6,15 @@ import math
 
 import streamlit as st
 
-from marginal_core import app_state as S
 from marginal_core import viz
-from pages import _common as C
+from pages import lattice, running
+from pages._app import inputs, live, loaders, results, widgets
+from pages._app.errors import guard
 
 
-def main(inp: C.Inputs) -> None:
-
+def page() -> None:
+    """The home page."""
+    inp = inputs.current()
     st.title("How likely is a text — over *all* its tokenizations?")
     st.markdown(
         "A language model never sees text, only **tokens**. The tokenizer picks one way of cutting the "
@@ -36,8 +38,7 @@ def main(inp: C.Inputs) -> None:
             "constrained model ranks tokenizations, and how the estimates converge."
         )
 
-    C.require_text(inp)
-    lat = C.require_lattice(inp)
+    lat = loaders.require_lattice(inp)
 
     st.subheader("Canonical tokenization")
     if inp.context:
@@ -48,31 +49,32 @@ def main(inp: C.Inputs) -> None:
     cols = st.columns(4)
     cols[0].metric("Canonical tokens", len(lat.canonical), help="How many tokens the tokenizer uses.")
     cols[1].metric("Bytes (UTF-8)", len(lat.data))
-    cols[2].metric("Tokenizations", viz.format_count(count), help=f"Exactly {count:,} paths through the lattice.")
+    cols[2].metric("Tokenizations", viz.count_label(count), help=f"Exactly {count:,} paths through the lattice.")
     cols[3].metric("Off-by-one", f"{len(lat.splits):,}", help="Canonical tokenization with one token split into two.")
 
     st.subheader("Probability under the model")
-    m = C.require_marginalizer(inp)
-    with C.guard("scoring the canonical tokenization"):
+    m = loaders.require_marginalizer(inp)
+    with guard("scoring the canonical tokenization"):
         with st.spinner("Scoring the canonical tokenization…"):
             lpc = m.log_p_canonical
         c1, c2 = st.columns(2)
         c1.metric("log p(canonical)", viz.format_log(lpc), help="Natural log of the canonical tokenization's probability.")
         c2.metric("p(canonical)", f"{math.exp(lpc):.3g}")
 
-        row = st.columns([1, 1, 3], vertical_alignment="bottom")
-        k = row[0].number_input("Samples k", min_value=1, max_value=100_000, value=S.DEFAULT_SAMPLES, step=50,
-                            key="k", bind="query-params",
-                            help="Lattice samples (off-by-one first, then uniform, at most L = canonical + 10 tokens).")
+        row = st.columns([1, 1, 1, 2], vertical_alignment="bottom")
+        k = widgets.samples_k(row[0])
         bound = lat.default_max_len()
-        key = inp.key("lattice", int(k), bound, 0)
-        est = C.cached(key)
+        key = inp.key("lattice", k, bound, 0)
+        est = results.cached(key)
         if est is None:
-            if row[1].button("Estimate the marginal", type="primary", key="estimate"):
-                est = C.run_stream(key, lambda: S.live_stream(m, "lattice", samples=int(k), max_len=bound, seed=0), "Scoring lattice samples")
-            elif (part := C.partial(key)) is not None:
-                est = part
-                st.warning(f"Stopped after {part.num_samples} of {part.requested} samples; the numbers below are partial.")
+            estimate = row[1].button("Estimate the marginal", type="primary", key="estimate")
+            live.stop_button(row[2])
+            if estimate:
+                est = live.run_live(key, m, "lattice", "Scoring lattice samples", samples=k, max_len=bound, seed=0)
+            elif (stopped := live.unfinished(key)) is not None:
+                st.warning(f"Stopped {stopped.describe()}"
+                           + ("; the numbers below are partial." if stopped.estimate is not None else "."))
+                est = stopped.estimate
         if est is not None:
             gain = est.log_marginal - lpc
             outside = -math.expm1(-gain) if math.isfinite(gain) else 0.0
@@ -85,8 +87,11 @@ def main(inp: C.Inputs) -> None:
             st.caption("Compare with the proxy baseline and the exact value on *Running estimates*.")
 
     st.divider()
-    st.page_link("pages/lattice.py", label="See the lattice", icon=":material/account_tree:")
-    st.page_link("pages/running.py", label="Watch the estimates converge", icon=":material/timeline:")
+    st.page_link(st.Page(lattice.page, url_path="lattice"), label="See the lattice", icon=":material/account_tree:")
+    st.page_link(st.Page(running.page, url_path="running"), label="Watch the estimates converge", icon=":material/timeline:")
 
 
-C.run_page(main)
+if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
+    from app import main
+
+    main()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from marginal_core import viz
-from pages import _common as C
+from pages._app import inputs, loaders, widgets
+from pages._app.errors import guard, show_error
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -13,8 +14,9 @@ def _svg(dot: str) -> bytes:
     return viz.dot_to_svg(dot)
 
 
-
-def main(inp: C.Inputs) -> None:
+def page() -> None:
+    """The lattice page."""
+    inp = inputs.current()
     st.title("The tokenization lattice")
     st.markdown(
         "Nodes are **byte offsets** of the text (labelled with the characters either side, `e|P`); an "
@@ -26,22 +28,18 @@ def main(inp: C.Inputs) -> None:
         unsafe_allow_html=True,
     )
 
-    lat = C.require_lattice(inp)
+    lat = loaders.require_lattice(inp)
     c = st.columns([1, 1, 1, 1, 1])
-    L = c[0].number_input(
-        "Length bound L", min_value=1, value=lat.default_max_len(), step=1, key="L", bind="query-params",
-        help="Grey out arcs that lie on no tokenization of at most L tokens. The samplers draw uniform "
-        f"paths of at most L tokens (default: canonical length + 10 = {lat.default_max_len()}).",
-    )
+    L = widgets.length_bound(c[0], lat)
     c[1].metric("Nodes", lat.num_nodes)
     c[2].metric("Arcs", lat.num_arcs)
-    c[3].metric("Tokenizations", viz.format_count(lat.count()))
-    with C.guard("counting paths of at most L tokens"):
-        c[4].metric(f"… of ≤ {int(L)} tokens", viz.format_count(lat.count(int(L))))
-    if int(L) < lat.min_len:
-        st.warning(f"No tokenization has {int(L)} tokens or fewer (the shortest has {lat.min_len}): every arc is greyed.")
-    elif int(L) < len(lat.canonical):
-        st.info(f"The canonical tokenization has {len(lat.canonical)} tokens, more than L = {int(L)}: its arcs are dashed.")
+    c[3].metric("Tokenizations", viz.count_label(lat.count()))
+    with guard("counting paths of at most L tokens"):
+        c[4].metric(f"… of ≤ {L} tokens", viz.count_label(lat.count(L)))
+    if L < lat.min_len:
+        st.warning(f"No tokenization has {L} tokens or fewer (the shortest has {lat.min_len}): every arc is greyed.")
+    elif L < len(lat.canonical):
+        st.info(f"The canonical tokenization has {len(lat.canonical)} tokens, more than L = {L}: its arcs are dashed.")
 
     window = None
     too_big = lat.num_arcs > viz.MAX_DRAW_ARCS
@@ -73,13 +71,13 @@ def main(inp: C.Inputs) -> None:
 
     dot = None
     try:
-        dot = viz.lattice_dot(lat, max_len=int(L), window=window)
+        dot = viz.lattice_dot(lat, max_len=L, window=window)
     except viz.TooLargeToDrawError as exc:
         st.warning(f"{exc}.")
     except Exception as exc:  # noqa: BLE001
-        C.show_error(exc, "drawing the lattice")
+        show_error(exc, "drawing the lattice")
     if dot is not None:
-        with C.guard("drawing the lattice"):
+        with guard("drawing the lattice"):
             st.graphviz_chart(dot, width="content")
         d = st.columns([1, 1, 5])
         d[0].download_button("Download DOT", dot, file_name="lattice.dot", mime="text/vnd.graphviz", key="dl_dot")
@@ -87,13 +85,16 @@ def main(inp: C.Inputs) -> None:
             d[1].download_button("Download SVG", _svg(dot), file_name="lattice.svg", mime="image/svg+xml", key="dl_svg")
         except Exception as exc:  # noqa: BLE001 -- no dot binary: DOT only
             with d[1]:
-                C.show_error(exc, "rendering SVG")
+                show_error(exc, "rendering SVG")
 
     st.subheader("Arcs")
-    frame = viz.arcs_frame(lat, int(L))
+    frame = viz.arcs_frame(lat, L)
     if window is not None and st.toggle("Only arcs inside the window", value=True, key="only_window"):
         frame = frame[(frame["start"] >= window[0]) & (frame["end"] <= window[1])]
     st.dataframe(frame, hide_index=True, height=320)
 
 
-C.run_page(main)
+if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
+    from app import main
+
+    main()

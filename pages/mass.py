@@ -6,13 +6,15 @@ import math
 
 import streamlit as st
 
-from marginal_core import analysis
-from marginal_core import app_state as S
-from marginal_core import viz
-from pages import _common as C
+from marginal_core import analysis, viz
+from pages._app import inputs, live, loaders, results, widgets
+from pages._app.defaults import APP_EXACT_BUDGET
+from pages._app.errors import guard
 
 
-def main(inp: C.Inputs) -> None:
+def page() -> None:
+    """The probability mass page."""
+    inp = inputs.current()
     st.title("Where the probability mass sits")
     st.markdown(
         "How much of the text's probability is on the canonical tokenization, on its one-token splits "
@@ -21,32 +23,34 @@ def main(inp: C.Inputs) -> None:
         "samples (a lower bound of the rest)."
     )
 
-    lat = C.require_lattice(inp)
+    lat = loaders.require_lattice(inp)
     c = st.columns(4)
-    exact = C.exact_toggle(c[0], lat, "Exact (every tokenization)")
-    k = c[1].number_input("Lattice samples k", min_value=1, max_value=100_000, value=S.DEFAULT_SAMPLES, step=50,
-                          key="k", bind="query-params", disabled=exact)
-    L = c[2].number_input("Length bound L", min_value=1, value=lat.default_max_len(), key="L", bind="query-params",
-                          disabled=exact)
-    seed = c[3].number_input("Seed", min_value=0, value=0, key="seed", bind="query-params", disabled=exact)
-    k, L, seed = int(k), int(L), int(seed)
+    exact = widgets.exact_toggle(c[0], lat, "Exact (every tokenization)")
+    k = widgets.samples_k(c[1], disabled=exact)
+    L = widgets.length_bound(c[2], lat, disabled=exact)
+    seed = widgets.seed(c[3], disabled=exact)
 
     key = inp.key("exact") if exact else inp.key("lattice", k, L, seed)
-    est = C.cached(key)
+    est = results.cached(key)
     if est is None:
-        label = "Score every tokenization" if exact else f"Score {k} lattice samples"
-        if st.button(label, type="primary", key="compute"):
-            m = C.require_marginalizer(inp)
-            with C.guard("scoring"):
-                stream = (lambda: S.live_stream(m, "exact", budget=S.APP_EXACT_BUDGET)) if exact else (
-                    lambda: S.live_stream(m, "lattice", samples=k, max_len=L, seed=seed))
-                est = C.run_stream(key, stream, "Scoring")
-        else:
+        b = st.columns([2, 1, 5])
+        compute = b[0].button("Score every tokenization" if exact else f"Score {k} lattice samples", type="primary",
+                              key="compute")
+        live.stop_button(b[1])
+        if not compute:
+            if (stopped := live.unfinished(key)) is not None:
+                st.warning(f"Stopped {stopped.describe()}. Press the button to start again.")
             st.caption("Press the button to score the tokenizations with the model.")
-            C.stop()
+            st.stop()
+        m = loaders.require_marginalizer(inp)
+        with guard("scoring"):
+            if exact:
+                est = live.run_live(key, m, "exact", "Scoring", budget=APP_EXACT_BUDGET)
+            else:
+                est = live.run_live(key, m, "lattice", "Scoring", samples=k, max_len=L, seed=seed)
 
     if est is None:
-        C.stop()
+        st.stop()
     by_kind = analysis.mass_by_kind(lat, est)
     share = dict(zip(by_kind["kind"], by_kind["share"]))
     m = st.columns(4)
@@ -69,4 +73,7 @@ def main(inp: C.Inputs) -> None:
                    "samples found. Switch to exact on a short text to see the true shares.")
 
 
-C.run_page(main)
+if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
+    from app import main
+
+    main()

@@ -5,13 +5,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from marginal_core import analysis
-from marginal_core import app_state as S
-from marginal_core import viz
-from pages import _common as C
+from marginal_core import analysis, viz
+from pages._app import inputs, live, loaders, results, widgets
+from pages._app.errors import guard
+from pages._app.table1 import RANK_SENTENCES, rank_table
 
 
-def main(inp: C.Inputs) -> None:
+def page() -> None:
+    """The rank correlation page."""
+    inp = inputs.current()
     st.title("Rank correlation between p and q")
     st.markdown(
         "Importance sampling works well when the proposal *q* (the model constrained to the lattice) "
@@ -20,19 +22,23 @@ def main(inp: C.Inputs) -> None:
         "agreement (Table 1), one reason proxy sampling converges slowly."
     )
 
-    C.require_lattice(inp)  # validates the text before anything runs
+    loaders.require_lattice(inp)  # validates the text before anything runs
     c = st.columns(3)
-    pk = int(c[0].number_input("Proxy samples", min_value=3, max_value=100_000, value=S.DEFAULT_SAMPLES, step=50,
-                               key="pk", bind="query-params"))
-    seed = int(c[1].number_input("Seed", min_value=0, value=0, key="seed", bind="query-params"))
+    pk = widgets.proxy_samples(c[0])
+    seed = widgets.seed(c[1])
 
     key = inp.key("proxy", pk, seed)
-    est = C.cached(key)
+    est = results.cached(key)
     if est is None:
-        if st.button("Draw proxy samples", type="primary", key="draw"):
-            m = C.require_marginalizer(inp)
-            with C.guard("drawing proxy samples"):
-                est = C.run_stream(key, lambda: S.live_stream(m, "proxy", samples=pk, seed=seed), "Drawing proxy samples")
+        b = st.columns([1, 1, 4])
+        draw = b[0].button("Draw proxy samples", type="primary", key="draw")
+        live.stop_button(b[1])
+        if draw:
+            m = loaders.require_marginalizer(inp)
+            with guard("drawing proxy samples"):
+                est = live.run_live(key, m, "proxy", "Drawing proxy samples", samples=pk, seed=seed)
+        elif (stopped := live.unfinished(key)) is not None:
+            st.warning(f"Stopped {stopped.describe()}. Press the button to start again.")
         else:
             st.caption("Press the button to draw proxy samples for the text in the sidebar.")
     if est is not None:
@@ -48,7 +54,7 @@ def main(inp: C.Inputs) -> None:
         "defaults here are small so that a CPU finishes in about a minute."
     )
     t = st.columns(3)
-    lengths = t[0].multiselect("Lengths (characters)", sorted(S.RANK_SENTENCES), default=[50, 100], key="lengths",
+    lengths = t[0].multiselect("Lengths (characters)", sorted(RANK_SENTENCES), default=[50, 100], key="lengths",
                                bind="query-params")
     per = int(t[1].number_input("Sentences per length", min_value=1, max_value=5, value=2, key="per",
                                 bind="query-params"))
@@ -56,30 +62,35 @@ def main(inp: C.Inputs) -> None:
                                bind="query-params"))
     with st.expander("Sentences"):
         for length in sorted(lengths):
-            for sentence in S.RANK_SENTENCES[length][:per]:
+            for sentence in RANK_SENTENCES[length][:per]:
                 st.markdown(f"- ({len(sentence)} chars) {sentence}")
 
     tkey = (inp.model, inp.device, "table1", tuple(sorted(lengths)), per, tk, seed)
-    table = C.cached(tkey)
+    table = results.cached(tkey)
     if table is None and lengths and st.button("Compute the table", key="table"):
-        C.model(inp.model, inp.device)
+        loaders.model(inp.model, inp.device)
         rows = []
-        jobs = [(length, s) for length in sorted(lengths) for s in S.RANK_SENTENCES[length][:per]]
-        bar = st.progress(0.0, text="Sentences…")
-        with C.guard("computing the table"):
+        jobs = [(length, s) for length in sorted(lengths) for s in RANK_SENTENCES[length][:per]]
+        bar = live.Bar("Sentences")
+        with guard("computing the table"):
             for i, (length, sentence) in enumerate(jobs):
-                bar.progress(i / len(jobs), text=f"Sentence {i + 1} of {len(jobs)} ({length} chars)")
-                m = C.marginalizer_for(inp.model, inp.device, sentence, "")
-                est = m.proxy(tk, seed=seed)
+                bar.update(i / len(jobs), f"Sentence {i + 1} of {len(jobs)} ({length} chars)")
+                m = loaders.marginalizer_for(inp.model, inp.device, sentence, "")
+                est = m.proxy(tk, seed=seed, should_stop=bar.should_stop)
+                if est.cancelled:
+                    st.stop()
                 rho, n = analysis.spearman(est)
                 rows.append({"length": length, "chars": len(sentence), "sentence": sentence, "rho": rho,
                              "distinct": n, "draws": est.num_samples, "seconds": round(est.seconds, 1)})
             bar.empty()
             table = pd.DataFrame(rows)
-            C.store(tkey, table)
+            results.store(tkey, table)
     if table is not None:
-        st.dataframe(S.rank_table(table), hide_index=True)
+        st.dataframe(rank_table(table), hide_index=True)
         st.dataframe(table, hide_index=True)
 
 
-C.run_page(main)
+if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
+    from app import main
+
+    main()

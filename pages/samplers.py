@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
-from marginal_core import app_state as S
 from marginal_core import viz
 from marginal_core.sampling import lattice_samples
-from pages import _common as C
-
+from pages._app import inputs, live, loaders, results, widgets
+from pages._app.errors import guard
 
 COLUMNS = {
     "tokenization": st.column_config.TextColumn("tokenization", width="medium",
@@ -22,12 +22,14 @@ COLUMNS = {
 ORDER = ("log_p", "log_q", "draws", "tokens", "tokenization")
 
 
-def show_table(frame) -> None:
+def show_table(frame: pd.DataFrame) -> None:
     st.dataframe(frame, hide_index=True, height=360, column_config=COLUMNS,
                  column_order=[c for c in ORDER if c in frame.columns])
 
 
-def main(inp: C.Inputs) -> None:
+def page() -> None:
+    """The samplers page."""
+    inp = inputs.current()
     st.title("What each sampler draws")
     st.markdown(
         "**Algorithm 1** (the lattice sampler) needs no model to *choose* tokenizations: first the "
@@ -37,31 +39,35 @@ def main(inp: C.Inputs) -> None:
         "one forward pass per token, and often draws the same ones again."
     )
 
-    lat = C.require_lattice(inp)
+    lat = loaders.require_lattice(inp)
     c = st.columns(4)
-    k = c[0].number_input("Lattice samples k", min_value=1, max_value=100_000, value=S.DEFAULT_SAMPLES, step=50,
-                          key="k", bind="query-params", help="Algorithm 1's budget: off-by-one first, then uniform.")
-    L = c[1].number_input("Length bound L", min_value=1, value=lat.default_max_len(), key="L", bind="query-params")
-    seed = c[2].number_input("Seed", min_value=0, value=0, key="seed", bind="query-params")
-    pk = c[3].number_input("Proxy samples", min_value=1, max_value=100_000, value=S.DEFAULT_SAMPLES, step=50,
-                           key="pk", bind="query-params")
-    k, L, seed, pk = int(k), int(L), int(seed), int(pk)
+    k = widgets.samples_k(c[0])
+    L = widgets.length_bound(c[1], lat)
+    seed = widgets.seed(c[2])
+    pk = widgets.proxy_samples(c[3])
 
     samples = None
-    with C.guard("sampling the lattice"):
+    with guard("sampling the lattice"):
         samples = lattice_samples(lat, k, max_len=L, seed=seed)
     if samples is None:
-        C.stop()
+        st.stop()
 
     lat_key, proxy_key = inp.key("lattice", k, L, seed), inp.key("proxy", pk, seed)
-    scored, proxy = C.cached(lat_key), C.cached(proxy_key)
+    scored, proxy = results.cached(lat_key), results.cached(proxy_key)
     if scored is None or proxy is None:
-        if st.button("Score with the model and draw proxy samples", type="primary", key="score"):
-            m = C.require_marginalizer(inp)
-            with C.guard("scoring"):
-                scored = C.run_stream(lat_key, lambda: S.live_stream(m, "lattice", samples=k, max_len=L, seed=seed), "Scoring lattice samples")
-                proxy = C.run_stream(proxy_key, lambda: S.live_stream(m, "proxy", samples=pk, seed=seed), "Drawing proxy samples")
+        b = st.columns([3, 1, 4])
+        score = b[0].button("Score with the model and draw proxy samples", type="primary", key="score")
+        live.stop_button(b[1])
+        if score:
+            m = loaders.require_marginalizer(inp)
+            with guard("scoring"):
+                scored = live.run_live(lat_key, m, "lattice", "Scoring lattice samples", samples=k, max_len=L, seed=seed)
+                proxy = live.run_live(proxy_key, m, "proxy", "Drawing proxy samples", samples=pk, seed=seed)
         else:
+            stopped = [f"{what} {run.describe()}" for what, key in (("scoring", lat_key), ("the proxy", proxy_key))
+                       if (run := live.unfinished(key)) is not None]
+            if stopped:
+                st.warning("Stopped " + "; ".join(stopped) + ". Press the button to start again.")
             st.caption("The lattice samples below are drawn without the model; press the button to score them "
                        "(log p) and to draw proxy samples (which needs the model).")
 
@@ -83,9 +89,8 @@ def main(inp: C.Inputs) -> None:
         show_table(uni)
     with columns[2]:
         if proxy is not None:
-            est = proxy
-            ptable = viz.samples_frame(lat, est).drop(columns="kind")
-            st.markdown(f"#### Proxy ({est.num_distinct:,} distinct / {est.num_samples:,})")
+            ptable = viz.samples_frame(lat, proxy).drop(columns="kind")
+            st.markdown(f"#### Proxy ({proxy.num_distinct:,} distinct / {proxy.num_samples:,})")
             show_table(ptable.sort_values("draws", ascending=False))
         else:
             st.markdown("#### Proxy (constrained LM)")
@@ -110,4 +115,7 @@ def main(inp: C.Inputs) -> None:
         m[3].metric("Forward passes (lattice / proxy)", f"{s.forward_passes} / {p.forward_passes}")
 
 
-C.run_page(main)
+if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
+    from app import main
+
+    main()

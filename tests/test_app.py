@@ -69,16 +69,16 @@ def click(at: AppTest, key: str) -> AppTest:
 
 
 def test_home_with_the_default_model_counts_scores_and_estimates():
-    from marginal_core import app_state
     from marginal_core.estimators import Marginalizer
     from marginal_core.models import load_model
+    from pages._app import defaults
 
     at = app(k="8")
     assert_clean(at)
     assert at.sidebar.selectbox(key="model").value == "gemma3-270m"
-    m = Marginalizer(load_model("gemma3-270m"), app_state.DEFAULT_TEXT, app_state.DEFAULT_CONTEXT)
+    m = Marginalizer(load_model("gemma3-270m"), defaults.DEFAULT_TEXT, defaults.DEFAULT_CONTEXT)
     shown = metrics(at)
-    assert shown["Tokenizations"] == viz.format_count(m.lattice.count())
+    assert shown["Tokenizations"] == viz.count_label(m.lattice.count())
     assert shown["Canonical tokens"] == str(len(m.lattice.canonical))
     assert shown["log p(canonical)"] == viz.format_log(m.log_p_canonical)
     html = "".join(e.proto.body for e in at.get("html"))
@@ -204,9 +204,9 @@ def test_running_page_plots_lattice_proxy_and_exact():
 
 def test_live_streams_match_the_library_estimators():
     """The app's chunked runs give the library's numbers, and a stopped run keeps its chunks."""
-    from marginal_core import app_state
     from marginal_core.estimators import Marginalizer
     from marginal_core.models import load_model
+    from pages._app import live
 
     m = Marginalizer(load_model(SMOL), " Paris is the capital", None)
     parts = list(m.stream("lattice", samples=30, chunk=7))
@@ -223,7 +223,7 @@ def test_live_streams_match_the_library_estimators():
     first = m.proxy(5, chunk=5)
     assert proxy[-1].paths.tolist()[:5] == first.paths.tolist()
     assert math.isfinite(proxy[-1].log_marginal)
-    live = list(app_state.live_stream(m, "proxy", samples=120))
+    live = list(live.live_stream(m, "proxy", samples=120))
     assert [p.num_samples for p in live] == [50, 100, 120]
     seen: list = []
     for est in m.stream("lattice", samples=30, chunk=7, should_stop=lambda: len(seen) >= 2):

@@ -1,4 +1,4 @@
-"""Figures, DOT drawings and app helpers from marginal_core.viz / app_state, on real lattices.
+"""Figures, DOT drawings and app helpers from marginal_core.viz and pages._app, on real lattices.
 
 No model runs here: estimates are built from real lattice samples with made-up scores, so the
 whole file takes a few seconds once the tokenizers are loaded.
@@ -16,11 +16,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from marginal_core import analysis, app_state, viz
+from marginal_core import analysis, viz
 from marginal_core.errors import MarginalError
 from marginal_core.estimators import Estimate
 from marginal_core.lattice import build_lattice
 from marginal_core.sampling import lattice_samples
+from pages._app import defaults, errors, live, table1
 
 QA_TEXT = " Paris is the capital of France."
 
@@ -72,9 +73,9 @@ def test_segmented_and_chips_show_every_canonical_token(qa, gemma_tokenizer):
     assert "<script" not in viz.chips_html(build_lattice("<script>", gemma_tokenizer))
 
 
-def test_format_count_is_exact_below_a_billion_and_scientific_above():
-    assert viz.format_count(29_767_936) == "29,767,936"
-    assert viz.format_count(12345678901234) == "1.23 × 10^13"
+def test_count_label_is_exact_below_a_billion_and_scientific_above():
+    assert viz.count_label(29_767_936) == "29,767,936"
+    assert viz.count_label(12345678901234) == "1.23 × 10^13"
     assert viz.format_log(-math.inf) == "−inf"
 
 
@@ -238,28 +239,28 @@ def test_running_figure_against_samples_and_seconds(qa):
 
 
 # --------------------------------------------------------------------------------------------
-# app_state helpers that need no model
+# App helpers that need no model
 
 
 def test_rank_table_reports_mean_and_std_per_length():
     rows = pd.DataFrame({"length": [50, 50, 100, 100], "rho": [0.5, 0.7, 0.9, math.nan]})
-    table = app_state.rank_table(rows)
+    table = table1.rank_table(rows)
     assert table["ρ"].tolist() == ["0.60 ± 0.10", "0.90 ± 0.00"]
     assert table["with ρ"].tolist() == [2, 1]
-    for length, sentences in app_state.RANK_SENTENCES.items():
+    for length, sentences in table1.RANK_SENTENCES.items():
         assert all(abs(len(s) - length) <= length * 0.15 for s in sentences), length
 
 
 def test_describe_error_is_friendly():
-    level, message = app_state.describe_error(MarginalError("the text is empty"))
+    level, message = errors.describe_error(MarginalError("the text is empty"))
     assert (level, message) == ("error", "the text is empty")
-    level, message = app_state.describe_error(RuntimeError("CUDA out of memory. Tried to allocate"), "scoring")
+    level, message = errors.describe_error(RuntimeError("CUDA out of memory. Tried to allocate"), "scoring")
     assert level == "error" and message.startswith("Out of memory while scoring")
-    level, message = app_state.describe_error(ValueError("bad value\nTraceback (most recent call last)"))
+    level, message = errors.describe_error(ValueError("bad value\nTraceback (most recent call last)"))
     assert "ValueError: bad value" in message and "Traceback" not in message
-    assert app_state.exact_feasible(app_state.APP_EXACT_BUDGET + 1)
-    assert not app_state.exact_feasible(app_state.APP_EXACT_BUDGET + 2)
-    assert app_state.live_chunk(100) == 50 and app_state.live_chunk(100_000) == 500
+    assert defaults.exact_feasible(defaults.APP_EXACT_BUDGET + 1)
+    assert not defaults.exact_feasible(defaults.APP_EXACT_BUDGET + 2)
+    assert live.live_chunk(100) == 50 and live.live_chunk(100_000) == 500
 
 
 def test_running_figure_of_the_noncanonical_mass(qa):

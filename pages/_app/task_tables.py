@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from marginal_core.tasks.report import _complete_items, _methods_present, load_rows, mt_selection, per_question, picks
+from marginal_core.tasks.store import read_items
 from marginal_core.tasks.task import TASK_METHODS
-from marginal_core.tasks.report import _complete_items, _methods_present, load_rows, mt_selection, per_question
 
 
 def choices_table(rows: pd.DataFrame, item: str) -> pd.DataFrame:
@@ -27,6 +28,7 @@ def choices_table(rows: pd.DataFrame, item: str) -> pd.DataFrame:
     base = part.drop_duplicates("choice").set_index("choice")[[text_col, "num_bytes", "num_tokens_canonical", "num_paths"]]
     if "gold" in part:
         base.insert(1, "gold", part.drop_duplicates("choice").set_index("choice")["gold"] == base.index)
+    best = dict(zip(*(picks(part)[col] for col in ("method", "choice"))))
     for method in [m for m in TASK_METHODS if m in set(part["method"])]:
         m = part[part["method"] == method].set_index("choice")
         base[f"{method} log p"] = m["log_marginal"]
@@ -34,8 +36,7 @@ def choices_table(rows: pd.DataFrame, item: str) -> pd.DataFrame:
             base[f"{method} log p non-canon."] = m["log_noncanonical"]
             base[f"{method} distinct"] = m["num_distinct"]
         base[f"{method} s"] = m["seconds"]
-        best = m["log_marginal"].idxmax()
-        base[f"{method} pick"] = ["*" if c == best else "" for c in base.index]
+        base[f"{method} pick"] = ["*" if c == best[method] else "" for c in base.index]
     return base.reset_index()
 
 
@@ -59,13 +60,6 @@ def samples_table(record: dict[str, Any] | None, vocab: Any = None) -> pd.DataFr
     if record["log_q"] is None:
         frame = frame.drop(columns=["log q"])
     return frame.sort_values("log p", ascending=False).reset_index(drop=True)
-
-
-def read_items(out: str | Path) -> dict[str, dict[str, Any]]:
-    """items.jsonl of a translation folder: item id -> source, reference, prompt, candidates."""
-    from marginal_core.tasks.store import _read_jsonl
-
-    return {r["item"]: r for r in _read_jsonl(Path(out) / "items.jsonl")}
 
 
 def mt_sentences_table(out: str | Path, sentences: Sequence[str] | None = None) -> pd.DataFrame:

@@ -1,13 +1,22 @@
-"""What the downstream task pages share: where the app keeps their results folders."""
+"""What the downstream task pages share: where the app keeps their results folders, running a
+task under a progress bar with Stop, and the speed figures of a task report."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import streamlit as st
 
 from marginal_core.cache import cache_root
+from pages._app.errors import guard
+from pages._app.live import Bar
+
+if TYPE_CHECKING:
+    from streamlit.delta_generator import DeltaGenerator
 
 
 def app_folder(task: str, **identity: Any) -> Path:
@@ -16,3 +25,28 @@ def app_folder(task: str, **identity: Any) -> Path:
     digest = hashlib.sha1(json.dumps({"task": task, **identity}, sort_keys=True).encode()).hexdigest()[:12]
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(identity.get("dataset", "")))[-40:]
     return cache_root() / "runs" / f"{task}-{name}-{digest}"
+
+
+def run_task(run: Callable[..., object], unit: str, doing: str, describe: Callable[[Any], str]) -> None:
+    """Run a task (run(progress=..., should_stop=...)) under a progress bar that counts items and
+    names the last; a Stop ends it after the item in progress (finished items stay on disk)."""
+    bar = Bar(doing.capitalize())
+
+    def progress(done: int, total: int, item: object | None) -> None:
+        last = f" · last: {describe(item)[:80]}" if item is not None else ""
+        bar.update(done / max(total, 1), f"{done} of {total} {unit} done{last}")
+
+    with guard(doing):
+        run(progress=progress, should_stop=bar.should_stop)
+    if bar.token.is_set():
+        st.stop()
+    bar.empty()
+
+
+def speed_metrics(report: dict[str, Any], left: DeltaGenerator, right: DeltaGenerator, unit: str) -> None:
+    """The lattice-over-proxy speedup and the proxy underestimation ratio of a task report."""
+    if report.get("speedup"):
+        left.metric("lattice speedup", f"{report['speedup']:.2f}×", help="total proxy seconds / total lattice seconds")
+    if report.get("underestimation_ratio") is not None:
+        right.metric("proxy < lattice", f"{100 * report['underestimation_ratio']:.1f}%",
+                     help=f"Share of {unit} where proxy's non-canonical estimate is below the lattice lower bound.")

@@ -5,17 +5,21 @@ from __future__ import annotations
 import streamlit as st
 
 from marginal_core.tasks import mt
-from marginal_core.tasks.task import TASK_METHODS
 from marginal_core.tasks.report import load_rows, mt_report
-from marginal_core.tasks.store import read_samples
-from pages import _common as C
-from pages._app.task_tables import choices_table, mt_sentences_table, read_items, samples_table
-from pages._app.tasks import app_folder
+from marginal_core.tasks.store import read_items, read_samples
+from marginal_core.tasks.task import TASK_METHODS
+from pages._app import inputs, loaders
+from pages._app.errors import show_error
+from pages._app.live import stop_button
+from pages._app.task_tables import choices_table, mt_sentences_table, samples_table
+from pages._app.tasks import app_folder, run_task, speed_metrics
 
 LOCAL = "local file…"
 
 
-def main(inp: C.Inputs) -> None:
+def page() -> None:
+    """The translation page."""
+    inp = inputs.current()
     st.title("Translation reranking")
     st.markdown(
         "The model (sidebar) samples distinct candidate translations of each sentence after a zero-shot "
@@ -37,7 +41,7 @@ def main(inp: C.Inputs) -> None:
                                  help="e.g. German; read from the file name (en-de…) when empty.").strip() or None
         if not dataset:
             st.info("Type the path of a sentence file.")
-            C.stop()
+            st.stop()
     limit = int(c[1].number_input("Sentences", min_value=1, max_value=2000, value=5, key="mt_limit", bind="query-params"))
     n = int(c[2].number_input("Candidates", min_value=1, max_value=16, value=4, key="mt_candidates", bind="query-params"))
     k = int(c[3].number_input("Samples k", min_value=1, max_value=10_000, value=32, key="mt_k", bind="query-params"))
@@ -46,24 +50,24 @@ def main(inp: C.Inputs) -> None:
                                bind="query-params")
     if not methods:
         st.info("Pick at least one method.")
-        C.stop()
+        st.stop()
     try:
         pairs, langs = mt.load_pairs(dataset, limit)
         mt.languages_for(dataset, langs, target)
     except Exception as exc:  # noqa: BLE001
-        C.show_error(exc, "loading the sentences")
-        C.stop()
+        show_error(exc, "loading the sentences")
+        st.stop()
     folder = app_folder("mt", dataset=dataset, model=inp.model, samples=k, seed=seed, candidates=n, target=target)
 
     b = st.columns([1, 1, 6])
     run = b[0].button("▶ Run", type="primary", key="mt_run")
-    C.stop_button(b[1])
+    stop_button(b[1])
     b[2].caption(f"{len(pairs)} sentences × {n} candidates × {len(methods)} methods · results in `{folder}`")
     if run:
-        lm = C.model(inp.model, inp.device)
-        C.run_task(
-            lambda progress: mt.run_mt(dataset, folder, lm=lm, limit=limit, candidates=n, samples=k, methods=methods,
-                                       seed=seed, target_language=target, progress=progress, show_bar=False),
+        lm = loaders.model(inp.model, inp.device)
+        run_task(
+            lambda **watch: mt.run_mt(dataset, folder, lm=lm, limit=limit, candidates=n, samples=k, methods=methods,
+                                      seed=seed, target_language=target, show_bar=False, **watch),
             "sentences", "translating", lambda p: p.source,
         )
 
@@ -78,7 +82,7 @@ def main(inp: C.Inputs) -> None:
     m = st.columns(len(report["scores"]) + 2)
     for i, (name, score) in enumerate(report["scores"].items()):
         m[i].metric(f"{name} chrF", f"{score['chrf']:.1f}")
-    C.speed_metrics(report, m[-2], m[-1], "candidates")
+    speed_metrics(report, m[-2], m[-1], "candidates")
     if report["metric"] != "COMET-22":
         st.caption(f"Figures are chrF, not COMET-22 ({report['comet_note']}).")
     with st.expander("Tables (as in the paper)"):
@@ -101,7 +105,10 @@ def main(inp: C.Inputs) -> None:
     cand = d[0].selectbox("Candidate", range(len(cands)), format_func=lambda i: cands[i], key="mt_cand")
     method = d[1].selectbox("Samples of", methods, key="mt_sample_method")
     record = read_samples(folder, p.id).get((p.id, cand, method))
-    st.dataframe(samples_table(record, C.vocabulary(inp.model)), hide_index=True)
+    st.dataframe(samples_table(record, loaders.vocabulary(inp.model)), hide_index=True)
 
 
-C.run_page(main)
+if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
+    from app import main
+
+    main()

@@ -5,17 +5,21 @@ from __future__ import annotations
 import streamlit as st
 
 from marginal_core.tasks import qa
-from marginal_core.tasks.task import TASK_METHODS
 from marginal_core.tasks.report import load_rows, qa_report
 from marginal_core.tasks.store import read_samples
-from pages import _common as C
+from marginal_core.tasks.task import TASK_METHODS
+from pages._app import inputs, loaders
+from pages._app.errors import show_error
+from pages._app.live import stop_button
 from pages._app.task_tables import choices_table, qa_questions_table, samples_table
-from pages._app.tasks import app_folder
+from pages._app.tasks import app_folder, run_task, speed_metrics
 
 LOCAL = "local file…"
 
 
-def main(inp: C.Inputs) -> None:
+def page() -> None:
+    """The Q&A page."""
+    inp = inputs.current()
     st.title("Multiple-choice Q&A")
     st.markdown(
         "Each answer is scored as lm-evaluation-harness scores a choice: the probability of "
@@ -37,7 +41,7 @@ def main(inp: C.Inputs) -> None:
         ).strip()
         if not dataset:
             st.info("Type the path of a question file.")
-            C.stop()
+            st.stop()
     limit = int(c[1].number_input("Questions", min_value=1, max_value=5000, value=10, key="qa_limit",
                                   bind="query-params", help="The first N questions of the dataset."))
     k = int(c[2].number_input("Samples k", min_value=1, max_value=10_000, value=32, key="qa_k",
@@ -47,25 +51,25 @@ def main(inp: C.Inputs) -> None:
                                bind="query-params")
     if not methods:
         st.info("Pick at least one method.")
-        C.stop()
+        st.stop()
 
     try:
         questions = qa.load_questions(dataset, limit)
     except Exception as exc:  # noqa: BLE001
-        C.show_error(exc, "loading the dataset")
-        C.stop()
+        show_error(exc, "loading the dataset")
+        st.stop()
     folder = app_folder("qa", dataset=dataset, model=inp.model, samples=k, seed=seed)
 
     b = st.columns([1, 1, 6])
     run = b[0].button("▶ Run", type="primary", key="qa_run")
-    C.stop_button(b[1])
+    stop_button(b[1])
     b[2].caption(f"{len(questions)} questions × about {len(questions[0].choices) if questions else 0} answers × "
                  f"{len(methods)} methods · results in `{folder}`")
     if run:
-        lm = C.model(inp.model, inp.device)
-        C.run_task(
-            lambda progress: qa.run_qa(dataset, folder, lm=lm, limit=limit, samples=k, methods=methods, seed=seed,
-                                       progress=progress, show_bar=False),
+        lm = loaders.model(inp.model, inp.device)
+        run_task(
+            lambda **watch: qa.run_qa(dataset, folder, lm=lm, limit=limit, samples=k, methods=methods, seed=seed,
+                                      show_bar=False, **watch),
             "questions", "scoring the questions", lambda q: q.question,
         )
 
@@ -81,7 +85,7 @@ def main(inp: C.Inputs) -> None:
     m = st.columns(len(report["accuracy"]) + 2)
     for i, (method, acc) in enumerate(report["accuracy"].items()):
         m[i].metric(f"{method} acc", f"{100 * acc['acc']:.1f}%", help=f"acc_norm {100 * acc['acc_norm']:.1f}%")
-    C.speed_metrics(report, m[-2], m[-1], "answers")
+    speed_metrics(report, m[-2], m[-1], "answers")
     with st.expander("Tables (as in the paper)"):
         st.markdown(report["markdown"])
 
@@ -103,7 +107,10 @@ def main(inp: C.Inputs) -> None:
     record = read_samples(folder, q.id).get((q.id, answer, method))
     st.caption("The distinct tokenizations the method scored for this answer (proxy: with log q and how often "
                "each was drawn), most probable first.")
-    st.dataframe(samples_table(record, C.vocabulary(inp.model)), hide_index=True)
+    st.dataframe(samples_table(record, loaders.vocabulary(inp.model)), hide_index=True)
 
 
-C.run_page(main)
+if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
+    from app import main
+
+    main()

@@ -1,0 +1,15 @@
+"""The app's defaults: the text and context a first visit shows, sample sizes, and how many
+tokenizations exact enumeration is offered for."""
+
+from __future__ import annotations
+
+DEFAULT_CONTEXT = "Question: What is the capital of France?\nAnswer:"
+DEFAULT_TEXT = " Paris is the capital of France."
+DEFAULT_SAMPLES = 100
+# Exact enumeration is offered in the app up to this many paths (each path is scored).
+APP_EXACT_BUDGET = 2_000
+
+
+def exact_feasible(count: int, budget: int = APP_EXACT_BUDGET) -> bool:
+    """Whether exact enumeration of a lattice with count paths is offered (canonical excluded)."""
+    return count - 1 <= budget

@@ -1,0 +1,44 @@
+"""The devices the sidebar offers, and how the app names the one a model runs on."""
+
+from __future__ import annotations
+
+from functools import cache
+
+
+def device_options() -> list[str]:
+    """Devices to offer: auto (GPU when there is one), cpu, and the accelerators present."""
+    import torch
+
+    options = ["auto", "cpu"]
+    if torch.cuda.is_available():
+        options += ["cuda"] + [f"cuda:{i}" for i in range(1, torch.cuda.device_count())]
+    if torch.backends.mps.is_available():
+        options.append("mps")
+    return options
+
+
+def device_arg(device: str) -> str | None:
+    """The library's device argument for a sidebar choice (None: pick automatically)."""
+    return None if device in ("", "auto") else device
+
+
+@cache
+def resolve(device: str) -> str:
+    """The device a sidebar choice runs on ('auto' -> 'cuda', 'mps' or 'cpu')."""
+    from marginal_core.models import resolve_device
+
+    return resolve_device(device_arg(device))
+
+
+def device_label(device: str, dtype: object | None = None) -> str:
+    """A human description of where a model runs: 'GPU (NVIDIA H100, cuda, bfloat16)' or 'CPU'."""
+    import torch
+
+    dev = torch.device(device)
+    kind = str(dtype).replace("torch.", "") if dtype is not None else None
+    if dev.type == "cuda":
+        name = torch.cuda.get_device_name(dev)
+        return f"GPU ({name}, {device}" + (f", {kind})" if kind else ")")
+    if dev.type == "mps":
+        return "GPU (Apple MPS" + (f", {kind})" if kind else ")")
+    return "CPU" + (f" ({kind}, {torch.get_num_threads()} threads)" if kind else "")

@@ -1,0 +1,57 @@
+"""Errors as users see them: one friendly paragraph, never a traceback."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import streamlit as st
+
+from marginal_core.errors import MarginalError
+from marginal_core.lm.oom import is_oom
+
+
+def describe_error(exc: BaseException, doing: str = "") -> tuple[str, str]:
+    """("error" or "warning", a one-paragraph message) for an exception shown to a user.
+
+    Library errors keep their own message; out-of-memory errors and a missing graphviz binary
+    get advice; anything else gets its type and first line, never a traceback.
+    """
+    where = f" while {doing}" if doing else ""
+    if isinstance(exc, MarginalError):
+        return "error", str(exc)
+    if is_oom(exc):
+        return "error", (
+            f"Out of memory{where}. Try fewer samples, a shorter text or context, a smaller model, "
+            "or another device."
+        )
+    if type(exc).__name__ == "ExecutableNotFound":
+        return "warning", (
+            "Graphviz's `dot` program is not installed, so the drawing cannot be rendered to SVG "
+            "(install the `graphviz` system package; the DOT source is still available)."
+        )
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return "error", (
+        f"Something went wrong{where}: {type(exc).__name__}" + (f": {first}" if first else "")
+        + ". Try another text or setting; if it persists, please report it."
+    )
+
+
+def show_error(exc: BaseException, doing: str = "") -> None:
+    """A friendly st.error / st.warning for an exception (never a traceback)."""
+    level, message = describe_error(exc, doing)
+    (st.warning if level == "warning" else st.error)(
+        message, icon=":material/warning:" if level == "warning" else ":material/error:"
+    )
+
+
+@contextlib.contextmanager
+def guard(doing: str = "") -> Iterator[None]:
+    """Show any exception raised inside as a friendly message and carry on with the page.
+
+    Streamlit's own control flow (reruns, stops) derives from BaseException and passes through.
+    """
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 -- the whole point: no traceback for users
+        show_error(exc, doing)

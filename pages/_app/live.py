@@ -1,0 +1,173 @@
+"""Live runs: an estimator's stream drawn as it goes, with a Stop that stops the work.
+
+A run goes in chunks of about a tenth of k, so its plots grow and a stopped run keeps the
+chunks it finished (in the session; a finished result is kept for every session).
+
+How a run learns that it must stop: app.py calls :func:`begin_script_run` at the top of every
+script run, which sets the previous run's token. A Stop click, a widget change or a page switch
+starts a new script run at once (Streamlit's fast reruns) while the old one may still be
+computing in its own thread; the old run's stop check (polled by the library between chunks
+and between the proxy's passes) then answers True, and its progress callback (called after
+every forward pass) ends the old script run there. Every redraw of a progress bar is also a
+point where Streamlit itself ends a script run whose session asked for a stop (a closed tab).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import streamlit as st
+
+from pages._app import results
+from pages._app.defaults import DEFAULT_SAMPLES
+
+if TYPE_CHECKING:
+    from streamlit.delta_generator import DeltaGenerator
+
+    from marginal_core.estimators import Estimate, Marginalizer
+
+_TOKEN = "_run_token"
+_UNFINISHED = "_unfinished_runs"
+# Seconds between redraws of a progress bar from within a chunk (each redraw is sent to the
+# browser, and is where Streamlit can end a script run).
+REDRAW_S = 0.25
+
+
+def live_chunk(k: int) -> int:
+    """Samples per chunk of a live run of k: about 10 updates, of 50 to 500 samples each.
+
+    Smaller chunks update a live plot more often but share fewer prefixes, so they cost more.
+    """
+    return int(min(500, max(50, math.ceil(k / 10))))
+
+
+def live_stream(
+    m: Marginalizer,
+    method: str,
+    *,
+    samples: int = DEFAULT_SAMPLES,
+    should_stop: Callable[[], bool] | None = None,
+    progress: Callable[[float, int], None] | None = None,
+    **options: Any,
+) -> Iterator[Estimate]:
+    """``m.stream`` in chunks sized for a live plot (about ten updates); same samples as
+    ``m.estimate`` with the same options."""
+    chunk = live_chunk(m.lattice.count() - 1 if method == "exact" else samples)
+    return m.stream(method, samples=samples, chunk=chunk, should_stop=should_stop, progress=progress, **options)
+
+
+def begin_script_run() -> None:
+    """Start a script run of this session: the session's previous run, if it is still
+    computing, stops at its next check."""
+    previous = st.session_state.get(_TOKEN)
+    if previous is not None:
+        previous.set()
+    st.session_state[_TOKEN] = threading.Event()
+
+
+class Bar:
+    """A progress bar for a long computation, with the stop check and progress callback the
+    library takes. Superseded by a newer run of the session, it ends this script run."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.token: threading.Event = st.session_state.setdefault(_TOKEN, threading.Event())
+        self.started = self.drawn = time.perf_counter()
+        self.fraction, self.message = 0.0, f"{label}…"
+        self._bar = st.progress(0.0, text=self.message)
+
+    def update(self, fraction: float, message: str) -> None:
+        """Show a new state (and end this script run here if a newer one has started)."""
+        self.fraction, self.message = min(1.0, max(0.0, fraction)), message
+        self._draw(message)
+
+    def progress(self, done: float, total: int) -> None:
+        """The library's progress callback (samples done, of total), redrawn a few times a second."""
+        if self.token.is_set() or time.perf_counter() - self.drawn >= REDRAW_S:
+            seconds = time.perf_counter() - self.started
+            self.update(done / max(total, 1), f"{self.label}: {int(done):,} of {total:,} samples scored in {seconds:.1f} s")
+
+    def should_stop(self) -> bool:
+        """The library's stop check; it also keeps the bar's clock going while nothing finishes."""
+        if not self.token.is_set() and time.perf_counter() - self.drawn >= REDRAW_S:
+            self._draw(f"{self.message} · {time.perf_counter() - self.started:.0f} s")
+        return self.token.is_set()
+
+    def _draw(self, text: str) -> None:
+        if self.token.is_set():
+            st.stop()  # a newer run of this session has started: end this one here
+        self.drawn = time.perf_counter()
+        self._bar.progress(self.fraction, text=text)
+
+    def empty(self) -> None:
+        self._bar.empty()
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """A live run that did not reach its end: its last estimate (None before its first chunk)."""
+
+    estimate: Estimate | None
+
+    def describe(self) -> str:
+        """'after 100 of 600 samples', or that nothing had been scored yet."""
+        e = self.estimate
+        if e is None or not e.num_samples:
+            return "before its first chunk of samples was scored (nothing was kept)"
+        return f"after {e.num_samples:,} of {e.requested or e.num_samples:,} samples"
+
+
+def _unfinished_runs() -> dict[Hashable, Unfinished]:
+    return st.session_state.setdefault(_UNFINISHED, {})
+
+
+def unfinished(key: Hashable) -> Unfinished | None:
+    """This session's run of key that was stopped before its end, or None."""
+    return _unfinished_runs().get(key)
+
+
+def run_live(
+    key: Hashable,
+    m: Marginalizer,
+    method: str,
+    label: str,
+    *,
+    on_update: Callable[[Estimate], None] | None = None,
+    **options: Any,
+) -> Estimate:
+    """One method's live stream (options as for :func:`live_stream`) under a progress bar.
+
+    Each chunk's estimate is kept in the session (see :func:`unfinished`) and passed to
+    on_update; the finished estimate is stored for every page and session and returned. A run
+    that is stopped ends the script run: the newer run shows what was kept.
+    """
+    done = results.cached(key)
+    if done is not None:
+        return done
+    runs = _unfinished_runs()
+    runs[key] = Unfinished(None)
+    bar = Bar(label)
+    est = None
+    for est in live_stream(m, method, should_stop=bar.should_stop, progress=bar.progress, **options):
+        runs[key] = Unfinished(est)
+        bar.update(est.fraction, f"{label}: {est.num_samples:,} of {est.requested:,} samples scored in {est.seconds:.1f} s")
+        if on_update is not None:
+            on_update(est)
+    if est is None or est.cancelled:
+        st.stop()
+    bar.empty()
+    runs.pop(key, None)
+    results.store(key, est)
+    return est
+
+
+def stop_button(where: DeltaGenerator | None = None) -> bool:
+    """A Stop button: its click starts a new script run, which stops the computation and shows
+    what it kept."""
+    return (where or st).button("Stop", icon=":material/stop:", key="stop",
+                                help="Stop scoring and keep what is done so far.")

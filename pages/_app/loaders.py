@@ -1,0 +1,118 @@
+"""Models, tokenizers, vocabulary indexes, lattices and Marginalizers, cached once per server
+process (shared by every page and session), and the page helpers that load them or explain why
+they cannot."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import streamlit as st
+
+from pages._app import devices
+from pages._app.errors import show_error
+from pages._app.inputs import Inputs, require_text
+
+if TYPE_CHECKING:
+    from marginal_core.estimators import Marginalizer
+    from marginal_core.lattice import Lattice
+    from marginal_core.models import LoadedModel
+    from marginal_core.vocab import Vocabulary
+
+
+@st.cache_resource(show_spinner=False, max_entries=6)
+def tokenizer(name: str):  # noqa: ANN201 -- the model's own tokenizer class
+    """The tokenizer of a model, once per server process."""
+    from marginal_core.models import load_tokenizer
+
+    return load_tokenizer(name)
+
+
+@st.cache_resource(show_spinner=False, max_entries=6)
+def vocabulary(name: str) -> Vocabulary:
+    """The vocabulary index (token surfaces, prefix index) of a model's tokenizer."""
+    from marginal_core.vocab import vocabulary as build
+
+    return build(tokenizer(name))
+
+
+@st.cache_resource(show_spinner=False, max_entries=3)
+def _model(name: str, device: str) -> LoadedModel:
+    from marginal_core.models import load_model
+
+    return load_model(name, device=devices.device_arg(device))
+
+
+@st.cache_resource(show_spinner=False)
+def _loaded() -> set:
+    """(model, device) pairs already loaded in this process (their load shows no status box)."""
+    return set()
+
+
+def model(name: str, device: str) -> LoadedModel:
+    """The LoadedModel, with a status box showing the load steps the first time."""
+    key = (name, device)
+    if key in _loaded():
+        return _model(name, device)
+    with st.status(f"Loading model **{name}**…", expanded=True) as status:
+        try:
+            t0 = time.perf_counter()
+            st.write("Tokenizer and vocabulary index…")
+            vocabulary(name)
+            t1 = time.perf_counter()
+            st.write(f"Tokenizer ready ({t1 - t0:.1f} s). Weights (the first load ever converts them, up to a minute)…")
+            lm = _model(name, device)
+            t2 = time.perf_counter()
+        except Exception:
+            status.update(label=f"Could not load **{name}**", state="error", expanded=False)
+            raise
+        status.update(
+            label=f"Loaded **{name}** in {t2 - t0:.1f} s on {devices.device_label(lm.device, lm.dtype)}",
+            state="complete", expanded=False,
+        )
+    _loaded().add(key)
+    return lm
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def lattice(name: str, text: str) -> Lattice:
+    """The tokenization lattice of a text (no model needed, only its tokenizer)."""
+    from marginal_core.lattice import build_lattice
+
+    vocabulary(name)
+    return build_lattice(text, tokenizer(name))
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def marginalizer_for(name: str, device: str, text: str, context: str) -> Marginalizer:
+    """The Marginalizer of a text and context under a model already loaded."""
+    from marginal_core.estimators import Marginalizer
+
+    return Marginalizer(_model(name, device), text, context or None)
+
+
+def marginalizer(inp: Inputs) -> Marginalizer:
+    """The Marginalizer of the current inputs (loading the model with a status box if needed)."""
+    model(inp.model, inp.device)
+    return marginalizer_for(inp.model, inp.device, inp.text, inp.context)
+
+
+def require_lattice(inp: Inputs) -> Lattice:
+    """The lattice of the current text, or a friendly message and the end of the page."""
+    require_text(inp)
+    try:
+        with st.spinner("Building the tokenization lattice…"):
+            return lattice(inp.model, inp.text)
+    except Exception as exc:  # noqa: BLE001
+        show_error(exc, "building the lattice")
+        st.stop()
+
+
+def require_marginalizer(inp: Inputs) -> Marginalizer:
+    """The Marginalizer of the current inputs, or a friendly message and the end of the page."""
+    require_text(inp)
+    try:
+        return marginalizer(inp)
+    except Exception as exc:  # noqa: BLE001
+        show_error(exc, f"loading {inp.model}")
+        st.stop()

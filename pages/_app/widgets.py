@@ -1,0 +1,54 @@
+"""Page widgets that several pages share, defined once: the same label, limits, step and URL
+key wherever they appear (a value set on one page carries over to the next)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from marginal_core.viz import count_label
+from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, exact_feasible
+
+if TYPE_CHECKING:
+    from streamlit.delta_generator import DeltaGenerator
+
+    from marginal_core.lattice import Lattice
+
+MAX_SAMPLES = 100_000
+
+
+def samples_k(where: DeltaGenerator, *, disabled: bool = False,
+              help: str = "Lattice samples: off-by-one first, then uniform paths of at most L tokens.") -> int:
+    """The number of samples k of an estimate (URL key k)."""
+    return int(where.number_input("Samples k", min_value=1, max_value=MAX_SAMPLES, value=DEFAULT_SAMPLES, step=50,
+                                  key="k", bind="query-params", disabled=disabled, help=help))
+
+
+def proxy_samples(where: DeltaGenerator) -> int:
+    """The number of proxy samples (URL key pk)."""
+    return int(where.number_input("Proxy samples", min_value=1, max_value=MAX_SAMPLES, value=DEFAULT_SAMPLES,
+                                  step=50, key="pk", bind="query-params",
+                                  help="Tokenizations drawn from the model constrained to the lattice."))
+
+
+def length_bound(where: DeltaGenerator, lat: Lattice, *, disabled: bool = False) -> int:
+    """The length bound L of the lattice sampler (URL key L); default: canonical length + 10."""
+    return int(where.number_input(
+        "Length bound L", min_value=1, value=lat.default_max_len(), step=1, key="L", bind="query-params",
+        disabled=disabled, help="Uniform samples are paths of at most L tokens; arcs on no such path are greyed "
+        f"on the lattice page (default: canonical length + 10 = {lat.default_max_len()}).",
+    ))
+
+
+def seed(where: DeltaGenerator, *, disabled: bool = False) -> int:
+    """The seed of every sampler (URL key seed)."""
+    return int(where.number_input("Seed", min_value=0, value=0, step=1, key="seed", bind="query-params",
+                                  disabled=disabled, help="The same seed draws the same samples."))
+
+
+def exact_toggle(where: DeltaGenerator, lat: Lattice, label: str) -> bool:
+    """A toggle for exact enumeration, on by default and offered only while the lattice is small."""
+    count = lat.count()
+    feasible = exact_feasible(count)
+    on = where.toggle(label, value=feasible, disabled=not feasible, key="exact",
+                      help=f"Offered up to {APP_EXACT_BUDGET:,} tokenizations; this text has {count_label(count)}.")
+    return bool(on) and feasible
