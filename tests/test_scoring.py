@@ -13,8 +13,11 @@ import torch
 
 from marginal_core.context import context_ids
 from marginal_core.lattice import PathBatch, build_lattice
+from marginal_core.lm.adapter import LM
+from marginal_core.lm.oom import OutOfMemory
+from marginal_core.plain_scoring import score_paths_plain
 from marginal_core.sampling import lattice_samples
-from marginal_core.scoring import ScoreStats, score_paths, score_paths_plain
+from marginal_core.scoring import ScoreStats, score_paths
 
 TEXT = "A quick fox."
 QUESTION = "Which animal is quick?"
@@ -172,3 +175,33 @@ def test_out_of_memory_halves_the_batch_and_retries():
     assert run.returncode == 0, run.stderr[-2000:]
     retries, diff = run.stdout.split()[-2:]
     assert int(retries) >= 1 and float(diff) < TOL
+
+
+class _OomAbove(torch.nn.Module):
+    """A decoder that raises an allocation failure when fed more than cap tokens at once."""
+
+    def __init__(self, decoder: torch.nn.Module, cap: int) -> None:
+        super().__init__()
+        self.inner, self.cap, self.failures = decoder, cap, 0
+
+    def forward(self, input_ids, **kwargs):
+        if input_ids.numel() > self.cap:
+            self.failures += 1
+            raise torch.OutOfMemoryError("simulated: out of memory")
+        return self.inner(input_ids=input_ids, **kwargs)
+
+
+def test_injected_out_of_memory_backs_off_in_the_adapter(smollm_model):
+    """An allocation failure halves the token budget until the passes fit; the scores stay."""
+    lattice = build_lattice(TEXT, smollm_model.tokenizer)
+    paths = lattice_samples(lattice, 30, seed=0).paths
+    ctx = context_ids(smollm_model.tokenizer, QUESTION)
+    lm = LM(smollm_model)  # an adapter of its own, whose decoder fails above 16 tokens
+    lm.decoder = _OomAbove(lm.decoder, cap=16)
+    stats = ScoreStats()
+    got = score_paths(lm, paths, ctx, stats=stats)
+    assert lm.decoder.failures > 0 and stats.oom_retries > 0
+    np.testing.assert_allclose(got, score_paths(smollm_model, paths, ctx), rtol=0, atol=TOL)
+    lm.decoder.cap = 0  # not even one token fits: a clear error, not a loop
+    with pytest.raises(OutOfMemory):
+        score_paths(lm, paths, ctx)

@@ -32,3 +32,14 @@ def free_accelerator_cache(device_type: str) -> None:
         torch.cuda.empty_cache()
     elif device_type == "mps":
         torch.mps.empty_cache()
+
+
+def halved(budget: int, err: BaseException, device_type: str) -> int:
+    """The work budget after an exception: half of it after an allocation failure (the
+    accelerator's cache freed first); anything else, or a budget of one, is raised."""
+    if not is_oom(err):
+        raise err
+    if budget <= 1:
+        raise OutOfMemory(f"out of memory on {device_type} even one unit of work at a time") from err
+    free_accelerator_cache(device_type)
+    return budget // 2

@@ -1,0 +1,223 @@
+"""The LM adapter: the one object through which scoring, the proxy, the estimators and the tasks
+drive a causal LM (docs/design.md, "Architecture").
+
+It owns the device and dtype, the split of the model into decoder and LM head, the head's
+chunked log-softmax in fp32 (no [rows, vocab] tensor beyond a bounded block; Gemma 3 has 262,144
+outputs), the prefill of a context into a KV cache that callers share, and generation.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import DynamicCache
+
+from marginal_core.errors import MarginalError
+from marginal_core.lm.oom import halved
+
+if TYPE_CHECKING:
+    from marginal_core.models import LoadedModel
+
+LOGIT_CHUNK_BYTES = 1 << 28
+PREFILL_TOKENS = 1024
+MASKABLE_LAYERS = {"full_attention", "sliding_attention"}
+
+
+@dataclass(frozen=True, eq=False)
+class ContextState:
+    """A context's KV cache (batch 1) and the hidden state after its last token.
+
+    Shared by every consumer of one context and never mutated: they read its tensors or copy it.
+    ``passes`` is the forward passes its prefill took.
+    """
+
+    ids: tuple[int, ...]
+    cache: DynamicCache
+    last_hidden: torch.Tensor
+    passes: int
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class LM:
+    """A causal LM as marginal's algorithms see it (build one with ``LM.of``)."""
+
+    def __init__(self, loaded: LoadedModel) -> None:
+        model = loaded.model
+        cfg = model.config.get_text_config()
+        self.loaded, self.model, self.config = loaded, model, cfg
+        self.tokenizer = loaded.tokenizer
+        self.decoder: torch.nn.Module = model.get_decoder()
+        self.head: torch.nn.Module = model.get_output_embeddings()
+        types = getattr(cfg, "layer_types", None)
+        self.layer_types: tuple[str, ...] | None = tuple(sorted(set(types))) if types is not None else None
+        self.vocab: int = self.head.weight.shape[0]
+        heads = cfg.num_attention_heads
+        self.layers, self.heads = cfg.num_hidden_layers, heads
+        self.kv_heads: int = getattr(cfg, "num_key_value_heads", None) or heads
+        self.head_dim: int = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+        self.intermediate: int = getattr(cfg, "intermediate_size", None) or 4 * cfg.hidden_size
+        param = next(model.parameters())
+        self.device: torch.device = param.device
+        self.dtype: torch.dtype = param.dtype
+        self.prefills = 0  # contexts prefilled so far (what the context sharing saves is visible here)
+
+    @classmethod
+    def of(cls, lm: LM | LoadedModel) -> LM:
+        """The adapter of a loaded model, made once per model and shared."""
+        if isinstance(lm, LM):
+            return lm
+        with _LOCK:
+            adapter = _ADAPTERS.get(id(lm.model))
+            if adapter is None or adapter.model is not lm.model:
+                adapter = _ADAPTERS[id(lm.model)] = cls(lm)
+            return adapter
+
+    # ---------------------------------------------------------------- sizes and checks
+
+    @property
+    def window(self) -> int | None:
+        """The sliding-attention window, read from the config on each use (it may be changed)."""
+        return getattr(self.config, "sliding_window", None)
+
+    @property
+    def softcap(self) -> float | None:
+        """The final logit soft-cap, where the model has one."""
+        return getattr(self.config, "final_logit_softcapping", None)
+
+    @property
+    def logit_dtype(self) -> torch.dtype:
+        """The log-softmax's dtype: fp32, or the model's own if wider."""
+        return torch.promote_types(self.dtype, torch.float32)
+
+    def head_rows(self, max_rows: int) -> int:
+        """Hidden states the LM head takes at a time: max_rows, within LOGIT_CHUNK_BYTES."""
+        return max(1, min(max_rows, LOGIT_CHUNK_BYTES // (self.logit_dtype.itemsize * self.vocab)))
+
+    def activation_bytes(self, rows: int, queries: int, keys: int) -> int:
+        """Rough peak memory of one forward pass: KV cache, attention scores, MLP, masks."""
+        item = torch.finfo(self.dtype).bits // 8
+        cache = 2 * self.layers * rows * self.kv_heads * keys * self.head_dim * item
+        scores = 2 * rows * self.heads * queries * keys * 4
+        mlp = 3 * rows * queries * self.intermediate * item
+        masks = 2 * rows * queries * keys * item
+        return cache + scores + mlp + masks
+
+    def require_tree_masks(self) -> None:
+        """Refuse attention that cannot take the tree masks the trie scorer passes."""
+        impl = self.config._attn_implementation
+        if impl not in ("eager", "sdpa"):
+            raise MarginalError(
+                f"scoring passes tree attention masks, which {impl!r} attention does not take; "
+                "load the model with attn_implementation='sdpa'"
+            )
+        if self.layer_types is not None and not set(self.layer_types) <= MASKABLE_LAYERS:
+            raise MarginalError(f"scoring cannot mask attention layers of types {list(self.layer_types)}")
+
+    def check_ids(self, ids: Sequence[int]) -> None:
+        """Refuse token ids outside the model's vocabulary."""
+        if len(ids) and (min(ids) < 0 or max(ids) >= self.vocab):
+            raise ValueError(f"token ids must lie in [0, {self.vocab}), the model's vocabulary")
+
+    # ---------------------------------------------------------------- the head
+
+    def head_logits(self, hidden: torch.Tensor, scratch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """head(hidden) in logit_dtype, softcapped where the model caps. A bias-free linear head
+        in that dtype writes into one block reused through ``scratch`` (one per call, so
+        threads never share it): a fresh block per chunk costs page faults on a CPU."""
+        head = self.head
+        if isinstance(head, torch.nn.Linear) and head.bias is None and self.dtype == self.logit_dtype:
+            block = scratch.get("logits")
+            if block is None or len(block) < len(hidden):
+                block = scratch["logits"] = hidden.new_empty(len(hidden), self.vocab)
+            logits = torch.matmul(hidden, head.weight.T, out=block[: len(hidden)])
+        else:
+            logits = head(hidden).to(self.logit_dtype)
+        if self.softcap:
+            logits.div_(self.softcap).tanh_().mul_(self.softcap)
+        return logits
+
+    def token_logprobs(
+        self,
+        hidden: torch.Tensor,
+        rows: torch.Tensor,
+        tokens: torch.Tensor,
+        max_rows: int,
+        scratch: dict[str, torch.Tensor] | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> torch.Tensor:
+        """log-softmax(head(hidden[row]))[token] for (row, token) pairs sorted by row.
+
+        Logits and normalizers in fp32 at least; their difference in dtype (default the same).
+        The head runs on at most max_rows hidden states at a time, within LOGIT_CHUNK_BYTES of
+        logits; each row's logsumexp, computed in place, serves all its pairs.
+        """
+        scratch = {} if scratch is None else scratch
+        out = torch.empty(len(rows), dtype=dtype or self.logit_dtype, device=hidden.device)
+        step = self.head_rows(max_rows)
+        starts = torch.arange(0, len(hidden) + step, step, device=rows.device)
+        bounds = torch.searchsorted(rows, starts).tolist()
+        for i, first in enumerate(range(0, len(hidden), step)):
+            lo, hi = bounds[i], bounds[i + 1]
+            if lo == hi:
+                continue
+            logits = self.head_logits(hidden[first : first + step], scratch)
+            local = rows[lo:hi] - first
+            picked = logits[local, tokens[lo:hi]]
+            top = logits.amax(dim=-1, keepdim=True)
+            lse = top.squeeze(-1) + logits.sub_(top).exp_().sum(dim=-1).log()
+            out[lo:hi] = picked.to(out.dtype) - lse[local].to(out.dtype)
+        return out
+
+    def allowed_logprobs(self, hidden: torch.Tensor, tokens: torch.Tensor, width: torch.Tensor) -> torch.Tensor:
+        """Per row of hidden [R, H]: log p of each allowed token of tokens [R, A] (the first
+        width[r] real, the rest padding, which gets -inf), normalized over the whole vocabulary;
+        in fp64, so that renormalizing over the allowed tokens loses nothing."""
+        n_rows, n_cols = tokens.shape
+        rows = torch.arange(n_rows, device=hidden.device).repeat_interleave(n_cols)
+        flat = self.token_logprobs(hidden, rows, tokens.reshape(-1), n_rows, dtype=torch.float64)
+        lp = flat.reshape(n_rows, n_cols)
+        pad = torch.arange(n_cols, device=tokens.device)[None, :] >= width[:, None]
+        return lp.masked_fill(pad, float("-inf"))
+
+    # ---------------------------------------------------------------- contexts and generation
+
+    def prefill(self, ids: Sequence[int], chunk_tokens: int = PREFILL_TOKENS) -> ContextState:
+        """Run a context once, in chunks of chunk_tokens (halved on out-of-memory), into one
+        cache that keeps every layer whole."""
+        ids = tuple(int(t) for t in ids)
+        if not ids:
+            raise ValueError("the context is empty: condition on at least a BOS token (see context_ids)")
+        self.check_ids(ids)
+        tensor = torch.tensor([ids], device=self.device)
+        while True:
+            try:
+                with torch.inference_mode():
+                    cache = DynamicCache()
+                    for start in range(0, len(ids), chunk_tokens):
+                        out = self.decoder(
+                            input_ids=tensor[:, start : start + chunk_tokens], past_key_values=cache, use_cache=True
+                        )
+                break
+            except (RuntimeError, MemoryError) as err:
+                chunk_tokens = halved(chunk_tokens, err, self.device.type)
+        with _LOCK:
+            self.prefills += 1
+        return ContextState(ids, cache, out.last_hidden_state[0, -1:], -(-len(ids) // chunk_tokens))
+
+    def generate(self, prompt_ids: Sequence[int], **options: object) -> list[list[int]]:
+        """Sampled continuations of a prompt (options as for transformers' ``generate``), as
+        lists of new token ids."""
+        ids = torch.tensor([list(prompt_ids)], device=self.device)
+        with torch.inference_mode():
+            out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **options)
+        return [row[len(prompt_ids) :].tolist() for row in out]
+
+
+_LOCK = threading.RLock()
+_ADAPTERS: dict[int, LM] = {}
