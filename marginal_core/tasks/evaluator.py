@@ -197,6 +197,7 @@ class _Run:
         todo = [item for item in self.items if not self.finished(item)]
         if not todo:
             return
+        self.loaded()  # before the bar and the session: a model that fails to load logs no session
         total, max_items = len(self.items), self.options.max_items
         done_before, new = total - len(todo), 0
         label = f"{Path(str(self.task.dataset)).name} {self.model}"
