@@ -1,7 +1,9 @@
 """The `marginal` command line: one subcommand per view of a text's tokenizations.
 
 Every subcommand prints a readable summary, or one JSON object with ``--json`` (exact counts as
-decimal strings). Errors the user can fix print one line to standard error, never a traceback.
+decimal strings). Errors the user can fix print one line to standard error, never a traceback
+(``errors.run_cli``). ``lattice`` and ``sample`` need no model: they import neither torch nor
+transformers; ``estimate`` imports the estimators when it runs.
 """
 
 from __future__ import annotations
@@ -13,15 +15,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from marginal_core.errors import MarginalError
-from marginal_core.estimators import METHODS
+from marginal_core.errors import MarginalError, run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
-from marginal_core.models import DEFAULT_MODEL, load_tokenizer
+from marginal_core.models import DEFAULT_MODEL, load_text_tokenizer
+from marginal_core.progress import tqdm_progress
 from marginal_core.sampling import lattice_samples, num_candidates
 from marginal_core.tasks.cli import add_commands as add_task_commands
 from marginal_core.vocab import vocabulary
-
-Command = Callable[[argparse.Namespace], dict[str, Any]]
 
 
 def read_text(value: str) -> str:
@@ -47,7 +47,7 @@ class Timer:
 
 def load_lattice(args: argparse.Namespace, timer: Timer) -> Lattice:
     """Tokenizer, vocabulary index and lattice for the command's text, each timed."""
-    tokenizer = timer("tokenizer_s", lambda: load_tokenizer(args.model))
+    tokenizer = timer("tokenizer_s", lambda: load_text_tokenizer(args.model))
     timer("index_s", lambda: vocabulary(tokenizer))
     return timer("lattice_s", lambda: build_lattice(read_text(args.text), tokenizer))
 
@@ -90,23 +90,9 @@ def sample_command(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def tqdm_progress(desc: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
-    """A (progress, close) pair drawing a tqdm bar on standard error."""
-    from tqdm.auto import tqdm
-
-    bar = tqdm(desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True)
-
-    def update(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-
-    return update, bar.close
-
-
 def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
     """Estimate the marginal with each requested method."""
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators import METHODS, Marginalizer
     from marginal_core.models import load_model
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -193,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     est = sub.add_parser("estimate", help="estimate the marginal probability of a text")
     _add_common(est)
     est.add_argument("--context", help="text the tokenizations are conditioned on (or -)")
-    est.add_argument("--methods", default="canonical,lattice,proxy", help=f"comma list of {','.join(METHODS)}")
+    est.add_argument("--methods", default="canonical,lattice,proxy", help="comma list of canonical, lattice, proxy, exact")
     est.add_argument("--samples", type=int, default=1000, help="samples per method (k)")
     est.add_argument("--max-len", type=int, help="lattice length bound L")
     est.add_argument("--seed", type=int, default=0)
@@ -205,15 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `marginal` console script."""
-    sys.set_int_max_str_digits(0)  # exact counts of long texts pass Python's 4,300-digit default
     args = build_parser().parse_args(argv)
-    try:
+
+    def command() -> None:
         result = args.run(args)
-    except MarginalError as err:
-        print(f"marginal: {err}", file=sys.stderr)
-        return 2
-    print(json.dumps(result, ensure_ascii=False) if args.json else _summary(result))
-    return 0
+        print(json.dumps(result, ensure_ascii=False) if args.json else _summary(result))
+
+    return run_cli(command)
 
 
 if __name__ == "__main__":

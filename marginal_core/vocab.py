@@ -1,27 +1,25 @@
 """Token ids <-> surface bytes, and an index that finds every token matching at a position.
 
-A token's *surface* is the bytes it detokenizes to (DESIGN.md point 2). Two families exist,
-told apart by the tokenizer's decoder: byte-level BPE (GPT-2 byte<->unicode table) and
+A token's *surface* is the bytes it detokenizes to (docs/design.md, point 2). Two families
+exist, told apart by the tokenizer's decoder: byte-level BPE (GPT-2 byte<->unicode table) and
 SentencePiece style (U+2581 is a space, ``<0xXX>`` byte-fallback pieces are one byte).
-Building the table for a 262k-token vocabulary takes a noticeable fraction of a second, so it
-is cached in memory per tokenizer and on disk per tokenizer fingerprint.
+Building the table for a large vocabulary takes a noticeable fraction of a second, so it is
+cached in memory per tokenizer and on disk (under the cache root) per tokenizer fingerprint.
 """
 
 from __future__ import annotations
 
 import bisect
-import hashlib
-import json
 import os
 import pickle
 import re
 import weakref
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Literal
 
-from transformers import PreTrainedTokenizerBase
+from marginal_core.cache import cache_root
+from marginal_core.tokenizer import TokenizerLike, text_tokenizer
 
 Family = Literal["byte_level", "sentencepiece"]
 ByteFallback = Literal["unknown_chars", "everywhere"]
@@ -74,29 +72,9 @@ def detect_family(decoder: dict | None) -> tuple[Family, bool]:
     )
 
 
-def _special_ids(tokenizer: PreTrainedTokenizerBase) -> set[int]:
-    """Ids excluded from the vocabulary: special added tokens and the unk token."""
-    ids = {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
-    ids.update(i for i in tokenizer.all_special_ids if i is not None)
-    if tokenizer.unk_token_id is not None:
-        ids.add(tokenizer.unk_token_id)
-    return ids
-
-
-def fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
-    """A key that changes whenever the tokenizer does.
-
-    A tokenizer loaded from a local folder is keyed by its tokenizer.json's path, size and
-    mtime (cheap); anything else by a hash of its full serialization (about 0.4 s for Gemma 3).
-    """
-    given = tokenizer.init_kwargs.get("tokenizer_file")
-    file = Path(given) if given else Path(str(tokenizer.name_or_path)) / "tokenizer.json"
-    if file.is_file():
-        stat = file.stat()
-        key = f"{file.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{len(tokenizer)}"
-    else:
-        key = tokenizer.backend_tokenizer.to_str()
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
+def fingerprint(tokenizer: TokenizerLike) -> str:
+    """A key that changes whenever the tokenizer does (it names the vocabulary's disk cache)."""
+    return text_tokenizer(tokenizer).fingerprint
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,21 +127,17 @@ class Vocabulary:
         return found
 
     @classmethod
-    def build(cls, tokenizer: PreTrainedTokenizerBase) -> Vocabulary:
-        """Read every token's surface from a fast tokenizer (no caching)."""
-        backend = getattr(tokenizer, "backend_tokenizer", None)
-        if backend is None:
-            raise TypeError("marginal needs a fast (Rust-backed) Hugging Face tokenizer")
-        decoder = backend.decoder
-        family, byte_fallback = detect_family(json.loads(decoder.__getstate__()) if decoder else None)
-        excluded = _special_ids(tokenizer)
-        added = set(tokenizer.added_tokens_decoder)
-        pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    def build(cls, tokenizer: TokenizerLike) -> Vocabulary:
+        """Read every token's surface from a tokenizer (no caching)."""
+        view = text_tokenizer(tokenizer)
+        family, byte_fallback = detect_family(view.decoder)
+        excluded = view.special.excluded
+        added = view.added_ids
         table = _gpt2_unicode_to_byte()
         surfaces: list[bytes | None] = []
         byte_tokens: list[int | None] = [None] * 256
         ordinary: dict[bytes, list[int]] = {}
-        for token_id, piece in enumerate(pieces):
+        for token_id, piece in enumerate(view.pieces()):
             if token_id in excluded or piece is None:
                 surfaces.append(None)
                 continue
@@ -182,27 +156,21 @@ class Vocabulary:
             surfaces.append(surface)
             ordinary.setdefault(surface, []).append(token_id)
         keys = sorted(ordinary)
-        probe = tokenizer("a", add_special_tokens=False)["input_ids"]
-        dummy = b"".join(surfaces[i] or b"" for i in probe) == b" a"
+        dummy = b"".join(surfaces[i] or b"" for i in view.encode("a")) == b" a"
         return cls(
             family=family,
             surfaces=tuple(surfaces),
             byte_tokens=tuple(byte_tokens),
             dummy_prefix=dummy,
-            fingerprint=fingerprint(tokenizer),
+            fingerprint=view.fingerprint,
             _keys=keys,
             _ids=[tuple(ordinary[k]) for k in keys],
         )
 
 
-def cache_dir() -> Path:
-    """Where marginal keeps converted tokenizers, models and vocabulary indexes."""
-    return Path(os.environ.get("MARGINAL_CACHE", Path.home() / ".cache" / "marginal"))
-
-
-def load_vocabulary(tokenizer: PreTrainedTokenizerBase) -> Vocabulary:
+def load_vocabulary(tokenizer: TokenizerLike) -> Vocabulary:
     """The vocabulary from the disk cache, building and storing it on a miss."""
-    path = cache_dir() / "vocab" / f"{fingerprint(tokenizer)}.v{_CACHE_VERSION}.pkl"
+    path = cache_root() / "vocab" / f"{fingerprint(tokenizer)}.v{_CACHE_VERSION}.pkl"
     try:
         return pickle.loads(path.read_bytes())
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
@@ -218,7 +186,7 @@ def load_vocabulary(tokenizer: PreTrainedTokenizerBase) -> Vocabulary:
 _MEMORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def vocabulary(tokenizer: PreTrainedTokenizerBase) -> Vocabulary:
+def vocabulary(tokenizer: TokenizerLike) -> Vocabulary:
     """The vocabulary of a tokenizer, built once and cached in memory and on disk."""
     if tokenizer not in _MEMORY:
         _MEMORY[tokenizer] = load_vocabulary(tokenizer)

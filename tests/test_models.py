@@ -200,7 +200,7 @@ def test_damaged_tokenizer_cache_is_rebuilt(tmp_path):
         assert str(folder).startswith({str(tmp_path)!r}), folder
         expected = tok("Hello world")["input_ids"]
         (folder / "tokenizer.json").write_text("{{ not json")
-        models._load_tokenizer_memo.cache_clear()
+        models.loading._load_tokenizer_memo.cache_clear()
         again = models.load_tokenizer({SMOL!r})
         assert again is not tok and again("Hello world")["input_ids"] == expected
         print("rebuilt")
@@ -208,6 +208,29 @@ def test_damaged_tokenizer_cache_is_rebuilt(tmp_path):
         env={"MARGINAL_CACHE": str(tmp_path)},
     )
     assert "rebuilt" in out
+
+
+_SNAPSHOT = """
+import sys
+from marginal_core import models
+snapshot = models.load_text_tokenizer({name!r})
+assert type(snapshot).__name__ == "TokenizerSnapshot", type(snapshot)
+print(snapshot.fingerprint, "transformers" in sys.modules, snapshot.encode("Hello world 🙂"))
+"""
+
+
+def test_light_tokenizer_snapshot_is_taken_once_and_again_when_its_tokenizer_changes(tmp_path):
+    env = {"MARGINAL_CACHE": str(tmp_path)}
+    expected = load_tokenizer(SMOL)("Hello world 🙂", add_special_tokens=False)["input_ids"]
+    taken = _run_python(_SNAPSHOT.format(name=SMOL), env=env).split(maxsplit=2)
+    assert taken[1] == "True" and taken[2].strip() == str(expected)  # converted and taken through transformers
+    reused = _run_python(_SNAPSHOT.format(name=SMOL), env=env).split(maxsplit=2)
+    assert reused == taken[:1] + ["False"] + taken[2:]  # read back without transformers
+    (tokenizer_json,) = tmp_path.glob("models/*/tokenizer/tokenizer.json")
+    stat = tokenizer_json.stat()
+    os.utime(tokenizer_json, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    retaken = _run_python(_SNAPSHOT.format(name=SMOL), env=env).split(maxsplit=2)
+    assert retaken[0] != taken[0] and retaken[1] == "True" and retaken[2] == taken[2]
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,4 +330,4 @@ def test_warm_command_reports_cached_models():
         cwd=ROOT,
         timeout=120,
     )
-    assert bad.returncode == 1 and "Traceback" not in bad.stderr and GEMMA in bad.stderr
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and GEMMA in bad.stderr

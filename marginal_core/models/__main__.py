@@ -1,0 +1,8 @@
+"""`python -m marginal_core.models --warm [names...] | --list` (see marginal_core.models.cli)."""
+
+import sys
+
+from marginal_core.models.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""`python -m marginal_core.models`: warm the model caches or list the embedded models."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from marginal_core.cache import cache_root
+from marginal_core.errors import run_cli
+from marginal_core.models.caches import is_done, model_cache_dir
+from marginal_core.models.loading import warm
+from marginal_core.models.registry import DEFAULT_MODEL, EMBEDDED_MODELS, known_models
+
+__all__ = ["main"]
+
+PROG = "python -m marginal_core.models"
+
+
+def _list() -> None:
+    """One line per embedded model: what it is and whether its caches are complete."""
+    for name in known_models():
+        folder = model_cache_dir(name)
+        state = "cached" if is_done(folder / "tokenizer") and is_done(folder / "model") else "not cached"
+        default = " (default)" if name == DEFAULT_MODEL else ""
+        print(f"{name}{default}: {EMBEDDED_MODELS[name].description}; {state} in {folder}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: --list and/or --warm [names...]; errors are one line on stderr, exit 2."""
+    parser = argparse.ArgumentParser(prog=PROG, description="Embedded models and their caches.")
+    parser.add_argument("names", nargs="*", help="models to warm (default: all embedded)")
+    parser.add_argument("--warm", action="store_true", help="convert and cache tokenizers and weights")
+    parser.add_argument("--list", action="store_true", help="list embedded models and cache state")
+    args = parser.parse_args(argv)
+    if not args.warm and not args.list:
+        parser.print_help()
+        return 0
+
+    def command() -> None:
+        if args.list:
+            _list()
+        if args.warm:
+            t0 = time.perf_counter()
+            warm(args.names or None)
+            print(f"caches warm in {time.perf_counter() - t0:.1f} s (cache root {cache_root()})")
+
+    return run_cli(command, PROG)

