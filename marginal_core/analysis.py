@@ -1,16 +1,22 @@
-"""Where the probability mass sits, and how well the constrained LM ranks tokenizations."""
+"""Where the probability mass sits, and how well the constrained LM ranks tokenizations.
+
+It reads finished estimates, so it needs no model: the estimators are imported for types only.
+"""
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from scipy.special import logsumexp
 from scipy.stats import spearmanr
 
-from marginal_core.estimators import Estimate
 from marginal_core.lattice import Lattice, Path
+
+if TYPE_CHECKING:
+    from marginal_core.estimators import Estimate
 
 
 def distinct(estimate: Estimate) -> pd.DataFrame:

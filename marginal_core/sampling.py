@@ -109,7 +109,7 @@ def lattice_samples(
     Returns k distinct non-canonical paths (fewer where fewer exist). The off-by-one set comes
     first in canonical order; if k is smaller than it, its first k paths are returned. The
     uniform part is drawn from the length-bounded lattice minus the off-by-one set and the
-    canonical path (DESIGN.md point 10). max_len defaults to ``lattice.default_max_len()``.
+    canonical path (docs/design.md, point 10). max_len defaults to ``lattice.default_max_len()``.
     """
     bound = lattice.default_max_len() if max_len is None else max_len
     off = lattice.off_by_one_batch()

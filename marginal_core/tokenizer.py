@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Union
@@ -75,8 +76,11 @@ TokenizerLike = Union[TextTokenizer, "PreTrainedTokenizerBase"]
 """What the library's functions accept: either kind of tokenizer."""
 
 
+_SPECIAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 class TransformersTokenizer:
-    """A Hugging Face tokenizer seen through :class:`TextTokenizer` (a thin, stateless view)."""
+    """A Hugging Face tokenizer seen through :class:`TextTokenizer` (a thin view)."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
         self.tokenizer = tokenizer
@@ -103,19 +107,23 @@ class TransformersTokenizer:
 
     @property
     def special(self) -> SpecialTokens:
+        """Read once per tokenizer object (Gemma 3 has thousands of added tokens to go through),
+        which, like the vocabulary's memory cache, treats a loaded tokenizer as read-only."""
         tok = self.tokenizer
-        excluded = {i for i, t in tok.added_tokens_decoder.items() if t.special}
-        excluded.update(i for i in tok.all_special_ids if i is not None)
-        if tok.unk_token_id is not None:
-            excluded.add(tok.unk_token_id)
-        bos = tok.bos_token_id
-        return SpecialTokens(
-            bos_id=bos,
-            eos_id=tok.eos_token_id,
-            unk_id=tok.unk_token_id,
-            excluded=frozenset(excluded),
-            adds_bos=bos is not None and tok("a")["input_ids"][:1] == [bos],
-        )
+        if tok not in _SPECIAL:
+            excluded = {i for i, t in tok.added_tokens_decoder.items() if t.special}
+            excluded.update(i for i in tok.all_special_ids if i is not None)
+            if tok.unk_token_id is not None:
+                excluded.add(tok.unk_token_id)
+            bos = tok.bos_token_id
+            _SPECIAL[tok] = SpecialTokens(
+                bos_id=bos,
+                eos_id=tok.eos_token_id,
+                unk_id=tok.unk_token_id,
+                excluded=frozenset(excluded),
+                adds_bos=bos is not None and tok("a")["input_ids"][:1] == [bos],
+            )
+        return _SPECIAL[tok]
 
     @property
     def added_ids(self) -> frozenset[int]:
