@@ -3,7 +3,8 @@
 #   * a virtualenv in .venv with requirements.txt, the --no-deps packages and this project
 #     (editable), reinstalled only when requirements.txt, pyproject.toml or NO_DEPS change;
 #   * Debian's graphviz and chromium, via apt-get, only when `dot` / `chromium` are missing;
-#   * the model caches (converted tokenizers, dequantized weights) under $MARGINAL_CACHE.
+#   * the model caches (converted tokenizers with their lattice snapshots, dequantized weights)
+#     under $MARGINAL_CACHE.
 
 SHELL := /bin/bash
 PYTHON ?= python3
