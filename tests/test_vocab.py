@@ -301,3 +301,15 @@ def test_disk_cache_is_written_reused_and_rebuilt(tmp_path, monkeypatch):
     assert len(list((tmp_path / "cache" / "vocab").glob("*.pkl"))) == 2
     assert not [p for p in (tmp_path / "cache" / "vocab").iterdir() if re.search(r"\.tmp\d+$", p.name)]
     assert os.environ["MARGINAL_CACHE"] == str(tmp_path / "cache")
+
+
+def test_an_empty_cache_variable_means_the_default_cache_root(tmp_path, monkeypatch):
+    """MARGINAL_CACHE="" is unset (marginal_core.cache): never the current directory."""
+    monkeypatch.setenv("MARGINAL_CACHE", "")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    tok = llama_style()
+    load_vocabulary(tok)
+    assert list((tmp_path / "cwd").iterdir()) == []
+    assert (tmp_path / "home" / ".cache" / "marginal" / "vocab" / f"{fingerprint(tok)}.v1.pkl").is_file()

@@ -20,7 +20,6 @@ transformers: the loaders import them when called.
 
 from __future__ import annotations
 
-from marginal_core.cache import cache_root
 from marginal_core.models.caches import model_cache_dir
 from marginal_core.models.cli import main
 from marginal_core.models.devices import default_dtype, resolve_device
@@ -41,7 +40,6 @@ __all__ = [
     "LoadedModel",
     "known_models",
     "is_embedded",
-    "cache_root",
     "gguf_path",
     "model_cache_dir",
     "resolve_device",
