@@ -26,6 +26,7 @@ import numpy as np
 
 from marginal_core.context import context_ids
 from marginal_core.lattice import DEFAULT_ENUMERATION_BUDGET, Lattice, PathBatch, build_lattice
+from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.models import LoadedModel
 from marginal_core.proxy import ProxyResult, proxy_stream
 from marginal_core.sampling import lattice_samples
@@ -130,17 +131,24 @@ def _head(paths: PathBatch, start: int, stop: int) -> PathBatch:
 class Marginalizer:
     """Estimators for one text (and optional context) under one loaded model."""
 
-    def __init__(self, lm: LoadedModel, text: str, context: str | None = None) -> None:
-        self.lm, self.text, self.context = lm, text, context
-        self.lattice: Lattice = build_lattice(text, lm.tokenizer)
-        self.context_ids: list[int] = context_ids(lm.tokenizer, context)
+    def __init__(self, lm: LM | LoadedModel, text: str, context: str | None = None) -> None:
+        self.lm, self.text, self.context = LM.of(lm), text, context
+        self.lattice: Lattice = build_lattice(text, self.lm.tokenizer)
+        self.context_ids: list[int] = context_ids(self.lm.tokenizer, context)
         self.canonical_seconds = 0.0
+        self._context_state: ContextState | None = None
+
+    def context_state(self) -> ContextState:
+        """The context's KV cache, prefilled on first use and shared by every chunk and method."""
+        if self._context_state is None:
+            self._context_state = self.lm.prefill(self.context_ids)
+        return self._context_state
 
     @cached_property
     def log_p_canonical(self) -> float:
         """log p(canonical | context), one forward pass (timed in canonical_seconds)."""
         started = time.perf_counter()
-        score = float(score_paths(self.lm, [self.lattice.canonical], self.context_ids)[0])
+        score = float(score_paths(self.lm, [self.lattice.canonical], self.context_state())[0])
         self.canonical_seconds = time.perf_counter() - started
         return score
 
@@ -170,7 +178,8 @@ class Marginalizer:
             if not cancelled and stop < total:
                 start, stop = stop, min(stop + step, total)
                 within = _scaled(progress, start, stop - start, total)
-                scores.append(score_paths(self.lm, _head(paths, start, stop), self.context_ids, stats=stats, progress=within))
+                head = _head(paths, start, stop)
+                scores.append(score_paths(self.lm, head, self.context_state(), stats=stats, progress=within))
             log_p = np.concatenate(scores)
             running = np.logaddexp.accumulate(log_p) if len(log_p) else log_p
             seconds = time.perf_counter() - started
@@ -240,7 +249,7 @@ class Marginalizer:
         checkpoints: list[tuple[int, float]] = []
         options = {"batch_size": chunk} if chunk else {}
         for result in proxy_stream(
-            self.lm, self.lattice, k, self.context_ids,
+            self.lm, self.lattice, k, self.context_state(),
             include_canonical=include_canonical, seed=seed, should_stop=should_stop, progress=progress, **options,
         ):
             checkpoints.append((len(result), result.seconds))

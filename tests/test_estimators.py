@@ -12,6 +12,7 @@ from scipy.special import logsumexp
 from marginal_core import analysis
 from marginal_core.errors import TooManyPathsError
 from marginal_core.estimators import Marginalizer
+from marginal_core.lm.adapter import LM
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 
@@ -41,8 +42,9 @@ def test_exact_equals_brute_force(lm, context):
     assert exact.num_samples == len(paths) - 1
     assert m.log_p_canonical == pytest.approx(scores[m.lattice.canonical], abs=1e-4)
     expected = logsumexp([s for p, s in scores.items() if p != m.lattice.canonical])
-    assert exact.log_noncanonical == pytest.approx(expected, abs=1e-4)
-    assert exact.log_marginal == pytest.approx(logsumexp(list(scores.values())), abs=1e-4)
+    # the per-path fp32 tolerance below: Gemma 3 without a context differs by 1.8e-4 here
+    assert exact.log_noncanonical == pytest.approx(expected, abs=2e-4, rel=5e-6)
+    assert exact.log_marginal == pytest.approx(logsumexp(list(scores.values())), abs=2e-4, rel=5e-6)
     for path, score in zip(exact.paths.tolist(), exact.log_p):
         # fp32 logits: a path far down the tail (log p near -120) differs by up to ~4e-6 relative (Gemma 3, fp32)
         assert score == pytest.approx(scores[path], abs=2e-4, rel=5e-6)
@@ -111,3 +113,18 @@ def test_exact_refuses_large_lattices(smollm_model):
     m = Marginalizer(smollm_model, "A sentence long enough to have very many tokenizations indeed.")
     with pytest.raises(TooManyPathsError, match="enumeration budget"):
         m.exact(budget=1000)
+
+
+def test_the_context_is_prefilled_once_per_marginalizer(smollm_model):
+    """Every chunk of every method scores after one shared context KV cache."""
+    lm = LM.of(smollm_model)
+    m = Marginalizer(smollm_model, " Paris", QUESTION)
+    before = lm.prefills
+    m.canonical()
+    m.lattice_estimate(12, seed=0, chunk=4)
+    m.exact(chunk=5)
+    m.proxy(12, seed=0, chunk=4)
+    assert lm.prefills == before + 1
+    fresh = Marginalizer(smollm_model, " Paris", QUESTION)
+    fresh.lattice_estimate(4, seed=0)
+    assert lm.prefills == before + 2  # a new Marginalizer prefills its own
