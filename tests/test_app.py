@@ -230,3 +230,45 @@ def test_live_streams_match_the_library_estimators():
         seen.append(est)
     assert [p.num_samples for p in seen] == [7, 14, 14]
     assert seen[-1].cancelled and not seen[-1].done and seen[-1].requested == 30
+
+
+def test_stop_ends_a_live_run_within_a_forward_pass_and_says_so(monkeypatch):
+    """A newer run of the session (what a Stop click or a widget change starts) ends a live run
+    mid-chunk, at its next forward pass; the next view says it was stopped."""
+    import threading
+    import time
+
+    from pages._app import live
+
+    passes: list[float] = []  # when each forward pass of the run reported progress
+    scoring = threading.Event()
+    report = live.Bar.progress
+
+    def spy(self, done: float, total: int) -> None:
+        passes.append(time.monotonic())
+        scoring.set()
+        report(self, done, total)
+
+    monkeypatch.setattr(live.Bar, "progress", spy)
+    text = " ".join(["The committee postponed its decision until the next meeting."] * 2)
+    at = app("pages/running.py", model=SMOL, text=text, k="5000", methods="lattice")
+    assert_clean(at)
+    assert not at.toggle(key="exact").value  # too many tokenizations: lattice only
+    at.button(key="run").click()
+    worker = threading.Thread(target=at.run, daemon=True)
+    worker.start()
+    assert scoring.wait(timeout=600)  # the first chunk of 500 samples is being scored
+    stopped_at = time.monotonic()
+    at.session_state["_run_token"].set()  # what the next script run of this session does first
+    worker.join(timeout=600)
+    assert not worker.is_alive()
+    print(f"stopped {time.monotonic() - stopped_at:.1f} s after the request", flush=True)
+    assert len([t for t in passes if t >= stopped_at]) <= 1  # it ended at the next forward pass
+    ((run,),) = [list(at.session_state["_unfinished_runs"].values())]
+    at.run()
+    assert_clean(at)
+    warnings = [w.value for w in at.warning]
+    assert any(w.startswith("Stopped: lattice ") for w in warnings), warnings
+    if run.estimate is None:
+        assert any("before its first chunk" in w for w in warnings), warnings
+    assert not any("Press Run to start scoring" in c.value for c in at.caption)
