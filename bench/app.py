@@ -32,7 +32,8 @@ def main() -> None:
     (ROOT / "test-output" / "browser").mkdir(parents=True, exist_ok=True)  # the server's log
 
     started = time.perf_counter()
-    with streamlit_server() as base, browser_page(1400, 1100) as page:
+    with streamlit_server() as server, browser_page(1400, 1100) as page:
+        base = server.url
         page.goto(f"{base}/?model={args.model}")
         page.locator("span[title^='token 1:']").first.wait_for()
         page.get_by_text("log p(canonical)").first.wait_for()

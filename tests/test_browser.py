@@ -21,6 +21,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import quote
 
 import pytest
@@ -41,9 +42,33 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class Server(NamedTuple):
+    """A running `streamlit run app.py`: its base URL and process id."""
+
+    url: str
+    pid: int
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time a process has used so far (user and system, all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_idle(pid: int, timeout: float = 120.0, window: float = 2.0, busy: float = 0.25) -> float:
+    """Seconds until a process uses less than `busy` of a core over `window` seconds."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        before = cpu_seconds(pid)
+        time.sleep(window)
+        if cpu_seconds(pid) - before < busy * window:
+            return time.monotonic() - started
+    raise AssertionError(f"the server was still computing {timeout:.0f} s later")
+
+
 @contextlib.contextmanager
 def streamlit_server(timeout: float = 120.0):
-    """`streamlit run app.py` on a free local port; yields its base URL, stops it afterwards."""
+    """`streamlit run app.py` on a free local port; yields the Server, stops it afterwards."""
     port = free_port()
     env = dict(os.environ)
     env.setdefault("MARGINAL_CACHE", str(Path.home() / ".cache" / "marginal"))
@@ -69,7 +94,7 @@ def streamlit_server(timeout: float = 120.0):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"streamlit did not answer within {timeout:.0f} s; see {log.name}")
             time.sleep(0.3)
-        yield base
+        yield Server(base, proc.pid)
     finally:
         proc.terminate()
         try:
@@ -122,7 +147,8 @@ def no_traceback(page) -> None:
 def test_type_a_text_and_see_its_lattice_and_plots():
     OUTPUT.mkdir(parents=True, exist_ok=True)
     text = " Tokenization is fun."
-    with streamlit_server() as base, browser_page() as page:
+    with streamlit_server() as server, browser_page() as page:
+        base = server.url
         page.goto(f"{base}/?model={SMOL}")
         box = page.get_by_label("Text", exact=True)
         box.wait_for()
@@ -180,6 +206,8 @@ def test_type_a_text_and_see_its_lattice_and_plots():
         settle(page)
         no_traceback(page)
         page.screenshot(path=str(OUTPUT / "running-stopped.png"))
+        # The stopped computation ends (at its next forward pass), not at the end of its chunk.
+        print(f"server idle {wait_until_idle(server.pid):.1f} s after the stop was shown", flush=True)
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
@@ -189,7 +217,8 @@ def test_the_first_request_of_a_fresh_server_may_be_a_subpage():
     server in its legacy pages/ mode, which would run the page file alone)."""
     OUTPUT.mkdir(parents=True, exist_ok=True)
     text = " Tokenization is fun."
-    with streamlit_server() as base, browser_page() as page:
+    with streamlit_server() as server, browser_page() as page:
+        base = server.url
         page.goto(f"{base}/lattice?model={SMOL}&text={quote(text)}&L=5")
         svg = page.locator("[data-testid=stGraphVizChart] svg")
         svg.wait_for()
@@ -239,7 +268,8 @@ def make_screenshots(folder: Path, model: str | None = None) -> None:
         ("rank", "rank", "draw", "Spearman ρ", 1000),
         ("running", "running?y=non-canonical+mass", "run", "Done:", 1000),
     ]
-    with streamlit_server() as base:
+    with streamlit_server() as server:
+        base = server.url
         for name, path, key, ready, height in shots:
             with browser_page(1400, height) as page:
                 t0 = time.perf_counter()

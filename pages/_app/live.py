@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from marginal_core.progress import Progress, StopCheck
 from pages._app import results
 from pages._app.defaults import DEFAULT_SAMPLES
 
@@ -46,18 +47,23 @@ def live_chunk(k: int) -> int:
     return int(min(500, max(50, math.ceil(k / 10))))
 
 
+def _requested(m: Marginalizer, method: str, samples: int) -> int:
+    """The samples a live run of method asks for (exact: every non-canonical path)."""
+    return m.lattice.count() - 1 if method == "exact" else samples
+
+
 def live_stream(
     m: Marginalizer,
     method: str,
     *,
     samples: int = DEFAULT_SAMPLES,
-    should_stop: Callable[[], bool] | None = None,
-    progress: Callable[[float, int], None] | None = None,
+    should_stop: StopCheck | None = None,
+    progress: Progress | None = None,
     **options: Any,
 ) -> Iterator[Estimate]:
     """``m.stream`` in chunks sized for a live plot (about ten updates); same samples as
     ``m.estimate`` with the same options."""
-    chunk = live_chunk(m.lattice.count() - 1 if method == "exact" else samples)
+    chunk = live_chunk(_requested(m, method, samples))
     return m.stream(method, samples=samples, chunk=chunk, should_stop=should_stop, progress=progress, **options)
 
 
@@ -110,16 +116,18 @@ class Bar:
 
 @dataclass(frozen=True)
 class Unfinished:
-    """A live run that did not reach its end: its last estimate (None before its first chunk)."""
+    """A live run that did not reach its end: the samples it was asked for, and its last
+    estimate (None before its first chunk)."""
 
-    estimate: Estimate | None
+    requested: int
+    estimate: Estimate | None = None
 
     def describe(self) -> str:
         """'after 100 of 600 samples', or that nothing had been scored yet."""
         e = self.estimate
         if e is None or not e.num_samples:
-            return "before its first chunk of samples was scored (nothing was kept)"
-        return f"after {e.num_samples:,} of {e.requested or e.num_samples:,} samples"
+            return f"before its first chunk of {self.requested:,} samples was scored (nothing was kept)"
+        return f"after {e.num_samples:,} of {e.requested or self.requested:,} samples"
 
 
 def _unfinished_runs() -> dict[Hashable, Unfinished]:
@@ -150,11 +158,12 @@ def run_live(
     if done is not None:
         return done
     runs = _unfinished_runs()
-    runs[key] = Unfinished(None)
+    requested = _requested(m, method, options.get("samples", DEFAULT_SAMPLES))
+    runs[key] = Unfinished(requested)
     bar = Bar(label)
     est = None
     for est in live_stream(m, method, should_stop=bar.should_stop, progress=bar.progress, **options):
-        runs[key] = Unfinished(est)
+        runs[key] = Unfinished(requested, est)
         bar.update(est.fraction, f"{label}: {est.num_samples:,} of {est.requested:,} samples scored in {est.seconds:.1f} s")
         if on_update is not None:
             on_update(est)
