@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from marginal_core.errors import MarginalError, run_cli
+from marginal_core.errors import run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
 from marginal_core.models import DEFAULT_MODEL, load_text_tokenizer
 from marginal_core.progress import tqdm_progress
@@ -92,23 +92,19 @@ def sample_command(args: argparse.Namespace) -> dict[str, Any]:
 
 def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
     """Estimate the marginal with each requested method."""
-    from marginal_core.estimators import METHODS, Marginalizer
+    from marginal_core.estimators import EstimateOptions, Marginalizer, Method
     from marginal_core.models import load_model
 
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        raise MarginalError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+    methods = [Method.parse(m.strip()) for m in args.methods.split(",") if m.strip()]
+    options = EstimateOptions(samples=args.samples, max_len=args.max_len, seed=args.seed)
     lm = load_model(args.model, device=args.device)
     context = read_text(args.context) if args.context is not None else None
     marginalizer = Marginalizer(lm, read_text(args.text), context)
     results = {}
     for method in methods:
-        progress, close = tqdm_progress(method)
+        progress, close = tqdm_progress(method.value)
         try:
-            results[method] = marginalizer.estimate(
-                method, samples=args.samples, max_len=args.max_len, seed=args.seed, progress=progress
-            ).summary()
+            results[method.value] = marginalizer.estimate(method, options, progress=progress).summary()
         finally:
             close()
     return {
@@ -116,7 +112,7 @@ def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
         "context": context,
         "model": args.model,
         "device": lm.device,
-        "log_p_canonical": marginalizer.log_p_canonical,
+        "log_p_canonical": marginalizer.canonical_score().log_p,
         "methods": results,
     }
 

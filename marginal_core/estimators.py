@@ -19,33 +19,103 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import Enum
 from functools import cached_property
 
 import numpy as np
 
 from marginal_core.context import context_ids
+from marginal_core.errors import MarginalError
+from marginal_core.jsonsafe import json_float
 from marginal_core.lattice import DEFAULT_ENUMERATION_BUDGET, Lattice, PathBatch, build_lattice
 from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.models import LoadedModel
+from marginal_core.progress import Progress, StopCheck
 from marginal_core.proxy import ProxyResult, proxy_stream
 from marginal_core.sampling import lattice_samples
 from marginal_core.scoring import ScoreStats, score_paths
 
-METHODS = ("canonical", "lattice", "proxy", "exact")
-Progress = Callable[[int, int], None]
-StopCheck = Callable[[], bool]
 Checkpoints = tuple[tuple[int, float], ...]
+
+
+class Method(str, Enum):
+    """The estimators a Marginalizer runs (docs/design.md, "The estimators")."""
+
+    CANONICAL = "canonical"
+    LATTICE = "lattice"
+    PROXY = "proxy"
+    EXACT = "exact"
+
+    @classmethod
+    def parse(cls, name: str | Method) -> Method:
+        """The method of a name; a MarginalError naming the choices for an unknown one."""
+        try:
+            return cls(name)
+        except ValueError:
+            raise MarginalError(f"unknown method {name!r}; choose from {', '.join(METHODS)}") from None
+
+
+METHODS = tuple(m.value for m in Method)
+
+
+@dataclass(frozen=True)
+class EstimateOptions:
+    """What a method's run may be told, checked once: samples (k), the length bound L, the
+    seed, the exact method's path budget, whether the proxy covers the canonical path, and the
+    samples per streamed update (None: everything at once, which shares the most prefixes)."""
+
+    samples: int = 1000
+    max_len: int | None = None
+    seed: int | None = 0
+    budget: int = DEFAULT_ENUMERATION_BUDGET
+    include_canonical: bool = False
+    chunk: int | None = None
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.samples >= 0, f"samples must be 0 or more, not {self.samples}"),
+            (self.max_len is None or self.max_len >= 1, f"the length bound must be at least 1, not {self.max_len}"),
+            (self.budget >= 1, f"the enumeration budget must be at least 1, not {self.budget}"),
+            (self.chunk is None or self.chunk >= 1, f"chunks must hold at least 1 sample, not {self.chunk}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise MarginalError(message)
+
+
+@dataclass(frozen=True)
+class RunState:
+    """How far a stream got: the samples asked for, (samples, seconds) after each chunk, and
+    whether it finished (``done``) or was stopped (``cancelled``, keeping what it finished)."""
+
+    requested: int
+    checkpoints: Checkpoints = ()
+    done: bool = True
+    cancelled: bool = False
+
+    @property
+    def fraction(self) -> float:
+        """Share of the requested samples covered (1.0 once done)."""
+        if self.done or not self.requested:
+            return 1.0
+        return min(1.0, (self.checkpoints[-1][0] if self.checkpoints else 0) / self.requested)
+
+
+@dataclass(frozen=True)
+class CanonicalScore:
+    """log p(canonical | context) and the seconds its forward pass took."""
+
+    log_p: float
+    seconds: float
 
 
 @dataclass(frozen=True, eq=False)
 class Estimate:
-    """One method's estimate with every sample behind it, in sample order.
+    """One method's estimate with every sample behind it, in sample order, and its run's state.
 
     ``running`` is the non-canonical log estimate after each sample. Marginals are natural
     logs; -inf means no mass found (no non-canonical path, or the canonical method).
-    A stream's estimates before the last have ``done`` False; a stopped run's last one has
-    ``cancelled`` True. ``checkpoints`` holds (samples so far, seconds) after each chunk.
     """
 
     method: str
@@ -58,11 +128,8 @@ class Estimate:
     running: np.ndarray
     seconds: float
     forward_passes: int
+    run: RunState
     num_paths: int | None = None
-    cancelled: bool = False
-    done: bool = True
-    requested: int | None = None
-    checkpoints: Checkpoints = ()
 
     @property
     def log_marginal(self) -> float:
@@ -72,13 +139,6 @@ class Estimate:
     @property
     def num_samples(self) -> int:
         return len(self.log_p)
-
-    @property
-    def fraction(self) -> float:
-        """Share of the requested samples this estimate covers (1.0 once done)."""
-        if self.done or not self.requested:
-            return 1.0
-        return min(1.0, self.num_samples / self.requested)
 
     @cached_property
     def num_distinct(self) -> int:
@@ -91,8 +151,8 @@ class Estimate:
     def summary(self) -> dict:
         """The figures the CLI prints (non-finite logs become None, as JSON has no -inf)."""
         row = {
-            "log_marginal": _finite(self.log_marginal),
-            "log_noncanonical": _finite(self.log_noncanonical),
+            "log_marginal": json_float(self.log_marginal),
+            "log_noncanonical": json_float(self.log_noncanonical),
             "num_samples": self.num_samples,
             "num_distinct": self.num_distinct,
             "seconds": round(self.seconds, 4),
@@ -100,13 +160,9 @@ class Estimate:
         }
         if self.num_paths is not None:
             row["num_paths"] = str(self.num_paths)
-        if self.cancelled:
+        if self.run.cancelled:
             row["cancelled"] = True
         return row
-
-
-def _finite(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
 
 
 def _last_of(running: np.ndarray) -> float:
@@ -129,14 +185,18 @@ def _head(paths: PathBatch, start: int, stop: int) -> PathBatch:
 
 
 class Marginalizer:
-    """Estimators for one text (and optional context) under one loaded model."""
+    """Estimators for one text (and optional context) under one loaded model.
+
+    The context is prefilled once and its KV cache shared by every chunk of every method; the
+    canonical path is scored once (``canonical_score``), before any method's clock starts.
+    """
 
     def __init__(self, lm: LM | LoadedModel, text: str, context: str | None = None) -> None:
         self.lm, self.text, self.context = LM.of(lm), text, context
         self.lattice: Lattice = build_lattice(text, self.lm.tokenizer)
         self.context_ids: list[int] = context_ids(self.lm.tokenizer, context)
-        self.canonical_seconds = 0.0
         self._context_state: ContextState | None = None
+        self._canonical: CanonicalScore | None = None
 
     def context_state(self) -> ContextState:
         """The context's KV cache, prefilled on first use and shared by every chunk and method."""
@@ -144,23 +204,24 @@ class Marginalizer:
             self._context_state = self.lm.prefill(self.context_ids)
         return self._context_state
 
-    @cached_property
-    def log_p_canonical(self) -> float:
-        """log p(canonical | context), one forward pass (timed in canonical_seconds)."""
-        started = time.perf_counter()
-        score = float(score_paths(self.lm, [self.lattice.canonical], self.context_state())[0])
-        self.canonical_seconds = time.perf_counter() - started
-        return score
+    def canonical_score(self) -> CanonicalScore:
+        """log p(canonical | context) and its seconds: one forward pass, on first call only."""
+        if self._canonical is None:
+            state = self.context_state()
+            started = time.perf_counter()
+            log_p = float(score_paths(self.lm, [self.lattice.canonical], state)[0])
+            self._canonical = CanonicalScore(log_p, time.perf_counter() - started)
+        return self._canonical
 
     # ---------------------------------------------------------------- the streams
 
     def _scored_stream(
         self,
-        method: str,
+        method: Method,
         paths: PathBatch,
         kinds: np.ndarray,
         started: float,
-        chunk: int | None,
+        options: EstimateOptions,
         should_stop: StopCheck | None,
         progress: Progress | None,
         num_paths: int | None = None,
@@ -168,8 +229,8 @@ class Marginalizer:
         """Score paths chunk by chunk in sample order, yielding the lower bound after each.
 
         progress gets (paths scored, paths), fractional within a chunk (from tokens fed)."""
-        total, stats = len(paths), ScoreStats()
-        step = max(1, chunk or total)
+        total, stats, canonical = len(paths), ScoreStats(), self.canonical_score().log_p
+        step = max(1, options.chunk or total)
         scores: list[np.ndarray] = [np.zeros(0)]
         checkpoints: list[tuple[int, float]] = []
         stop = 0
@@ -185,8 +246,8 @@ class Marginalizer:
             seconds = time.perf_counter() - started
             checkpoints.append((stop, seconds))
             yield Estimate(
-                method=method,
-                log_p_canonical=self.log_p_canonical,
+                method=method.value,
+                log_p_canonical=canonical,
                 log_noncanonical=_last_of(running),
                 paths=_head(paths, 0, stop),
                 kinds=kinds[:stop],
@@ -195,74 +256,73 @@ class Marginalizer:
                 running=running,
                 seconds=seconds,
                 forward_passes=stats.forward_passes,
+                run=RunState(total, tuple(checkpoints), done=stop == total, cancelled=cancelled),
                 num_paths=num_paths,
-                cancelled=cancelled,
-                done=stop == total,
-                requested=total,
-                checkpoints=tuple(checkpoints),
             )
             if cancelled or stop == total:
                 return
 
-    def _canonical_stream(self) -> Iterator[Estimate]:
-        log_p = self.log_p_canonical
+    def _canonical_stream(
+        self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
+    ) -> Iterator[Estimate]:
+        score = self.canonical_score()
         yield Estimate(
-            method="canonical",
-            log_p_canonical=log_p,
+            method=Method.CANONICAL.value,
+            log_p_canonical=score.log_p,
             log_noncanonical=-math.inf,
             paths=PathBatch.from_paths([self.lattice.canonical]),
             kinds=np.array(["canonical"]),
-            log_p=np.array([log_p]),
+            log_p=np.array([score.log_p]),
             log_q=None,
             running=np.array([-math.inf]),
-            seconds=self.canonical_seconds,
+            seconds=score.seconds,
             forward_passes=1,
-            requested=1,
-            checkpoints=((1, self.canonical_seconds),),
+            run=RunState(1, ((1, score.seconds),)),
         )
 
     def _lattice_stream(
-        self, k: int, max_len: int | None, seed: int | None, chunk: int | None, should_stop: StopCheck | None,
-        progress: Progress | None,
+        self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
-        self.log_p_canonical  # noqa: B018 -- scored once, outside the timing
+        self.canonical_score()  # scored once, outside the timing
         started = time.perf_counter()
-        samples = lattice_samples(self.lattice, k, max_len=max_len, seed=seed)
-        yield from self._scored_stream("lattice", samples.paths, samples.kinds, started, chunk, should_stop, progress)
+        samples = lattice_samples(self.lattice, options.samples, max_len=options.max_len, seed=options.seed)
+        yield from self._scored_stream(
+            Method.LATTICE, samples.paths, samples.kinds, started, options, should_stop, progress
+        )
 
     def _exact_stream(
-        self, budget: int, chunk: int | None, should_stop: StopCheck | None, progress: Progress | None
+        self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
-        self.log_p_canonical  # noqa: B018
+        self.canonical_score()
         started = time.perf_counter()
-        paths = [p for p in self.lattice.enumerate(budget=budget) if p != self.lattice.canonical]
+        paths = [p for p in self.lattice.enumerate(budget=options.budget) if p != self.lattice.canonical]
         yield from self._scored_stream(
-            "exact", PathBatch.from_paths(paths), np.full(len(paths), "exact"), started, chunk, should_stop,
-            progress, num_paths=self.lattice.count(),
+            Method.EXACT, PathBatch.from_paths(paths), np.full(len(paths), "exact"), started, options,
+            should_stop, progress, num_paths=self.lattice.count(),
         )
 
     def _proxy_stream(
-        self, k: int, seed: int | None, include_canonical: bool, chunk: int | None, should_stop: StopCheck | None,
-        progress: Progress | None,
+        self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
-        self.log_p_canonical  # noqa: B018
+        self.canonical_score()
         checkpoints: list[tuple[int, float]] = []
-        options = {"batch_size": chunk} if chunk else {}
+        batching = {"batch_size": options.chunk} if options.chunk else {}
         for result in proxy_stream(
-            self.lm, self.lattice, k, self.context_state(),
-            include_canonical=include_canonical, seed=seed, should_stop=should_stop, progress=progress, **options,
+            self.lm, self.lattice, options.samples, self.context_state(), include_canonical=options.include_canonical,
+            seed=options.seed, should_stop=should_stop, progress=progress, **batching,
         ):
             checkpoints.append((len(result), result.seconds))
             yield self._from_proxy(result, tuple(checkpoints))
 
     def _from_proxy(self, result: ProxyResult, checkpoints: Checkpoints) -> Estimate:
         """An Estimate of the non-canonical marginal from proxy samples so far."""
+        canonical = self.canonical_score().log_p
         running = result.running_log_estimates()
         if result.include_canonical:
-            running = _log_minus(running, self.log_p_canonical)
+            running = _log_minus(running, canonical)
         return Estimate(
-            method="proxy",
-            log_p_canonical=self.log_p_canonical,
+            method=Method.PROXY.value,
+            log_p_canonical=canonical,
             log_noncanonical=_last_of(running),
             paths=result.paths,
             kinds=np.full(len(result), "proxy"),
@@ -271,65 +331,60 @@ class Marginalizer:
             running=running,
             seconds=result.seconds,
             forward_passes=result.forward_passes,
-            cancelled=result.cancelled,
-            done=result.done,
-            requested=result.requested,
-            checkpoints=checkpoints,
+            run=RunState(result.requested, checkpoints, done=result.done, cancelled=result.cancelled),
         )
 
     def stream(
         self,
-        method: str,
+        method: str | Method,
+        options: EstimateOptions | None = None,
         *,
-        samples: int = 1000,
-        max_len: int | None = None,
-        seed: int | None = 0,
-        budget: int = DEFAULT_ENUMERATION_BUDGET,
-        include_canonical: bool = False,
-        chunk: int | None = None,
         should_stop: StopCheck | None = None,
         progress: Progress | None = None,
+        **settings: object,
     ) -> Iterator[Estimate]:
-        """The estimate of one method (one of METHODS) after each chunk; the last is the result.
+        """The estimate of one method after each chunk; the last is the result.
 
-        chunk is the samples per update (None: lattice and exact score everything at once,
-        which shares the most prefixes; the proxy draws in its default batches). Samples do not
-        depend on chunk. should_stop is polled between chunks (and between proxy passes);
+        Options come as an EstimateOptions, or as its fields by keyword (samples, max_len, seed,
+        budget, include_canonical, chunk); a method ignores those it does not use. Samples do
+        not depend on chunk. should_stop is polled between chunks (and between proxy passes);
         progress gets (samples done, samples requested) as work goes on.
         """
-        if method == "canonical":
-            return self._canonical_stream()
-        if method == "lattice":
-            return self._lattice_stream(samples, max_len, seed, chunk, should_stop, progress)
-        if method == "proxy":
-            return self._proxy_stream(samples, seed, include_canonical, chunk, should_stop, progress)
-        if method == "exact":
-            return self._exact_stream(budget, chunk, should_stop, progress)
-        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+        runner = self._streams()[Method.parse(method)]
+        options = replace(options or EstimateOptions(), **settings)
+        return runner(options, should_stop, progress)
 
-    def estimate(self, method: str, **options) -> Estimate:
-        """Run one method's stream to its end (options as for ``stream``)."""
-        return deque(self.stream(method, **options), maxlen=1).pop()
+    def _streams(self) -> dict[Method, Callable[..., Iterator[Estimate]]]:
+        return {
+            Method.CANONICAL: self._canonical_stream,
+            Method.LATTICE: self._lattice_stream,
+            Method.PROXY: self._proxy_stream,
+            Method.EXACT: self._exact_stream,
+        }
+
+    def estimate(self, method: str | Method, options: EstimateOptions | None = None, **settings: object) -> Estimate:
+        """Run one method's stream to its end (arguments as for ``stream``)."""
+        return deque(self.stream(method, options, **settings), maxlen=1).pop()
 
     def canonical(self) -> Estimate:
         """The canonical tokenization alone."""
-        return self.estimate("canonical")
+        return self.estimate(Method.CANONICAL)
 
-    def lattice_estimate(self, k: int, **options) -> Estimate:
+    def lattice_estimate(self, k: int, **settings: object) -> Estimate:
         """Algorithm 1 with k samples, scored in batched trie passes (a lower bound)."""
-        return self.estimate("lattice", samples=k, **options)
+        return self.estimate(Method.LATTICE, samples=k, **settings)
 
-    def exact(self, **options) -> Estimate:
+    def exact(self, **settings: object) -> Estimate:
         """Every non-canonical path scored (TooManyPathsError beyond the budget option)."""
-        return self.estimate("exact", **options)
+        return self.estimate(Method.EXACT, **settings)
 
-    def proxy(self, k: int, **options) -> Estimate:
+    def proxy(self, k: int, **settings: object) -> Estimate:
         """Importance sampling from the lattice-constrained LM (the paper's baseline).
 
         With include_canonical the proposal covers every path and the estimate is of the full
         marginal; its non-canonical part is then reported as log(full - canonical).
         """
-        return self.estimate("proxy", samples=k, **options)
+        return self.estimate(Method.PROXY, samples=k, **settings)
 
 
 def _log_minus(log_a: np.ndarray, log_b: float) -> np.ndarray:

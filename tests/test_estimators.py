@@ -10,8 +10,8 @@ import torch
 from scipy.special import logsumexp
 
 from marginal_core import analysis
-from marginal_core.errors import TooManyPathsError
-from marginal_core.estimators import Marginalizer
+from marginal_core.errors import MarginalError, TooManyPathsError
+from marginal_core.estimators import EstimateOptions, Marginalizer, Method
 from marginal_core.lm.adapter import LM
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
@@ -40,7 +40,7 @@ def test_exact_equals_brute_force(lm, context):
     exact = m.exact()
     assert exact.num_paths == len(paths) == m.lattice.count()
     assert exact.num_samples == len(paths) - 1
-    assert m.log_p_canonical == pytest.approx(scores[m.lattice.canonical], abs=1e-4)
+    assert m.canonical_score().log_p == pytest.approx(scores[m.lattice.canonical], abs=1e-4)
     expected = logsumexp([s for p, s in scores.items() if p != m.lattice.canonical])
     # the per-path fp32 tolerance below: Gemma 3 without a context differs by 1.8e-4 here
     assert exact.log_noncanonical == pytest.approx(expected, abs=2e-4, rel=5e-6)
@@ -73,7 +73,7 @@ def test_canonical_estimate_and_summary(smollm_model):
     est = m.canonical()
     summary = est.summary()
     assert summary["log_noncanonical"] is None
-    assert summary["log_marginal"] == pytest.approx(m.log_p_canonical)
+    assert summary["log_marginal"] == pytest.approx(m.canonical_score().log_p)
     assert est.forward_passes == 1
 
 
@@ -105,7 +105,7 @@ def test_cancelling_keeps_what_was_scored(smollm_model):
         20, seed=0, chunk=5, progress=lambda done, total: calls.append((done, total)),
         should_stop=lambda: sum(done in (5, 10) for done, _ in calls) >= 2,
     )
-    assert est.cancelled and not est.done and est.num_samples == 10
+    assert est.run.cancelled and not est.run.done and est.num_samples == 10
     assert calls[-1] == (10, 20) and all(0 <= a <= b <= 10 for (a, _), (b, _) in zip(calls, calls[1:]))
 
 
@@ -128,3 +128,13 @@ def test_the_context_is_prefilled_once_per_marginalizer(smollm_model):
     fresh = Marginalizer(smollm_model, " Paris", QUESTION)
     fresh.lattice_estimate(4, seed=0)
     assert lm.prefills == before + 2  # a new Marginalizer prefills its own
+
+
+def test_options_and_methods_are_checked_before_any_work():
+    for bad, word in [({"samples": -1}, "samples"), ({"chunk": 0}, "chunks"), ({"max_len": 0}, "length bound"),
+                      ({"budget": 0}, "budget")]:
+        with pytest.raises(MarginalError, match=word):
+            EstimateOptions(**bad)
+    assert Method.parse("lattice") is Method.LATTICE and Method.parse(Method.EXACT) is Method.EXACT
+    with pytest.raises(MarginalError, match="choose from canonical, lattice, proxy, exact"):
+        Method.parse("beam")

@@ -211,8 +211,10 @@ class LM:
         return ContextState(ids, cache, out.last_hidden_state[0, -1:], -(-len(ids) // chunk_tokens))
 
     def generate(self, prompt_ids: Sequence[int], **options: object) -> list[list[int]]:
-        """Sampled continuations of a prompt (options as for transformers' ``generate``), as
-        lists of new token ids."""
+        """Continuations of a prompt (options as for transformers' ``generate``; padding with
+        the tokenizer's pad token, else EOS), as lists of new token ids."""
+        tok = self.tokenizer
+        options.setdefault("pad_token_id", tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
         ids = torch.tensor([list(prompt_ids)], device=self.device)
         with torch.inference_mode():
             out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **options)

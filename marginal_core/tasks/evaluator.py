@@ -84,7 +84,7 @@ def score_continuation(
     from marginal_core.estimators import Marginalizer
 
     m = Marginalizer(lm, continuation, context)
-    log_p_canonical = m.log_p_canonical
+    log_p_canonical = m.canonical_score().log_p
     common = {
         "num_bytes": len(continuation.encode("utf-8")),
         "num_tokens_canonical": len(m.lattice.canonical),
@@ -93,7 +93,7 @@ def score_continuation(
     rows, records = [], []
     for method in methods:
         est = m.estimate(method, samples=samples, max_len=max_len, seed=seed, should_stop=should_stop)
-        if est.cancelled:
+        if est.run.cancelled:
             raise Cancelled()
         rows.append(
             {

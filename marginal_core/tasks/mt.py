@@ -228,21 +228,15 @@ def _stop_at_newline(newline_ids: Sequence[int], start: int):
 def _generate(lm: LoadedModel, ids: list[int], max_new_tokens: int, **sampling: Any) -> list[str]:
     """The model's continuations of the context ids (one per returned row), each decoded, cut at
     its first newline and stripped."""
-    import torch
+    from marginal_core.lm.adapter import LM
 
-    tok, model = lm.tokenizer, lm.model
-    input_ids = torch.tensor([ids], dtype=torch.long, device=next(model.parameters()).device)
-    with torch.inference_mode():
-        out = model.generate(
-            input_ids=input_ids,
-            attention_mask=torch.ones_like(input_ids),
-            max_new_tokens=max_new_tokens,
-            stopping_criteria=[_stop_at_newline(_newline_ids(tok), len(ids))],
-            pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
-            **sampling,
-        )
-    texts = (tok.decode(row[len(ids):].tolist(), skip_special_tokens=True) for row in out)
-    return [text.split("\n", 1)[0].strip() for text in texts]
+    adapter = LM.of(lm)
+    tok = adapter.tokenizer
+    rows = adapter.generate(
+        ids, max_new_tokens=max_new_tokens, stopping_criteria=[_stop_at_newline(_newline_ids(tok), len(ids))],
+        **sampling,
+    )
+    return [tok.decode(row, skip_special_tokens=True).split("\n", 1)[0].strip() for row in rows]
 
 
 def generate_candidates(
