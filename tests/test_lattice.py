@@ -1,4 +1,4 @@
-"""The tokenization lattice (DESIGN.md points 3 to 6) against an independent brute force.
+"""The tokenization lattice (docs/design.md points 3 to 6) against an independent brute force.
 
 Every check runs on real tokenizers: the two embedded ones (Gemma 3: SentencePiece style with
 byte fallback and no dummy prefix; SmolLM2: byte-level BPE) and a Llama-2-style SentencePiece
@@ -181,7 +181,7 @@ def test_every_sampled_path_spells_the_text(embedded_tokenizer, text):
 
 
 # --------------------------------------------------------------------------------------------
-# Normalization (DESIGN.md point 4)
+# Normalization (docs/design.md point 4)
 
 
 @given(prefix=texts(max_chars=4), suffix=st.text(max_size=3).filter(lambda s: SPACE_PIECE not in s))
@@ -418,7 +418,7 @@ def test_huge_text_enumeration_is_refused(huge):
 def test_enumeration_refusal_names_count_and_budget(name):
     lat = build_lattice("Marginal probabilities sum over all tokenizations. " * 8, embedded(name))
     count = lat.count()
-    assert count > 10**60  # DESIGN.md point 6: counts pass 10^60 on a few hundred characters
+    assert count > 10**60  # docs/design.md point 6: counts pass 10^60 on a few hundred characters
     with pytest.raises(TooManyPathsError) as err:
         lat.enumerate(budget=1000)
     assert format_count(count) in str(err.value) and "1,000" in str(err.value)

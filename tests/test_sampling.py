@@ -1,4 +1,4 @@
-"""Samplers (paper section 6, Algorithm 1; DESIGN.md points 7 and 10) and the bigint limbs.
+"""Samplers (paper section 6, Algorithm 1; docs/design.md points 7 and 10) and the bigint limbs.
 
 Uniformity is tested with chi-square goodness-of-fit tests on fixed seeds (deterministic: a
 failure is a real defect, not bad luck). Sets are checked against full enumerations and the

@@ -1,4 +1,4 @@
-"""Vocabulary: token ids <-> surface bytes, the family, and the caches (DESIGN.md points 1-2).
+"""Vocabulary: token ids <-> surface bytes, the family, and the caches (docs/design.md points 1-2).
 
 Surfaces are checked against the tokenizer's own decoder, not against the library's reading of
 the pieces: a token's surface is what it detokenizes to.
@@ -34,7 +34,7 @@ def gpt2_byte_table() -> dict[str, int]:
 
 
 def excluded_ids(tokenizer) -> set[int]:
-    """Special added tokens and unk (DESIGN.md point 1)."""
+    """Special added tokens and unk (docs/design.md point 1)."""
     ids = {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
     return ids | {tokenizer.unk_token_id} - {None}
 

@@ -4,7 +4,7 @@
 * A Llama-2-style tokenizer (SentencePiece BPE with a dummy prefix and byte fallback) trained
   here in a fraction of a second and converted to a fast Hugging Face tokenizer, plus a variant
   without byte fallback (it needs ``<unk>`` for unseen characters).
-* :class:`Reference`, a deliberately naive lattice written from DESIGN.md points 3 and 4 alone:
+* :class:`Reference`, a deliberately naive lattice written from docs/design.md points 3 and 4 alone:
   a dict from surface bytes to token ids and a recursive enumerator. The library's lattice is
   checked against it, so it shares no code with ``marginal_core.lattice``.
 * Hypothesis strategies for awkward Unicode text.
@@ -145,7 +145,7 @@ def canonical(tokenizer, text: str) -> tuple[int, ...]:
 
 
 class Reference:
-    """A brute-force tokenization lattice built from DESIGN.md points 3 and 4 only.
+    """A brute-force tokenization lattice built from docs/design.md points 3 and 4 only.
 
     Ordinary tokens match anywhere their surface equals a byte span; a byte-fallback token
     ``<0xXX>`` matches byte XX only inside a character that is not itself a piece (or
