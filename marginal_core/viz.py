@@ -495,7 +495,7 @@ class RunTrace:
         return cls(
             label or estimate.method,
             estimate.running_marginal(),
-            list(estimate.checkpoints) or [(estimate.num_samples, estimate.seconds)],
+            list(estimate.run.checkpoints) or [(estimate.num_samples, estimate.seconds)],
             COLORS.get(estimate.method),
             np.asarray(estimate.running, dtype=float),
         )

@@ -56,7 +56,7 @@ def page() -> None:
     m = loaders.require_marginalizer(inp)
     with guard("scoring the canonical tokenization"):
         with st.spinner("Scoring the canonical tokenization…"):
-            lpc = m.log_p_canonical
+            lpc = m.canonical_score().log_p
         c1, c2 = st.columns(2)
         c1.metric("log p(canonical)", viz.format_log(lpc), help="Natural log of the canonical tokenization's probability.")
         c2.metric("p(canonical)", f"{math.exp(lpc):.3g}")

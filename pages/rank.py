@@ -77,7 +77,7 @@ def page() -> None:
                 bar.update(i / len(jobs), f"Sentence {i + 1} of {len(jobs)} ({length} chars)")
                 m = loaders.marginalizer_for(inp.model, inp.device, sentence, "")
                 est = m.proxy(tk, seed=seed, should_stop=bar.should_stop)
-                if est.cancelled:
+                if est.run.cancelled:
                     st.stop()
                 rho, n = analysis.spearman(est)
                 rows.append({"length": length, "chars": len(sentence), "sentence": sentence, "rho": rho,

@@ -60,7 +60,7 @@ def page() -> None:
         log_p_canonical = next(iter(shown.values())).log_p_canonical
         traces = [viz.RunTrace.of(r, label=name) for name, r in shown.items() if name != "exact"]
         log_exact = None
-        if "exact" in shown and shown["exact"].done:
+        if "exact" in shown and shown["exact"].run.done:
             e = shown["exact"]
             log_exact = e.log_marginal if y == "marginal" else e.log_noncanonical
         for spot, x in ((plot_samples, "samples"), (plot_seconds, "seconds")):
@@ -70,7 +70,7 @@ def page() -> None:
         for name, r in shown.items():
             row = {"method": name, **r.summary()}
             row["log_p_canonical"] = r.log_p_canonical
-            row["done"] = "yes" if r.done else f"stopped at {r.num_samples}/{r.requested}"
+            row["done"] = "yes" if r.run.done else f"stopped at {r.num_samples}/{r.run.requested}"
             rows.append(row)
         table_spot.dataframe(pd.DataFrame(rows), hide_index=True)
 

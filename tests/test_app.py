@@ -80,14 +80,14 @@ def test_home_with_the_default_model_counts_scores_and_estimates():
     shown = metrics(at)
     assert shown["Tokenizations"] == viz.count_label(m.lattice.count())
     assert shown["Canonical tokens"] == str(len(m.lattice.canonical))
-    assert shown["log p(canonical)"] == viz.format_log(m.log_p_canonical)
+    assert shown["log p(canonical)"] == viz.format_log(m.canonical_score().log_p)
     html = "".join(e.proto.body for e in at.get("html"))
     assert html.count("<span title=") == len(m.lattice.canonical)
     click(at, "estimate")
     assert_clean(at)
     shown = metrics(at)
     estimate = float(shown["log p(text) ≥"])
-    assert estimate >= m.log_p_canonical - 1e-3
+    assert estimate >= m.canonical_score().log_p - 1e-3
     assert shown["Distinct paths scored"] == "8"
 
 
@@ -211,15 +211,15 @@ def test_live_streams_match_the_library_estimators():
     m = Marginalizer(load_model(SMOL), " Paris is the capital", None)
     parts = list(m.stream("lattice", samples=30, chunk=7))
     assert [p.num_samples for p in parts] == [7, 14, 21, 28, 30]
-    assert [p.done for p in parts] == [False] * 4 + [True]
-    assert [n for n, _ in parts[-1].checkpoints] == [7, 14, 21, 28, 30]
-    assert all(a[1] <= b[1] for a, b in zip(parts[-1].checkpoints, parts[-1].checkpoints[1:]))
+    assert [p.run.done for p in parts] == [False] * 4 + [True]
+    assert [n for n, _ in parts[-1].run.checkpoints] == [7, 14, 21, 28, 30]
+    assert all(a[1] <= b[1] for a, b in zip(parts[-1].run.checkpoints, parts[-1].run.checkpoints[1:]))
     whole = m.lattice_estimate(30)
     assert parts[-1].paths.tolist() == whole.paths.tolist()
     assert parts[-1].log_noncanonical == pytest.approx(whole.log_noncanonical, abs=1e-3)
     proxy = list(m.stream("proxy", samples=12, chunk=5))
     assert [p.num_samples for p in proxy] == [5, 10, 12]
-    assert [p.fraction for p in proxy] == pytest.approx([5 / 12, 10 / 12, 1.0])
+    assert [p.run.fraction for p in proxy] == pytest.approx([5 / 12, 10 / 12, 1.0])
     first = m.proxy(5, chunk=5)
     assert proxy[-1].paths.tolist()[:5] == first.paths.tolist()
     assert math.isfinite(proxy[-1].log_marginal)
@@ -229,7 +229,7 @@ def test_live_streams_match_the_library_estimators():
     for est in m.stream("lattice", samples=30, chunk=7, should_stop=lambda: len(seen) >= 2):
         seen.append(est)
     assert [p.num_samples for p in seen] == [7, 14, 14]
-    assert seen[-1].cancelled and not seen[-1].done and seen[-1].requested == 30
+    assert seen[-1].run.cancelled and not seen[-1].run.done and seen[-1].run.requested == 30
 
 
 def test_stop_ends_a_live_run_within_a_forward_pass_and_says_so(monkeypatch):

@@ -18,7 +18,7 @@ import pytest
 
 from marginal_core import analysis, viz
 from marginal_core.errors import MarginalError
-from marginal_core.estimators import Estimate
+from marginal_core.estimators import Estimate, RunState
 from marginal_core.lattice import build_lattice
 from marginal_core.sampling import lattice_samples
 from pages._app import defaults, errors, live, table1
@@ -47,7 +47,7 @@ def fake_estimate(lat, k=40, method="lattice", with_q=False, seed=0):
     return Estimate(
         method=method, log_p_canonical=-5.0, log_noncanonical=float(running[-1]), paths=samples.paths,
         kinds=samples.kinds if not with_q else np.full(n, "proxy"), log_p=log_p, log_q=log_q,
-        running=running, seconds=1.0, forward_passes=2,
+        running=running, seconds=1.0, forward_passes=2, run=RunState(requested=n),
     )
 
 
@@ -224,7 +224,7 @@ def test_rank_scatter_plots_distinct_samples_with_rho(qa):
 
 def test_running_figure_against_samples_and_seconds(qa):
     est = fake_estimate(qa)
-    est = dataclasses.replace(est, checkpoints=((10, 0.5), (est.num_samples, 1.0)))
+    est = dataclasses.replace(est, run=RunState(est.num_samples, checkpoints=((10, 0.5), (est.num_samples, 1.0))))
     trace = viz.RunTrace.of(est)
     fig = viz.running_figure([trace], log_p_canonical=-5.0, log_exact=-4.0, x="samples")
     names = [t.name for t in fig.data]
@@ -264,7 +264,8 @@ def test_describe_error_is_friendly():
 
 
 def test_running_figure_of_the_noncanonical_mass(qa):
-    est = dataclasses.replace(fake_estimate(qa), checkpoints=((fake_estimate(qa).num_samples, 1.0),))
+    est = fake_estimate(qa)
+    est = dataclasses.replace(est, run=RunState(est.num_samples, checkpoints=((est.num_samples, 1.0),)))
     trace = viz.RunTrace.of(est)
     fig = viz.running_figure([trace], log_p_canonical=-5.0, log_exact=-9.0, x="samples", y="noncanonical")
     assert [t.name for t in fig.data] == ["lattice", "exact"]  # no canonical line on this scale

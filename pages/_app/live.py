@@ -127,7 +127,7 @@ class Unfinished:
         e = self.estimate
         if e is None or not e.num_samples:
             return f"before its first chunk of {self.requested:,} samples was scored (nothing was kept)"
-        return f"after {e.num_samples:,} of {e.requested or self.requested:,} samples"
+        return f"after {e.num_samples:,} of {e.run.requested or self.requested:,} samples"
 
 
 def _unfinished_runs() -> dict[Hashable, Unfinished]:
@@ -164,10 +164,10 @@ def run_live(
     est = None
     for est in live_stream(m, method, should_stop=bar.should_stop, progress=bar.progress, **options):
         runs[key] = Unfinished(requested, est)
-        bar.update(est.fraction, f"{label}: {est.num_samples:,} of {est.requested:,} samples scored in {est.seconds:.1f} s")
+        bar.update(est.run.fraction, f"{label}: {est.num_samples:,} of {est.run.requested:,} samples scored in {est.seconds:.1f} s")
         if on_update is not None:
             on_update(est)
-    if est is None or est.cancelled:
+    if est is None or est.run.cancelled:
         st.stop()
     bar.empty()
     runs.pop(key, None)
