@@ -53,13 +53,14 @@ def load_rows(out: str | Path) -> pd.DataFrame:
     return frame.drop_duplicates(["item", "choice", "method"], keep="last").reset_index(drop=True)
 
 
-def _methods_present(rows: pd.DataFrame, methods: Sequence[str] | None) -> list[str]:
+def methods_present(rows: pd.DataFrame, methods: Sequence[str] | None) -> list[str]:
+    """The methods (in the given order, else the tasks' order) that have rows."""
     have = set(rows["method"]) if len(rows) else set()
     order = list(methods) if methods else list(TASK_METHODS)
     return [m for m in order if m in have]
 
 
-def _complete_items(rows: pd.DataFrame, methods: Sequence[str], items: Sequence[str] | None) -> list[str]:
+def complete_items(rows: pd.DataFrame, methods: Sequence[str], items: Sequence[str] | None) -> list[str]:
     """Items that every method scored (rows of an item and method are written together)."""
     if not len(rows) or not methods:
         return []
@@ -151,8 +152,8 @@ def _scope(out: str | Path, items: Sequence[str] | None,
     config, rows = store.read_config(out), load_rows(out)
     if items is not None:
         rows = rows[rows["item"].isin(set(items))]
-    methods = _methods_present(rows, methods)
-    return config, rows, methods, _complete_items(rows, methods, items)
+    methods = methods_present(rows, methods)
+    return config, rows, methods, complete_items(rows, methods, items)
 
 
 def _report(task: str, out: str | Path, config: dict[str, Any], rows: pd.DataFrame, methods: list[str],

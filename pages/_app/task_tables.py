@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from marginal_core.tasks.report import _complete_items, _methods_present, load_rows, mt_selection, per_question, picks
+from marginal_core.tasks.report import complete_items, load_rows, methods_present, mt_selection, per_question, picks
 from marginal_core.tasks.store import read_items
 from marginal_core.tasks.task import TASK_METHODS
 
@@ -67,8 +67,8 @@ def mt_sentences_table(out: str | Path, sentences: Sequence[str] | None = None) 
     import sacrebleu
 
     rows, meta = load_rows(out), read_items(out)
-    methods = _methods_present(rows, None)
-    items = [i for i in _complete_items(rows, methods, sentences) if i in meta]
+    methods = methods_present(rows, None)
+    items = [i for i in complete_items(rows, methods, sentences) if i in meta]
     table = []
     for item in items:
         rec = meta[item]
@@ -87,9 +87,9 @@ def qa_questions_table(out: str | Path, questions: Sequence[Any] | None = None) 
     """One row per scored question: its text, gold answer and each method's pick (acc and
     acc_norm) with correctness. ``questions`` are qa.Question objects (for their text)."""
     rows = load_rows(out)
-    methods = _methods_present(rows, None)
+    methods = methods_present(rows, None)
     ids = None if questions is None else [q.id for q in questions]
-    items = _complete_items(rows, methods, ids)
+    items = complete_items(rows, methods, ids)
     picks = per_question(rows[rows["item"].isin(set(items))])
     text = {q.id: q.question for q in questions} if questions is not None else {}
     table = []
