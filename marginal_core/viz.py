@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import math
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,6 +34,7 @@ __all__ = [
     "COLORS",
     "MAX_DRAW_ARCS",
     "TooLargeToDrawError",
+    "RenderError",
     "show_piece",
     "count_label",
     "format_log",
@@ -89,13 +91,39 @@ class TooLargeToDrawError(MarginalError):
     """The lattice (or window of it) has too many arcs to draw legibly."""
 
 
+class RenderError(MarginalError):
+    """graphviz's ``dot`` rejected a drawing's DOT source (a bug: labels are escaped to prevent it)."""
+
+
 # --------------------------------------------------------------------------------------------
 # Text helpers
 
 
+# Characters a label shows as an escape (\x07, \u200b, \ud800) instead of as themselves: control
+# and format characters (bidi overrides, zero-width joiners), line and paragraph separators, lone
+# surrogates and noncharacters. They are invisible, reorder or break lines, and are not allowed in
+# XML (SVG); combining marks, emoji and every script are shown as they are.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+
+
+def _visible(char: str) -> str:
+    if char in _SHOWN_AS:
+        return _SHOWN_AS[char]
+    code = ord(char)
+    noncharacter = 0xFDD0 <= code <= 0xFDEF or (code & 0xFFFE) == 0xFFFE
+    if unicodedata.category(char) in _HIDDEN_CATEGORIES or noncharacter:
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    return char
+
+
 def show_piece(text: str) -> str:
-    """A token's text with invisible characters made visible (space ␣, newline ↵, tab ⇥)."""
-    return text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥").replace("\r", "␍")
+    r"""A token's text with invisible characters made visible: space ␣, newline ↵, tab ⇥, CR ␍, and
+    any other control, format or separator character, lone surrogate or noncharacter as a Python
+    escape (``\x07``, ``\u200d``)."""
+    if text.isprintable():  # the common case, fast: nothing to escape but spaces
+        return text.replace(" ", "␣")
+    return "".join(map(_visible, text))
 
 
 def segmented(lattice: Lattice, path: Path, sep: str = "|") -> str:
@@ -144,7 +172,17 @@ def _node_label(data: bytes, node: int) -> str:
     after = data[node : node + 4].decode("utf-8", "ignore")[:1]
     inside = node < len(data) and (data[node] & 0xC0) == 0x80
     mark = "·" if inside else "|"  # a boundary inside a multi-byte character (byte fallback)
-    return f"{node}\n{show_piece(before)}{mark}{show_piece(after)}"
+    return _dot_text(str(node), f"{show_piece(before)}{mark}{show_piece(after)}")
+
+
+def _dot_text(*lines: str) -> str:
+    r"""Lines of text as one DOT label, shown literally: backslashes doubled (DOT reads ``\n``,
+    ``\N``, ``\"`` as escapes), joined by DOT's line break, never read as an HTML-like ``<label>``
+    (graphviz.quote escapes the double quotes). Callers pass text through show_piece first, so no
+    control character reaches ``dot`` (NUL ends its input; SVG, which is XML, forbids the rest)."""
+    import graphviz
+
+    return graphviz.nohtml("\\n".join(line.replace("\\", "\\\\") for line in lines))
 
 
 # --------------------------------------------------------------------------------------------
@@ -300,8 +338,8 @@ def lattice_graph(
         role = roles[arc]
         piece = show_piece(lattice.vocab.surface(token).decode("utf-8", "backslashreplace"))
         attrs = {
-            "label": piece,
-            "tooltip": f"token {token} {piece!r}, bytes {start}–{end}, {role.replace('_', '-')}",
+            "label": _dot_text(piece),
+            "tooltip": _dot_text(f"token {token} “{piece}”, bytes {start}–{end}, {role.replace('_', '-')}"),
             "color": COLORS[role],
             "fontcolor": COLORS[role],
             "penwidth": {"canonical": "3", "off_by_one": "1.8"}.get(role, "1"),
@@ -323,10 +361,21 @@ def lattice_dot(lattice: Lattice, **kwargs) -> str:
 
 
 def dot_to_svg(dot: str) -> bytes:
-    """Render DOT to SVG with the graphviz ``dot`` binary (graphviz.ExecutableNotFound without it)."""
+    """Render DOT to SVG with the graphviz ``dot`` binary (graphviz.ExecutableNotFound without it;
+    RenderError, with what ``dot`` said, when it rejects the source)."""
+    import subprocess
+
     import graphviz
 
-    return graphviz.Source(dot).pipe(format="svg")
+    try:
+        return graphviz.Source(dot).pipe(format="svg")
+    except (subprocess.CalledProcessError, UnicodeEncodeError) as exc:
+        said = getattr(exc, "stderr", None) or b""
+        said = (said.decode("utf-8", "replace") if isinstance(said, bytes) else str(said)).strip()
+        raise RenderError(
+            "graphviz's dot could not render the drawing" + (f" ({said.splitlines()[0]})" if said else f" ({exc})")
+            + "; the DOT source can still be downloaded"
+        ) from exc
 
 
 # --------------------------------------------------------------------------------------------

@@ -171,6 +171,69 @@ def test_svg_renders_with_the_dot_binary(small):
     assert svg.lstrip().startswith(b"<?xml") and b"<svg" in svg and "␣Paris".encode() in svg
 
 
+# Every C0 and C1 control character, DEL, and what DOT, HTML-like labels, record labels and XML
+# read specially: quotes, backslashes (a trailing one, DOT's own escapes \n \N \G \l \"), angle
+# brackets, ampersands, braces and bars, DOT's keywords and punctuation, separators U+2028 and
+# U+2029, zero-width and bidi format characters, a BOM, noncharacters, combining marks, an emoji
+# ZWJ sequence and right-to-left text.
+CONTROLS = "".join(map(chr, [*range(0x20), *range(0x7F, 0xA0)]))
+HOSTILE_TEXTS = [
+    "bell\x07 and tab\there",
+    CONTROLS[:32],
+    CONTROLS[32:],
+    'say "hi" \\ end\\',
+    '\\n \\N \\G \\E \\T \\H \\L \\l \\r \\" \\\\" x\\',
+    "<b>bold</b> <> <<x>> &amp; & &#0; ]]> <!-- -->",
+    "{a|b} |x| {} [label=x]; -> -- digraph } node edge",
+    "line\u2028para\u2029zw\u200b\u200c\u200djoin rlo\u202eolr\u202c bom\ufeff \ufffe\uffff\ufdd0 \U0010ffff",
+    "e\u0301 a\u0308\u0323 👨\u200d👩\u200d👧 שלום عربي <bos><eos>",
+]
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot binary is not installed")
+@pytest.mark.parametrize("text", HOSTILE_TEXTS, ids=range(len(HOSTILE_TEXTS)))
+def test_hostile_characters_render_through_dot_as_visible_labels(text, gemma_tokenizer):
+    """Issue 13 item 1: labels are escaped for every character a text can hold, so `dot` renders
+    every node and arc into well-formed SVG, and invisible characters show as escapes."""
+    import xml.etree.ElementTree as ET
+
+    lat = build_lattice(text, gemma_tokenizer)  # byte fallback: every character has a token
+    dot = viz.lattice_dot(lat, max_arcs=100_000)
+    assert not any(ord(c) < 0x20 and c not in "\t\n" or 0x7F <= ord(c) < 0xA0 for c in dot)
+    svg = viz.dot_to_svg(dot)
+    root = ET.fromstring(svg)  # well-formed XML: no control character reached the SVG
+    svg_ns = "{http://www.w3.org/2000/svg}"
+
+    def texts(kind: str) -> list[str]:
+        return sorted("".join(t.text or "" for t in g.iter(f"{svg_ns}text"))
+                      for g in root.iter(f"{svg_ns}g") if (g.get("class") or "").split()[:1] == [kind])
+
+    # Every arc is drawn, labelled with exactly its visible piece; every node with its offset.
+    assert texts("edge") == sorted(viz.show_piece(p) for p in lat.pieces(tuple(lat.arc_token.tolist())))
+    assert len(texts("node")) == lat.num_nodes
+    if "\x07" in text:
+        assert "\\x07" in "".join(texts("edge"))
+
+
+def test_show_piece_makes_every_invisible_character_visible():
+    import unicodedata
+
+    shown = viz.show_piece(CONTROLS + "\u2028\u2029\u200d\u202e\ufeff\ufffe\ud800\udfff \u00a0")
+    assert shown.startswith("\\x00\\x01") and "\\x07" in shown and "\\x9f" in shown
+    assert "\\u2028" in shown and "\\u202e" in shown and "\\ud800" in shown and "\\ufffe" in shown
+    assert not any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") for c in shown)
+    assert viz.show_piece(" a\n\t\r") == "␣a↵⇥␍"
+    assert viz.show_piece("e\u0301 漢字 👍 שלום") == "e\u0301␣漢字␣👍␣שלום"  # shown as they are
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot binary is not installed")
+def test_dot_the_binary_rejects_is_a_render_error_not_a_crash():
+    with pytest.raises(viz.RenderError) as err:
+        viz.dot_to_svg("digraph { a -> }")
+    assert isinstance(err.value, MarginalError) and "syntax error" in str(err.value)
+    assert "DOT source can still be downloaded" in str(err.value)
+
+
 # --------------------------------------------------------------------------------------------
 # Plotly figures and tables
 
