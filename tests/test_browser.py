@@ -241,6 +241,32 @@ def test_the_first_request_of_a_fresh_server_may_be_a_subpage():
         no_traceback(page)
 
 
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
+def test_a_text_with_control_characters_draws_its_whole_lattice():
+    """Issue 13 item 1: a bell and a tab in the text once cut the browser's drawing short (SVG is
+    XML, which forbids the bell) or made `dot` fail; now every node of the window is drawn, the
+    bell shown as \\x07, and no exception box appears."""
+    from marginal_core import viz
+    from marginal_core.lattice import build_lattice
+    from marginal_core.models import load_tokenizer
+
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    text = "bell\x07 and tab\there"
+    lat = build_lattice(text, load_tokenizer(SMOL))
+    window = viz.token_window(lat, 0, viz.fit_window(lat, max_nodes=viz.READABLE_NODES))  # the page's default
+    with streamlit_server() as server, browser_page() as page:
+        page.goto(f"{server.url}/lattice?model={SMOL}&text=bell%07%20and%20tab%09here")
+        svg = page.locator("[data-testid=stGraphVizChart] svg")
+        svg.wait_for()
+        settle(page)
+        no_traceback(page)
+        assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+        assert svg.locator("g.node").count() == viz.window_nodes(lat, window)
+        assert svg.locator("g.edge").count() > 0
+        assert "\\x07" in svg.text_content()
+        page.screenshot(path=str(OUTPUT / "lattice-control-characters.png"))
+
+
 # --------------------------------------------------------------------------------------------
 # README screenshots
 
