@@ -4,3 +4,10 @@ live runs with Stop, error messages and the downstream tasks' drill-down tables.
 The library (``marginal_core``) holds what a script or notebook needs and never imports
 Streamlit; this package is the app's side of that line.
 """
+
+import sys
+
+# Exact path counts of long texts pass Python's 4,300-digit limit on int-to-str conversion (a
+# 20,000-character text has about 4,700 digits); the CLI lifts it in errors.run_cli, the app here,
+# before any page formats a count.
+sys.set_int_max_str_digits(0)
