@@ -38,6 +38,7 @@ __all__ = [
     "show_piece",
     "count_label",
     "format_log",
+    "format_small",
     "segmented",
     "chips_html",
     "arc_roles",
@@ -164,6 +165,19 @@ def count_label(n: int) -> str:
 def format_log(x: float, digits: int = 3) -> str:
     """A natural log for display ('−inf' where no mass was found)."""
     return f"{x:.{digits}f}" if math.isfinite(x) else "−inf"
+
+
+def format_small(x: float, digits: int = 3, *, percent: bool = False, signed: bool = False) -> str:
+    """A number that may be tiny, for display: ``digits`` decimals ("0.125", "12.50%"), or two
+    significant digits in scientific notation where those decimals would hide it ("4.7e-05",
+    "4.7e-03%"); signed adds "+" to positive numbers (a gain)."""
+    value = 100 * x if percent else x
+    sign = "+" if signed else ""
+    if value != 0 and math.isfinite(value) and abs(value) < 10**-digits:
+        text = f"{value:{sign}.1e}"
+    else:
+        text = f"{value:{sign}.{digits}f}"
+    return text + ("%" if percent else "")
 
 
 def _node_label(data: bytes, node: int) -> str:
@@ -551,6 +565,24 @@ class RunTrace:
 
 
 RUNNING_Y = {"marginal": "log p(text) (nats)", "noncanonical": "log non-canonical mass (nats)"}
+# The narrowest y range of a running plot, in nats: estimates that differ from the canonical by
+# less (often 1e-5 nats) sit on its line instead of stretching the axis to 14-decimal ticks;
+# the non-canonical mass view shows such differences.
+MIN_Y_SPAN = 0.01
+
+
+def _readable_y(fig: go.Figure, ys: Sequence[float]) -> None:
+    """A y axis of at least MIN_Y_SPAN with ticks of at most three decimals (hover keeps six)."""
+    if not ys:
+        return
+    low, high = min(ys), max(ys)
+    span = max(high - low, MIN_Y_SPAN)
+    if high - low < MIN_Y_SPAN:
+        middle = (low + high) / 2
+        pad = 0.1 * span
+        fig.update_yaxes(range=[middle - span / 2 - pad, middle + span / 2 + pad])
+    decimals = min(3, max(0, math.ceil(-math.log10(span / 5))))
+    fig.update_yaxes(tickformat=f",.{decimals}f", hoverformat=".6f")
 
 
 def running_figure(
@@ -575,6 +607,7 @@ def running_figure(
     if y not in RUNNING_Y:
         raise ValueError(f"y must be one of {', '.join(RUNNING_Y)}")
     fig = go.Figure()
+    shown: list[float] = []  # every y value drawn, for the axis range and its tick format
     for trace in traces:
         values = trace.running if y == "marginal" else trace.noncanonical
         if x == "samples":
@@ -585,17 +618,23 @@ def running_figure(
             xs = np.array([p[0] for p in start] + [s for s, _ in points], dtype=float)
             ys = np.array([p[1] for p in start] + [values[n - 1] for _, n in points], dtype=float)
         keep = np.isfinite(ys)
+        shown.extend(ys[keep].tolist())
         fig.add_trace(
-            go.Scatter(x=xs[keep], y=ys[keep], mode="lines" if x == "samples" else "lines+markers",
-                       name=trace.label, line=dict(color=trace.color, width=2))
+            go.Scatter(x=xs[keep], y=ys[keep], mode="lines+markers", name=trace.label,
+                       line=dict(color=trace.color, width=2.5), opacity=0.85,
+                       marker=dict(size=6, maxdisplayed=0 if x == "seconds" else 30))
         )
+    # The reference lines go under the traces: an estimate equal to the canonical stays visible.
     if y == "marginal":
-        fig.add_hline(y=log_p_canonical, line_dash="dot", line_color=COLORS["canonical"],
+        shown.append(log_p_canonical)
+        fig.add_hline(y=log_p_canonical, line_dash="dot", line_color=COLORS["canonical"], layer="below",
                       annotation_text="canonical", annotation_position="bottom right")
     has_exact = log_exact is not None and math.isfinite(log_exact)
     if has_exact:
-        fig.add_hline(y=log_exact, line_dash="dash", line_color=COLORS["exact"],
+        shown.append(log_exact)
+        fig.add_hline(y=log_exact, line_dash="dash", line_color=COLORS["exact"], layer="below",
                       annotation_text="exact", annotation_position="top right")
+    _readable_y(fig, shown)
     # Invisible traces so that the reference lines appear in the legend too.
     if y == "marginal":
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="canonical",

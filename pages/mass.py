@@ -55,9 +55,10 @@ def page() -> None:
     share = dict(zip(by_kind["kind"], by_kind["share"]))
     m = st.columns(4)
     m[0].metric("log p(text)" + (" (exact)" if exact else " ≥"), viz.format_log(est.log_marginal))
-    m[1].metric("Canonical share", f"{share.get('canonical', 0):.2%}")
-    m[2].metric("Off-by-one share", f"{share.get('off_by_one', 0):.2%}")
-    m[3].metric("Rest", f"{share.get('rest', 0):.2%}", help=f"{est.num_distinct:,} non-canonical tokenizations scored")
+    m[1].metric("Canonical share", viz.format_small(share.get("canonical", 0), 2, percent=True))
+    m[2].metric("Off-by-one share", viz.format_small(share.get("off_by_one", 0), 2, percent=True))
+    m[3].metric("Rest", viz.format_small(share.get("rest", 0), 2, percent=True),
+                help=f"{est.num_distinct:,} non-canonical tokenizations scored")
 
     log_y = st.toggle("Log scale", value=True, key="logy", bind="query-params",
                       help="Shares on a log axis: tiny shares (1e-40) stay visible next to the canonical one.")

@@ -83,6 +83,16 @@ def test_count_label_is_exact_below_a_billion_and_scientific_above():
 # Arcs and the DOT drawing
 
 
+def test_format_small_keeps_tiny_gains_visible():
+    """Issue 13 item 5c: a gain of 4.7e-05 nats read "+0.000", a share of 4.7e-05 "0.00%"."""
+    assert viz.format_small(4.7e-05, signed=True) == "+4.7e-05"
+    assert viz.format_small(4.7e-05, 2, percent=True) == "4.7e-03%"
+    assert viz.format_small(0.125, signed=True) == "+0.125"
+    assert viz.format_small(0.5, 2, percent=True) == "50.00%"
+    assert viz.format_small(0.0, signed=True) == "+0.000"  # nothing found is zero, not 0.0e+00
+    assert viz.format_small(-2e-09) == "-2.0e-09"
+
+
 def test_arc_roles_mark_the_canonical_path_and_the_split_arcs(qa):
     roles = viz.arc_roles(qa)
     canonical = [a for a in range(qa.num_arcs) if roles[a] == "canonical"]
@@ -299,6 +309,24 @@ def test_running_figure_against_samples_and_seconds(qa):
     assert list(fig.data[0].x) == [0.0, 0.5, 1.0]
     assert fig.data[0].y[1] == pytest.approx(est.running_marginal()[9])
     assert [t.name for t in fig.data] == ["lattice", "canonical"]
+
+
+def test_running_figure_keeps_a_trace_on_the_canonical_line_visible_with_short_ticks(qa):
+    """Issue 13 item 5i: an estimate within 1e-12 nats of the canonical made 14-decimal y ticks,
+    and the canonical line hid the proxy trace under it."""
+    est = fake_estimate(qa, method="proxy", with_q=True)
+    flat = np.full(est.num_samples, -5.0 + 1e-12)
+    est = dataclasses.replace(est, running=flat, log_noncanonical=-40.0)
+    trace = viz.RunTrace(label="proxy", running=flat, checkpoints=[(est.num_samples, 1.0)],
+                         color=viz.COLORS["proxy"], noncanonical=np.full(est.num_samples, -40.0))
+    fig = viz.running_figure([trace], log_p_canonical=-5.0, log_exact=-5.0 + 2e-12, x="samples")
+    assert all(shape.layer == "below" for shape in fig.layout.shapes)  # reference lines under the traces
+    assert fig.data[0].name == "proxy" and "markers" in fig.data[0].mode
+    low, high = fig.layout.yaxis.range
+    assert high - low >= viz.MIN_Y_SPAN and low < -5.0 < high
+    assert re.fullmatch(r",\.[0-3]f", fig.layout.yaxis.tickformat)
+    wide = viz.running_figure([viz.RunTrace.of(fake_estimate(qa))], log_p_canonical=-40.0, x="samples")
+    assert wide.layout.yaxis.range is None and wide.layout.yaxis.tickformat == ",.0f"  # autorange, whole nats
 
 
 # --------------------------------------------------------------------------------------------
