@@ -16,6 +16,7 @@ __all__ = [
     "UnrepresentableTextError",
     "NormalizationError",
     "TooManyPathsError",
+    "ContextWindowError",
     "run_cli",
 ]
 
@@ -42,6 +43,25 @@ class NormalizationError(MarginalError):
 
 class TooManyPathsError(MarginalError):
     """The lattice has more paths than the requested operation's budget allows (e.g. exact)."""
+
+
+class ContextWindowError(MarginalError):
+    """A tokenization to score, after its context, has more tokens than the model's context
+    window (its config's max_position_embeddings): refused before any scoring, since positions
+    beyond the window give meaningless scores and unbounded memory."""
+
+    def __init__(self, message: str, *, tokens: int = 0, context: int = 0, limit: int = 0) -> None:
+        super().__init__(message)
+        self.tokens, self.context, self.limit = tokens, context, limit
+
+    @classmethod
+    def of(cls, what: str, tokens: int, context: int, limit: int, model: str, hint: str = "") -> ContextWindowError:
+        """The error for `what` (e.g. "the text's canonical tokenization") of tokens tokens."""
+        return cls(
+            f"{what} has {tokens:,} tokens ({tokens + context:,} with the context), more than {model}'s context "
+            f"window of {limit:,} tokens, so the model cannot score it; {hint or 'shorten the text or the context'}",
+            tokens=tokens, context=context, limit=limit,
+        )
 
 
 def run_cli(command: Callable[[], int | None], prog: str = "marginal") -> int:

@@ -26,12 +26,13 @@ from functools import cached_property
 import numpy as np
 
 from marginal_core.context import context_ids
-from marginal_core.errors import MarginalError
+from marginal_core.errors import ContextWindowError, MarginalError
 from marginal_core.jsonsafe import json_float
 from marginal_core.lattice import DEFAULT_ENUMERATION_BUDGET, Lattice, PathBatch, build_lattice
 from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.models import LoadedModel
 from marginal_core.progress import Progress, StopCheck
+from marginal_core.proposal import proposal_of
 from marginal_core.proxy import ProxyResult, proxy_stream
 from marginal_core.sampling import lattice_samples
 from marginal_core.scoring import ScoreStats, score_paths
@@ -62,8 +63,10 @@ METHODS = tuple(m.value for m in Method)
 @dataclass(frozen=True)
 class EstimateOptions:
     """What a method's run may be told, checked once: samples (k), the length bound L, the
-    seed, the exact method's path budget, whether the proxy covers the canonical path, and the
-    samples per streamed update (None: everything at once, which shares the most prefixes)."""
+    seed, the exact method's path budget, whether the proxy covers the canonical path, the
+    samples per streamed update (None: everything at once, which shares the most prefixes), and
+    the first update's samples (chunks then double up to ``chunk``, so a large run's first
+    estimate comes early; None: every chunk is ``chunk``)."""
 
     samples: int = 1000
     max_len: int | None = None
@@ -71,6 +74,7 @@ class EstimateOptions:
     budget: int = DEFAULT_ENUMERATION_BUDGET
     include_canonical: bool = False
     chunk: int | None = None
+    first_chunk: int | None = None
 
     def __post_init__(self) -> None:
         checks = [
@@ -78,6 +82,8 @@ class EstimateOptions:
             (self.max_len is None or self.max_len >= 1, f"the length bound must be at least 1, not {self.max_len}"),
             (self.budget >= 1, f"the enumeration budget must be at least 1, not {self.budget}"),
             (self.chunk is None or self.chunk >= 1, f"chunks must hold at least 1 sample, not {self.chunk}"),
+            (self.first_chunk is None or self.first_chunk >= 1,
+             f"the first chunk must hold at least 1 sample, not {self.first_chunk}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -176,6 +182,18 @@ def _scaled(progress: Progress | None, start: int, size: int, total: int) -> Pro
     return lambda done, of: progress(start + size * done / max(of, 1), total)
 
 
+def chunk_sizes(total: int, chunk: int | None, first: int | None = None) -> Iterator[int]:
+    """The sizes of a stream's chunks over total samples: ``chunk`` each (None: all at once),
+    or ``first`` and then doubling up to ``chunk``."""
+    cap = max(1, chunk or total)
+    size, done = min(cap, first or cap), 0
+    while done < total:
+        size = min(size, total - done)
+        yield size
+        done += size
+        size = min(cap, 2 * size)
+
+
 def _head(paths: PathBatch, start: int, stop: int) -> PathBatch:
     """Paths [start, stop) as their own batch."""
     return PathBatch(
@@ -204,9 +222,24 @@ class Marginalizer:
             self._context_state = self.lm.prefill(self.context_ids)
         return self._context_state
 
+    def require_fits(self, tokens: int, what: str = "the text's canonical tokenization", hint: str = "") -> None:
+        """Refuse (ContextWindowError) a tokenization of tokens tokens that, after the context,
+        passes the model's context window (its config's max_position_embeddings)."""
+        room = self.window_room()
+        if room is not None and tokens > room:
+            raise ContextWindowError.of(what, tokens, len(self.context_ids), room + len(self.context_ids),
+                                        self.lm.loaded.name, hint)
+
+    def window_room(self) -> int | None:
+        """The most tokens a tokenization may have after the context (None: no limit known)."""
+        limit = getattr(self.lm.config, "max_position_embeddings", None)
+        return None if limit is None else limit - len(self.context_ids)
+
     def canonical_score(self) -> CanonicalScore:
-        """log p(canonical | context) and its seconds: one forward pass, on first call only."""
+        """log p(canonical | context) and its seconds: one forward pass, on first call only
+        (ContextWindowError before any work when the canonical path passes the context window)."""
         if self._canonical is None:
+            self.require_fits(len(self.lattice.canonical))
             state = self.context_state()
             started = time.perf_counter()
             log_p = float(score_paths(self.lm, [self.lattice.canonical], state)[0])
@@ -230,14 +263,14 @@ class Marginalizer:
 
         progress gets (paths scored, paths), fractional within a chunk (from tokens fed)."""
         total, stats, canonical = len(paths), ScoreStats(), self.canonical_score().log_p
-        step = max(1, options.chunk or total)
+        sizes = chunk_sizes(total, options.chunk, options.first_chunk)
         scores: list[np.ndarray] = [np.zeros(0)]
         checkpoints: list[tuple[int, float]] = []
         stop = 0
         while True:
             cancelled = stop < total and should_stop is not None and should_stop()
             if not cancelled and stop < total:
-                start, stop = stop, min(stop + step, total)
+                start, stop = stop, stop + next(sizes)
                 within = _scaled(progress, start, stop - start, total)
                 head = _head(paths, start, stop)
                 scores.append(score_paths(self.lm, head, self.context_state(), stats=stats, progress=within))
@@ -286,6 +319,9 @@ class Marginalizer:
         self.canonical_score()  # scored once, outside the timing
         started = time.perf_counter()
         samples = lattice_samples(self.lattice, options.samples, max_len=options.max_len, seed=options.seed)
+        room = self.window_room()
+        hint = f"set the length bound L to at most {room:,}" if room and len(self.lattice.canonical) < room else ""
+        self.require_fits(int(samples.paths.lengths.max(initial=0)), "the longest lattice sample", hint)
         yield from self._scored_stream(
             Method.LATTICE, samples.paths, samples.kinds, started, options, should_stop, progress
         )
@@ -296,6 +332,7 @@ class Marginalizer:
         self.canonical_score()
         started = time.perf_counter()
         paths = [p for p in self.lattice.enumerate(budget=options.budget) if p != self.lattice.canonical]
+        self.require_fits(max(map(len, paths), default=0), "the text's longest tokenization")
         yield from self._scored_stream(
             Method.EXACT, PathBatch.from_paths(paths), np.full(len(paths), "exact"), started, options,
             should_stop, progress, num_paths=self.lattice.count(),
@@ -305,8 +342,12 @@ class Marginalizer:
         self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
         self.canonical_score()
+        steps = proposal_of(self.lattice, options.include_canonical).max_steps
+        self.require_fits(steps, "the longest tokenization the proxy may draw")
         checkpoints: list[tuple[int, float]] = []
         batching = {"batch_size": options.chunk} if options.chunk else {}
+        if options.first_chunk:
+            batching["first_batch"] = options.first_chunk
         for result in proxy_stream(
             self.lm, self.lattice, options.samples, self.context_state(), include_canonical=options.include_canonical,
             seed=options.seed, should_stop=should_stop, progress=progress, **batching,
@@ -346,8 +387,8 @@ class Marginalizer:
         """The estimate of one method after each chunk; the last is the result.
 
         Options come as an EstimateOptions, or as its fields by keyword (samples, max_len, seed,
-        budget, include_canonical, chunk); a method ignores those it does not use. Samples do
-        not depend on chunk. should_stop is polled between chunks (and between proxy passes);
+        budget, include_canonical, chunk, first_chunk); a method ignores those it does not use.
+        Samples do not depend on chunking. should_stop is polled between chunks (and between proxy passes);
         progress gets (samples done, samples requested) as work goes on.
         """
         runner = self._streams()[Method.parse(method)]

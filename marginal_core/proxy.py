@@ -287,13 +287,14 @@ class _Plan:
         return self.should_stop is not None and bool(self.should_stop())
 
 
-def _sample_chunks(plan: _Plan, batch_size: int) -> Iterator[_Chunk]:
-    """Chunks of at most batch_size samples in sample order, halving it on out-of-memory.
+def _sample_chunks(plan: _Plan, batch_size: int, first_batch: int | None = None) -> Iterator[_Chunk]:
+    """Chunks of at most batch_size samples in sample order (the first of first_batch, then
+    doubling), halving batch_size on out-of-memory.
 
     Raises _Cancelled when should_stop asks, between chunks or inside one.
     """
     k, device = len(plan.uniforms), plan.uniforms.device
-    first, size = 0, batch_size
+    first, size = 0, min(batch_size, first_batch or batch_size)
     while first < k:
         if first and plan.stop_requested():
             raise _Cancelled
@@ -305,11 +306,11 @@ def _sample_chunks(plan: _Plan, batch_size: int) -> Iterator[_Chunk]:
                     plan.stop_requested, plan.on_done,
                 )
         except (RuntimeError, MemoryError) as err:
-            size = halved(size, err, device.type)
+            size = batch_size = halved(size, err, device.type)
             plan.done = first
             continue
         yield chunk
-        first = stop
+        first, size = stop, min(batch_size, 2 * size)
 
 
 def proxy_stream(
@@ -321,10 +322,12 @@ def proxy_stream(
     include_canonical: bool = False,
     seed: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    first_batch: int | None = None,
     progress: Progress | None = None,
     should_stop: StopCheck | None = None,
 ) -> Iterator[ProxyResult]:
-    """The samples so far after each chunk of at most batch_size; the last result is final.
+    """The samples so far after each chunk of at most batch_size (the first of first_batch, then
+    doubling); the last result is final.
 
     context is token ids (prefilled here, one forward pass counted) or a ContextState to share.
     Samples do not depend on batch_size (halved on out-of-memory): each has its own uniforms.
@@ -334,8 +337,8 @@ def proxy_stream(
     stopped run keeps only whole chunks, so its samples stay an unbiased i.i.d. set.
     """
     t0 = time.perf_counter()
-    if k < 0 or batch_size < 1:
-        raise ValueError("k must be >= 0 and batch_size >= 1")
+    if k < 0 or batch_size < 1 or (first_batch is not None and first_batch < 1):
+        raise ValueError("k must be >= 0, and batch_size and first_batch >= 1")
     proposal = proposal_of(lattice, include_canonical)
     chunks: list[_Chunk] = []
     passes = positions = 0
@@ -361,7 +364,7 @@ def proxy_stream(
     tables = _Tables.of(proposal, lm.device)
     plan = _Plan(lm, ctx, tables, proposal.start, uniforms, should_stop, progress)
     try:
-        for chunk in _sample_chunks(plan, batch_size):
+        for chunk in _sample_chunks(plan, batch_size, first_batch):
             chunks.append(chunk)
             if sum(len(c.lengths) for c in chunks) < k:
                 yield result(False)

@@ -145,3 +145,56 @@ def test_options_and_methods_are_checked_before_any_work():
     assert Method.parse("lattice") is Method.LATTICE and Method.parse(Method.EXACT) is Method.EXACT
     with pytest.raises(MarginalError, match="choose from canonical, lattice, proxy, exact"):
         Method.parse("beam")
+
+
+def test_chunks_start_small_and_double_without_changing_the_samples(smollm_model):
+    """A first_chunk makes a large run's first estimate come early; the samples stay the same."""
+    from marginal_core.estimators import chunk_sizes
+
+    assert list(chunk_sizes(30, 8, 2)) == [2, 4, 8, 8, 8]
+    assert list(chunk_sizes(5, 8, 2)) == [2, 3] and list(chunk_sizes(30, None, 4)) == [4, 8, 16, 2]
+    assert list(chunk_sizes(10, 4)) == [4, 4, 2] and list(chunk_sizes(0, 4, 2)) == []
+    m = Marginalizer(smollm_model, " Paris is the capital", None)
+    parts = list(m.stream("lattice", samples=30, chunk=8, first_chunk=2))
+    assert [p.num_samples for p in parts] == [2, 6, 14, 22, 30]
+    assert parts[-1].paths.tolist() == m.lattice_estimate(30).paths.tolist()
+    proxy = list(m.stream("proxy", samples=12, chunk=8, first_chunk=3))
+    assert [p.num_samples for p in proxy] == [3, 9, 12]
+    assert proxy[-1].paths.tolist() == m.proxy(12, chunk=12).paths.tolist()
+    with pytest.raises(MarginalError, match="first chunk"):
+        EstimateOptions(first_chunk=0)
+
+
+def test_texts_beyond_the_context_window_are_refused_before_any_scoring(smollm_model, monkeypatch, capsys):
+    """The canonical tokenization (and every sample) must fit the model's context window with
+    the context; otherwise a ContextWindowError names the counts before any forward pass."""
+    from marginal_core.cli import main
+    from marginal_core.errors import ContextWindowError
+
+    lm = LM.of(smollm_model)
+    text = " The committee postponed its decision until the next meeting."
+    m = Marginalizer(smollm_model, text, QUESTION)
+    canonical, context = len(m.lattice.canonical), len(m.context_ids)
+    monkeypatch.setattr(lm.config, "max_position_embeddings", context + canonical - 1)
+    before = lm.prefills
+    for method in ("canonical", "lattice", "proxy", "exact"):
+        with pytest.raises(ContextWindowError) as caught:
+            m.estimate(method, samples=3)
+        assert caught.value.tokens == canonical and caught.value.limit == context + canonical - 1
+    assert lm.prefills == before  # refused before the context was even prefilled
+    message = str(caught.value)
+    assert f"has {canonical} tokens ({canonical + context} with the context)" in message
+    assert f"context window of {context + canonical - 1} tokens" in message and "smollm2-135m" in message
+    # The canonical path fits, but L lets samples pass the window: lower L.
+    monkeypatch.setattr(lm.config, "max_position_embeddings", context + canonical + 2)
+    with pytest.raises(ContextWindowError, match="set the length bound L to at most"):
+        m.lattice_estimate(200, max_len=canonical + 10, seed=0)
+    assert m.lattice_estimate(20, max_len=canonical + 2, seed=0).num_samples == 20
+    with pytest.raises(ContextWindowError, match="longest tokenization the proxy may draw"):
+        m.proxy(3)
+    # The command line says it in one line, exit status 2.
+    monkeypatch.setattr(lm.config, "max_position_embeddings", 4)
+    assert main(["estimate", text, "--model", "smollm2-135m", "--device", "cpu", "--methods", "lattice",
+                 "--samples", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "context window of 4 tokens" in err and "Traceback" not in err
