@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from marginal_core.errors import UnrepresentableTextError
 from marginal_core.tokenizer import TokenizerLike, text_tokenizer
 
 
@@ -20,6 +21,7 @@ def context_ids(tokenizer: TokenizerLike, context: str | None = None) -> list[in
     view = text_tokenizer(tokenizer)
     special = view.special
     if context:
+        UnrepresentableTextError.check_unicode(context, "context")
         prefix = [special.bos_id] if special.adds_bos else []
         return prefix + view.encode(context)
     start = special.bos_id if special.bos_id is not None else special.eos_id

@@ -36,6 +36,18 @@ class EmptyTextError(MarginalError):
 class UnrepresentableTextError(MarginalError):
     """The text cannot be written as a sequence of tokens of the vocabulary (no lattice path)."""
 
+    @classmethod
+    def check_unicode(cls, text: str, what: str = "text") -> None:
+        """Refuse a text holding lone surrogates (U+D800-U+DFFF): no encoding, so no tokenizer,
+        can represent them (Python reads bytes that are not UTF-8 from a command line as such)."""
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise cls(
+                f"the {what} is not valid Unicode: character {exc.start + 1} is a lone surrogate "
+                f"U+{ord(text[exc.start]):04X} (often a byte that is not UTF-8); fix the {what}'s encoding or remove it"
+            ) from None
+
 
 class NormalizationError(MarginalError):
     """The tokenizer changes the text (lowercasing, NFKC, ...), so no honest lattice can be built."""

@@ -310,6 +310,7 @@ def build_lattice(
     """Build and check the lattice of a text (docs/design.md, points 3 and 4)."""
     if not text:
         raise EmptyTextError("the text is empty: type at least one character")
+    UnrepresentableTextError.check_unicode(text)
     view = text_tokenizer(tokenizer)
     vocab = vocabulary(tokenizer)
     canonical = tuple(view.encode(text))

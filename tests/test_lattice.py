@@ -294,6 +294,18 @@ def test_empty_text_is_refused(name):
         build_lattice("", embedded(name))
 
 
+@pytest.mark.parametrize("name", EMBEDDED)
+def test_lone_surrogates_are_refused_with_a_message(name):
+    """A command line's bytes that are not UTF-8 reach Python as lone surrogates: a clear error
+    for the text and the context, not the tokenizer's TypeError (issue 13, hostile input)."""
+    from marginal_core.context import context_ids
+
+    with pytest.raises(UnrepresentableTextError, match="character 2 is a lone surrogate U[+]DCFF"):
+        build_lattice("a\udcffb", embedded(name))
+    with pytest.raises(UnrepresentableTextError, match="context is not valid Unicode"):
+        context_ids(embedded(name), "Question:\ud800")
+
+
 def test_unknown_model_names_the_known_ones():
     from marginal_core.models import load_tokenizer
 
