@@ -8,10 +8,10 @@ from marginal_core.tasks import qa
 from marginal_core.tasks.report import load_rows, qa_report
 from marginal_core.tasks.store import read_samples
 from marginal_core.tasks.task import TASK_METHODS
-from pages._app import inputs, loaders
+from pages._app import inputs, loaders, tables
 from pages._app.errors import show_error
 from pages._app.live import stop_button
-from pages._app.task_tables import choices_table, qa_questions_table, samples_table
+from pages._app.task_tables import SAMPLE_TEXT_WIDTHS, choices_table, qa_questions_table, samples_table
 from pages._app.tasks import app_folder, run_task, speed_metrics
 
 LOCAL = "local file…"
@@ -107,7 +107,7 @@ def page() -> None:
     record = read_samples(folder, q.id).get((q.id, answer, method))
     st.caption("The distinct tokenizations the method scored for this answer (proxy: with log q and how often "
                "each was drawn), most probable first.")
-    st.dataframe(samples_table(record, loaders.vocabulary(inp.model)), hide_index=True)
+    tables.wrapped_dataframe(samples_table(record, loaders.vocabulary(inp.model)), SAMPLE_TEXT_WIDTHS)
 
 
 if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)

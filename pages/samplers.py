@@ -7,24 +7,29 @@ import streamlit as st
 
 from marginal_core import viz
 from marginal_core.sampling import lattice_samples
-from pages._app import inputs, live, loaders, results, widgets
+from pages._app import inputs, live, loaders, results, tables, widgets
 from pages._app.errors import guard
 
+# Pixels of the tokenization column: with the numbers it fits its column of the page on a laptop
+# (the proxy's is wider, for log q and draws), and is stretched on wider screens; its cells wrap,
+# so every split stays in view.
+TOKENIZATION_PX = 140
 COLUMNS = {
-    "tokenization": st.column_config.TextColumn("tokenization", width="medium",
+    "tokenization": st.column_config.TextColumn("tokenization", width=TOKENIZATION_PX,
                                                 help="Tokens separated by |, spaces shown as ␣"),
-    "tokens": st.column_config.NumberColumn("len", width=40, help="Number of tokens"),
-    "log_p": st.column_config.NumberColumn("log p", format="%.2f", width=60),
-    "log_q": st.column_config.NumberColumn("log q", format="%.2f", width=60),
-    "draws": st.column_config.NumberColumn("draws", width=50, help="How often the proxy drew it"),
+    "tokens": st.column_config.NumberColumn("len", width=34, help="Number of tokens"),
+    "log_p": st.column_config.NumberColumn("log p", format="%.2f", width=52),
+    "log_q": st.column_config.NumberColumn("log q", format="%.2f", width=52),
+    "draws": st.column_config.NumberColumn("draws", width=44, help="How often the proxy drew it"),
 }
-# Numbers first, so they stay in view in narrow columns; hover a tokenization to read it whole.
+# Numbers first, so they stay in view in narrow columns; the tokenization wraps onto more lines.
 ORDER = ("log_p", "log_q", "draws", "tokens", "tokenization")
 
 
 def show_table(frame: pd.DataFrame) -> None:
-    st.dataframe(frame, hide_index=True, height=360, column_config=COLUMNS,
-                 column_order=[c for c in ORDER if c in frame.columns])
+    """One sampler's table, its tokenizations whole (wrapped)."""
+    tables.wrapped_dataframe(frame, {"tokenization": TOKENIZATION_PX}, column_config=COLUMNS, height=360,
+                             column_order=[c for c in ORDER if c in frame.columns])
 
 
 def page() -> None:
@@ -73,7 +78,7 @@ def page() -> None:
 
     kinds = samples.kinds
     paths = samples.paths.tolist()
-    columns = st.columns(3)
+    columns = st.columns([1, 1, 1.35])
     if scored is not None:
         table = viz.samples_frame(lat, scored)
         off = table[table["kind"] == "off_by_one"].drop(columns="kind")

@@ -8,10 +8,10 @@ from marginal_core.tasks import mt
 from marginal_core.tasks.report import load_rows, mt_report
 from marginal_core.tasks.store import read_items, read_samples
 from marginal_core.tasks.task import TASK_METHODS
-from pages._app import inputs, loaders
+from pages._app import inputs, loaders, tables
 from pages._app.errors import show_error
 from pages._app.live import stop_button
-from pages._app.task_tables import choices_table, mt_sentences_table, samples_table
+from pages._app.task_tables import SAMPLE_TEXT_WIDTHS, choices_table, mt_sentences_table, samples_table
 from pages._app.tasks import app_folder, run_task, speed_metrics
 
 LOCAL = "local file…"
@@ -105,7 +105,7 @@ def page() -> None:
     cand = d[0].selectbox("Candidate", range(len(cands)), format_func=lambda i: cands[i], key="mt_cand")
     method = d[1].selectbox("Samples of", methods, key="mt_sample_method")
     record = read_samples(folder, p.id).get((p.id, cand, method))
-    st.dataframe(samples_table(record, loaders.vocabulary(inp.model)), hide_index=True)
+    tables.wrapped_dataframe(samples_table(record, loaders.vocabulary(inp.model)), SAMPLE_TEXT_WIDTHS)
 
 
 if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)

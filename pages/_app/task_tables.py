@@ -40,6 +40,11 @@ def choices_table(rows: pd.DataFrame, item: str) -> pd.DataFrame:
     return base.reset_index()
 
 
+# Pixel widths of samples_table's text columns: they wrap (pages/_app/tables.py), so a long
+# tokenization is read whole, not cut at the column's edge.
+SAMPLE_TEXT_WIDTHS = {"tokenization": 420, "ids": 240}
+
+
 def samples_table(record: dict[str, Any] | None, vocab: Any = None) -> pd.DataFrame:
     """The distinct samples of one stored (item, choice, method) record, most probable first,
     with their tokens shown as pieces where a Vocabulary is given."""
