@@ -55,6 +55,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def rss_gib(pid: int) -> float:
+    """Resident memory of a process, in GiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 2**20
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
 def wait_until_idle(pid: int, timeout: float = 120.0, window: float = 2.0, busy: float = 0.25) -> float:
     """Seconds until a process uses less than `busy` of a core over `window` seconds."""
     started = time.monotonic()
@@ -265,6 +273,45 @@ def test_a_text_with_control_characters_draws_its_whole_lattice():
         assert svg.locator("g.edge").count() > 0
         assert "\\x07" in svg.text_content()
         page.screenshot(path=str(OUTPUT / "lattice-control-characters.png"))
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
+def test_a_100000_character_text_is_refused_before_scoring_and_the_server_stays_bounded():
+    """Issue 13 item 0: a text past the model's context window (about 16,000 canonical tokens of
+    SmolLM2's 8,192) is refused at Run with the counts, before any scoring; after Stop the server
+    goes idle and its memory stops growing (it once grew to 21 GB until the OOM killer ended it)."""
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    sentence = "The committee postponed its decision until the next meeting. "
+    text = (sentence * (100_000 // len(sentence) + 1))[:100_000]
+    with streamlit_server() as server, browser_page() as page:
+        page.goto(f"{server.url}/running?model={SMOL}&k=5&methods=lattice")
+        box = page.get_by_label("Text", exact=True)
+        box.wait_for()
+        settle(page)
+        before = rss_gib(server.pid)
+        box.fill(text)  # typed, not in the URL: a 100,000-character URL passes the server's limit
+        box.press("Control+Enter")
+        run = page.locator(".st-key-run button").first
+        page.get_by_text("Press Run to start scoring").wait_for()
+        settle(page)
+        started = time.monotonic()
+        run.click()
+        refused = page.get_by_text("Too long for the model")
+        refused.wait_for()
+        message = refused.inner_text()
+        assert "context window of 8,192 tokens" in message and "canonical tokenization has" in message, message
+        print(f"refused {time.monotonic() - started:.1f} s after Run", flush=True)
+        page.locator(".st-key-stop button").first.click()
+        settle(page)
+        no_traceback(page)
+        assert "Stopped:" not in page.locator("body").inner_text()  # refused, not a stopped run
+        page.screenshot(path=str(OUTPUT / "running-too-long.png"))
+        print(f"server idle {wait_until_idle(server.pid):.1f} s after Stop", flush=True)
+        after = rss_gib(server.pid)
+        time.sleep(5)
+        settled = rss_gib(server.pid)
+        print(f"server memory {before:.2f} GiB before the text, {after:.2f} after Stop, {settled:.2f} 5 s later", flush=True)
+        assert settled <= after + 0.1 and settled - before < 6, (before, after, settled)
 
 
 # --------------------------------------------------------------------------------------------

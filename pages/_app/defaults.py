@@ -6,6 +6,9 @@ from __future__ import annotations
 DEFAULT_CONTEXT = "Question: What is the capital of France?\nAnswer:"
 DEFAULT_TEXT = " Paris is the capital of France."
 DEFAULT_SAMPLES = 100
+# The home page's one-click estimate takes at most this many samples (minutes on a CPU; more
+# go on the running-estimates page).
+HOME_MAX_SAMPLES = 1_000
 # Exact enumeration is offered in the app up to this many paths (each path is scored).
 APP_EXACT_BUDGET = 2_000
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import streamlit as st
 
-from marginal_core.errors import MarginalError
+from marginal_core.errors import ContextWindowError, MarginalError
 from marginal_core.lm.oom import is_oom
 
 
@@ -18,6 +18,11 @@ def describe_error(exc: BaseException, doing: str = "") -> tuple[str, str]:
     get advice; anything else gets its type and first line, never a traceback.
     """
     where = f" while {doing}" if doing else ""
+    if isinstance(exc, ContextWindowError):
+        return "error", (
+            f"Too long for the model: {exc}. Nothing was scored. The Lattice page and the samplers' "
+            "uniform samples need no model and still work."
+        )
     if isinstance(exc, MarginalError):
         return "error", str(exc)
     if is_oom(exc):

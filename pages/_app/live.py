@@ -1,6 +1,7 @@
 """Live runs: an estimator's stream drawn as it goes, with a Stop that stops the work.
 
-A run goes in chunks of about a tenth of k, so its plots grow and a stopped run keeps the
+A run goes in chunks that start at a few samples and double up to about a tenth of k, so its
+first estimate comes within seconds whatever k is, its plots grow, and a stopped run keeps the
 chunks it finished (in the session; a finished result is kept for every session).
 
 How a run learns that it must stop: app.py calls :func:`begin_script_run` at the top of every
@@ -37,10 +38,12 @@ _UNFINISHED = "_unfinished_runs"
 # Seconds between redraws of a progress bar from within a chunk (each redraw is sent to the
 # browser, and is where Streamlit can end a script run).
 REDRAW_S = 0.25
+# Samples in a live run's first chunk; later chunks double up to live_chunk(k).
+FIRST_CHUNK = 4
 
 
 def live_chunk(k: int) -> int:
-    """Samples per chunk of a live run of k: about 10 updates, of 50 to 500 samples each.
+    """The largest chunk of a live run of k: about a tenth of k, 50 to 500 samples.
 
     Smaller chunks update a live plot more often but share fewer prefixes, so they cost more.
     """
@@ -61,10 +64,11 @@ def live_stream(
     progress: Progress | None = None,
     **options: Any,
 ) -> Iterator[Estimate]:
-    """``m.stream`` in chunks sized for a live plot (about ten updates); same samples as
-    ``m.estimate`` with the same options."""
+    """``m.stream`` in chunks sized for a live plot (FIRST_CHUNK samples, doubling up to
+    :func:`live_chunk`); same samples as ``m.estimate`` with the same options."""
     chunk = live_chunk(_requested(m, method, samples))
-    return m.stream(method, samples=samples, chunk=chunk, should_stop=should_stop, progress=progress, **options)
+    return m.stream(method, samples=samples, chunk=chunk, first_chunk=FIRST_CHUNK, should_stop=should_stop,
+                    progress=progress, **options)
 
 
 def begin_script_run() -> None:
@@ -126,7 +130,7 @@ class Unfinished:
         """'after 100 of 600 samples', or that nothing had been scored yet."""
         e = self.estimate
         if e is None or not e.num_samples:
-            return f"before its first chunk of {self.requested:,} samples was scored (nothing was kept)"
+            return f"before its first chunk was scored, of {self.requested:,} samples asked for (nothing was kept)"
         return f"after {e.num_samples:,} of {e.run.requested or self.requested:,} samples"
 
 
@@ -162,11 +166,17 @@ def run_live(
     runs[key] = Unfinished(requested)
     bar = Bar(label)
     est = None
-    for est in live_stream(m, method, should_stop=bar.should_stop, progress=bar.progress, **options):
-        runs[key] = Unfinished(requested, est)
-        bar.update(est.run.fraction, f"{label}: {est.num_samples:,} of {est.run.requested:,} samples scored in {est.seconds:.1f} s")
-        if on_update is not None:
-            on_update(est)
+    try:
+        for est in live_stream(m, method, should_stop=bar.should_stop, progress=bar.progress, **options):
+            runs[key] = Unfinished(requested, est)
+            bar.update(est.run.fraction,
+                       f"{label}: {est.num_samples:,} of {est.run.requested:,} samples scored in {est.seconds:.1f} s")
+            if on_update is not None:
+                on_update(est)
+    except Exception:  # refused (e.g. a text past the context window) or failed: not a stopped run
+        runs.pop(key, None)
+        bar.empty()
+        raise
     if est is None or est.run.cancelled:
         st.stop()
     bar.empty()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import streamlit as st
+
 from marginal_core.viz import count_label
 from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, exact_feasible
 
@@ -14,6 +16,7 @@ if TYPE_CHECKING:
     from marginal_core.lattice import Lattice
 
 MAX_SAMPLES = 100_000
+_L_DEFAULT = "_L_default"  # the default L last put in the length-bound widget (see length_bound)
 
 
 def samples_k(where: DeltaGenerator, *, disabled: bool = False,
@@ -31,12 +34,32 @@ def proxy_samples(where: DeltaGenerator) -> int:
 
 
 def length_bound(where: DeltaGenerator, lat: Lattice, *, disabled: bool = False) -> int:
-    """The length bound L of the lattice sampler (URL key L); default: canonical length + 10."""
-    return int(where.number_input(
-        "Length bound L", min_value=1, value=lat.default_max_len(), step=1, key="L", bind="query-params",
+    """The length bound L of the lattice sampler (URL key L); default: canonical length + 10.
+
+    The default follows the text: a new text gets its own default unless L was set by hand (or
+    came with a shared link). An L below the text's shortest tokenization is said under the
+    widgets' row, with a button for the smallest L that has a path.
+    """
+    state, default = st.session_state, lat.default_max_len()
+    if state.get("L") not in (None, default) and state.get("L") == state.get(_L_DEFAULT):
+        state["L"] = default  # still the default of an earlier text: take this text's
+    state[_L_DEFAULT] = default if state.get("L") in (None, default) else None
+    bound = int(where.number_input(
+        "Length bound L", min_value=1, value=default, step=1, key="L", bind="query-params",
         disabled=disabled, help="Uniform samples are paths of at most L tokens; arcs on no such path are greyed "
-        f"on the lattice page (default: canonical length + 10 = {lat.default_max_len()}).",
+        f"on the lattice page (default: canonical length + 10 = {default:,}).",
     ))
+    if bound < lat.min_len and not disabled:
+        st.warning(f"No tokenization of this text has L = {bound:,} tokens or fewer: the shortest has "
+                   f"{lat.min_len:,} (the default for this text is {default:,}). Raise L to at least {lat.min_len:,}.",
+                   icon=":material/warning:")
+        st.button(f"Use L = {lat.min_len:,}", key="L_feasible", on_click=_set_length, args=(lat.min_len,),
+                  help="The smallest length bound that some tokenization of this text meets.")
+    return bound
+
+
+def _set_length(value: int) -> None:
+    st.session_state["L"] = value
 
 
 def seed(where: DeltaGenerator, *, disabled: bool = False) -> int:
