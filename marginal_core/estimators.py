@@ -235,14 +235,15 @@ class Marginalizer:
         limit = getattr(self.lm.config, "max_position_embeddings", None)
         return None if limit is None else limit - len(self.context_ids)
 
-    def canonical_score(self) -> CanonicalScore:
-        """log p(canonical | context) and its seconds: one forward pass, on first call only
-        (ContextWindowError before any work when the canonical path passes the context window)."""
+    def canonical_score(self, progress: Progress | None = None) -> CanonicalScore:
+        """log p(canonical | context) and its seconds, scored on first call only (ContextWindowError
+        before any work when the canonical path passes the context window); progress gets
+        (tokens, of tokens) after each forward pass, so a long text's caller can show it or end it."""
         if self._canonical is None:
             self.require_fits(len(self.lattice.canonical))
             state = self.context_state()
             started = time.perf_counter()
-            log_p = float(score_paths(self.lm, [self.lattice.canonical], state)[0])
+            log_p = float(score_paths(self.lm, [self.lattice.canonical], state, progress=progress)[0])
             self._canonical = CanonicalScore(log_p, time.perf_counter() - started)
         return self._canonical
 
@@ -295,9 +296,15 @@ class Marginalizer:
             if cancelled or stop == total:
                 return
 
+    def _canonical_first(self, progress: Progress | None, requested: int) -> None:
+        """Score the canonical path before a method's clock starts; meanwhile progress hears
+        (0, requested) after each forward pass (where a caller may end a long text's run)."""
+        self.canonical_score(None if progress is None else lambda done, of: progress(0, requested))
+
     def _canonical_stream(
         self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
+        self._canonical_first(progress, 1)
         score = self.canonical_score()
         yield Estimate(
             method=Method.CANONICAL.value,
@@ -316,7 +323,7 @@ class Marginalizer:
     def _lattice_stream(
         self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
-        self.canonical_score()  # scored once, outside the timing
+        self._canonical_first(progress, options.samples)  # scored once, outside the timing
         started = time.perf_counter()
         samples = lattice_samples(self.lattice, options.samples, max_len=options.max_len, seed=options.seed)
         room = self.window_room()
@@ -329,7 +336,7 @@ class Marginalizer:
     def _exact_stream(
         self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
-        self.canonical_score()
+        self._canonical_first(progress, self.lattice.count() - 1)
         started = time.perf_counter()
         paths = [p for p in self.lattice.enumerate(budget=options.budget) if p != self.lattice.canonical]
         self.require_fits(max(map(len, paths), default=0), "the text's longest tokenization")
@@ -341,7 +348,7 @@ class Marginalizer:
     def _proxy_stream(
         self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
-        self.canonical_score()
+        self._canonical_first(progress, options.samples)
         steps = proposal_of(self.lattice, options.include_canonical).max_steps
         self.require_fits(steps, "the longest tokenization the proxy may draw")
         checkpoints: list[tuple[int, float]] = []

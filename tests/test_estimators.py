@@ -198,3 +198,16 @@ def test_texts_beyond_the_context_window_are_refused_before_any_scoring(smollm_m
                  "--samples", "2"]) == 2
     err = capsys.readouterr().err
     assert "context window of 4 tokens" in err and "Traceback" not in err
+
+
+def test_the_canonical_score_reports_progress_before_any_sample(smollm_model):
+    """A long text's canonical pass is where a run waits first: progress hears it (in tokens from
+    canonical_score, as (0, requested) from a stream), so a caller can show it or end the run."""
+    m = Marginalizer(smollm_model, " Paris is the capital", QUESTION)
+    calls: list[tuple[float, int]] = []
+    m.lattice_estimate(6, seed=0, chunk=6, progress=lambda done, total: calls.append((done, total)))
+    assert calls[0] == (0, 6) and calls[-1] == (6, 6)
+    fresh = Marginalizer(smollm_model, " Paris is the capital", QUESTION)
+    tokens: list[tuple[float, int]] = []
+    fresh.canonical_score(progress=lambda done, total: tokens.append((done, total)))
+    assert tokens and tokens[-1][0] == tokens[-1][1] >= len(fresh.lattice.canonical)  # tokens fed, context included

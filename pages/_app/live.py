@@ -82,14 +82,20 @@ def begin_script_run() -> None:
 
 class Bar:
     """A progress bar for a long computation, with the stop check and progress callback the
-    library takes. Superseded by a newer run of the session, it ends this script run."""
+    library takes. Superseded by a newer run of the session, it ends this script run.
 
-    def __init__(self, label: str) -> None:
-        self.label = label
+    It counts ``unit`` (samples, or tokens for a canonical score); with ``now=False`` it shows
+    only once the computation has taken REDRAW_S (a quick one shows nothing).
+    """
+
+    def __init__(self, label: str, unit: str = "samples", *, now: bool = True) -> None:
+        self.label, self.unit = label, unit
         self.token: threading.Event = st.session_state.setdefault(_TOKEN, threading.Event())
         self.started = self.drawn = time.perf_counter()
         self.fraction, self.message = 0.0, f"{label}…"
-        self._bar = st.progress(0.0, text=self.message)
+        self._bar = st.empty()
+        if now:
+            self._bar.progress(0.0, text=self.message)
 
     def update(self, fraction: float, message: str) -> None:
         """Show a new state (and end this script run here if a newer one has started)."""
@@ -97,10 +103,11 @@ class Bar:
         self._draw(message)
 
     def progress(self, done: float, total: int) -> None:
-        """The library's progress callback (samples done, of total), redrawn a few times a second."""
+        """The library's progress callback (units done, of total), redrawn a few times a second."""
         if self.token.is_set() or time.perf_counter() - self.drawn >= REDRAW_S:
             seconds = time.perf_counter() - self.started
-            self.update(done / max(total, 1), f"{self.label}: {int(done):,} of {total:,} samples scored in {seconds:.1f} s")
+            self.update(done / max(total, 1),
+                        f"{self.label}: {int(done):,} of {total:,} {self.unit} scored in {seconds:.1f} s")
 
     def should_stop(self) -> bool:
         """The library's stop check; it also keeps the bar's clock going while nothing finishes."""
