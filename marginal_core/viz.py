@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ __all__ = [
     "TooLargeToDrawError",
     "RenderError",
     "show_piece",
+    "code_span",
     "count_label",
     "format_log",
     "format_small",
@@ -125,6 +127,14 @@ def show_piece(text: str) -> str:
     if text.isprintable():  # the common case, fast: nothing to escape but spaces
         return text.replace(" ", "␣")
     return "".join(map(_visible, text))
+
+
+def code_span(text: str) -> str:
+    """Text as a Markdown inline code span that shows it literally, backticks in it included
+    (a fence one backtick longer than its longest run), so no text turns into markup or math."""
+    longest = max(map(len, re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {text} {fence}" if longest else f"`{text}`"
 
 
 def segmented(lattice: Lattice, path: Path, sep: str = "|") -> str:

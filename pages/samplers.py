@@ -101,7 +101,7 @@ def page() -> None:
             st.markdown("#### Proxy (constrained LM)")
             st.info("Proxy samples need the model: press the button above.")
 
-    st.caption(f"Canonical: `{viz.segmented(lat, lat.canonical)}` ({len(lat.canonical)} tokens). "
+    st.caption(f"Canonical: {viz.code_span(viz.segmented(lat, lat.canonical))} ({len(lat.canonical)} tokens). "
                "log p and log q are natural logs; “draws” counts how often the proxy drew a tokenization.")
 
     groups = {"off_by_one": [len(p) for p, t in zip(paths, kinds) if t == "off_by_one"],

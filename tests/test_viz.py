@@ -236,6 +236,13 @@ def test_show_piece_makes_every_invisible_character_visible():
     assert viz.show_piece("e\u0301 漢字 👍 שלום") == "e\u0301␣漢字␣👍␣שלום"  # shown as they are
 
 
+def test_code_span_shows_backticks_and_markup_literally():
+    assert viz.code_span("␣Paris|.") == "`␣Paris|.`"
+    # A text's backticks cannot end the span early and let the rest render as Markdown or math.
+    assert viz.code_span("`c`|$x$|**b**") == "`` `c`|$x$|**b** ``"
+    assert viz.code_span("a```b") == "```` a```b ````"
+
+
 @pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot binary is not installed")
 def test_dot_the_binary_rejects_is_a_render_error_not_a_crash():
     with pytest.raises(viz.RenderError) as err:
