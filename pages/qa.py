@@ -5,14 +5,14 @@ from __future__ import annotations
 import streamlit as st
 
 from marginal_core.tasks import qa
-from marginal_core.tasks.report import load_rows, qa_report
+from marginal_core.tasks.report import complete_items, load_rows, qa_report
 from marginal_core.tasks.store import read_samples
 from marginal_core.tasks.task import TASK_METHODS
 from pages._app import inputs, loaders, tables
 from pages._app.errors import show_error
 from pages._app.live import stop_button
 from pages._app.task_tables import SAMPLE_TEXT_WIDTHS, choices_table, qa_questions_table, samples_table
-from pages._app.tasks import app_folder, run_task, speed_metrics
+from pages._app.tasks import app_folder, run_task, speed_metrics, time_note
 
 LOCAL = "local file…"
 
@@ -63,8 +63,20 @@ def page() -> None:
     b = st.columns([1, 1, 6])
     run = b[0].button("▶ Run", type="primary", key="qa_run")
     stop_button(b[1])
-    b[2].caption(f"{len(questions)} questions × about {len(questions[0].choices) if questions else 0} answers × "
-                 f"{len(methods)} methods · results in `{folder}`")
+    note = b[2].empty()
+
+    def describe_run() -> None:
+        """The run's size and, from earlier runs in its folder where there are any, its time."""
+        ids = [q.id for q in questions]
+        done = len(complete_items(load_rows(folder), methods, ids)) if (folder / "rows.csv").is_file() else 0
+        prior = ("expect minutes per question on a CPU"
+                 + (" (the proxy draws each of its k samples token by token)" if "proxy" in methods else "")
+                 + ", much less on a GPU")
+        note.caption(f"{len(questions)} questions × about {len(questions[0].choices) if questions else 0} answers × "
+                     f"{len(methods)} methods: {time_note(folder, len(questions) - done, 'question', prior)} · "
+                     f"results in `{folder}`")
+
+    describe_run()
     if run:
         lm = loaders.model(inp.model, inp.device)
         run_task(
@@ -72,9 +84,10 @@ def page() -> None:
                                       show_bar=False, **watch),
             "questions", "scoring the questions", lambda q: q.question,
         )
+        describe_run()
 
     if not (folder / "rows.csv").is_file():
-        st.caption("Press Run to score the questions (each answer takes seconds on a CPU with k = 32).")
+        st.caption("Press Run to score the questions; a progress bar counts them, and Stop keeps those finished.")
         return
     report = qa_report(folder, questions=[q.id for q in questions], methods=methods)
     if report["questions"] < len(questions):
@@ -95,15 +108,17 @@ def page() -> None:
 
     st.subheader("One question")
     scored = [q for q in questions if q.id in set(table["item"])]
-    q = st.selectbox("Question", scored, format_func=lambda q: f"{q.index}: {q.question[:100]}", key="qa_pick")
+    q = st.selectbox("Question", scored, format_func=lambda q: f"{q.index}: {q.question[:100]}", key="qa_pick",
+                     bind="query-params")
     if q is None:
         return
     st.markdown(f"**{q.question}**  \nGold: **{q.choices[q.gold]}**")
     rows = load_rows(folder)
     st.dataframe(choices_table(rows, q.id), hide_index=True)
     d = st.columns(2)
-    answer = d[0].selectbox("Answer", range(len(q.choices)), format_func=lambda i: q.choices[i], key="qa_answer")
-    method = d[1].selectbox("Samples of", [x for x in methods], key="qa_sample_method")
+    answer = d[0].selectbox("Answer", range(len(q.choices)), format_func=lambda i: q.choices[i], key="qa_answer",
+                            bind="query-params")
+    method = d[1].selectbox("Samples of", [x for x in methods], key="qa_sample_method", bind="query-params")
     record = read_samples(folder, q.id).get((q.id, answer, method))
     st.caption("The distinct tokenizations the method scored for this answer (proxy: with log q and how often "
                "each was drawn), most probable first.")

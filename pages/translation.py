@@ -5,14 +5,14 @@ from __future__ import annotations
 import streamlit as st
 
 from marginal_core.tasks import mt
-from marginal_core.tasks.report import load_rows, mt_report
+from marginal_core.tasks.report import complete_items, load_rows, mt_report
 from marginal_core.tasks.store import read_items, read_samples
 from marginal_core.tasks.task import TASK_METHODS
 from pages._app import inputs, loaders, tables
 from pages._app.errors import show_error
 from pages._app.live import stop_button
 from pages._app.task_tables import SAMPLE_TEXT_WIDTHS, choices_table, mt_sentences_table, samples_table
-from pages._app.tasks import app_folder, run_task, speed_metrics
+from pages._app.tasks import app_folder, run_task, speed_metrics, time_note
 
 LOCAL = "local file…"
 
@@ -62,7 +62,19 @@ def page() -> None:
     b = st.columns([1, 1, 6])
     run = b[0].button("▶ Run", type="primary", key="mt_run")
     stop_button(b[1])
-    b[2].caption(f"{len(pairs)} sentences × {n} candidates × {len(methods)} methods · results in `{folder}`")
+    note = b[2].empty()
+
+    def describe_run() -> None:
+        """The run's size and, from earlier runs in its folder where there are any, its time."""
+        ids = [p.id for p in pairs]
+        done = len(complete_items(load_rows(folder), methods, ids)) if (folder / "rows.csv").is_file() else 0
+        prior = ("expect minutes per sentence on a CPU (its candidates are generated, then each scored"
+                 + (", the proxy drawing each of its k samples token by token" if "proxy" in methods else "")
+                 + "), much less on a GPU")
+        note.caption(f"{len(pairs)} sentences × {n} candidates × {len(methods)} methods: "
+                     f"{time_note(folder, len(pairs) - done, 'sentence', prior)} · results in `{folder}`")
+
+    describe_run()
     if run:
         lm = loaders.model(inp.model, inp.device)
         run_task(
@@ -70,9 +82,11 @@ def page() -> None:
                                       seed=seed, target_language=target, show_bar=False, **watch),
             "sentences", "translating", lambda p: p.source,
         )
+        describe_run()
 
     if not (folder / "rows.csv").is_file():
-        st.caption("Press Run to generate and rerank translations.")
+        st.caption("Press Run to generate and rerank translations; a progress bar counts the sentences, and Stop "
+                   "keeps those finished.")
         return
     report = mt_report(folder, sentences=[p.id for p in pairs], methods=methods)
     if report["sentences"] < len(pairs):
@@ -95,15 +109,17 @@ def page() -> None:
     st.subheader("One sentence")
     items = read_items(folder)
     done = [p for p in pairs if p.id in set(table["item"])]
-    p = st.selectbox("Sentence", done, format_func=lambda p: f"{p.index}: {p.source[:100]}", key="mt_pick")
+    p = st.selectbox("Sentence", done, format_func=lambda p: f"{p.index}: {p.source[:100]}", key="mt_pick",
+                     bind="query-params")
     if p is None:
         return
     st.markdown(f"**{p.source}**  \nReference: *{p.reference}*")
     st.dataframe(choices_table(load_rows(folder), p.id), hide_index=True)
     cands = items[p.id]["candidates"]
     d = st.columns(2)
-    cand = d[0].selectbox("Candidate", range(len(cands)), format_func=lambda i: cands[i], key="mt_cand")
-    method = d[1].selectbox("Samples of", methods, key="mt_sample_method")
+    cand = d[0].selectbox("Candidate", range(len(cands)), format_func=lambda i: cands[i], key="mt_cand",
+                          bind="query-params")
+    method = d[1].selectbox("Samples of", methods, key="mt_sample_method", bind="query-params")
     record = read_samples(folder, p.id).get((p.id, cand, method))
     tables.wrapped_dataframe(samples_table(record, loaders.vocabulary(inp.model)), SAMPLE_TEXT_WIDTHS)
 

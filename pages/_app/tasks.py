@@ -1,5 +1,6 @@
 """What the downstream task pages share: where the app keeps their results folders, running a
-task under a progress bar with Stop, and the speed figures of a task report."""
+task under a progress bar with Stop, how long the items left will take, and the speed figures of
+a task report."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from marginal_core.cache import cache_root
+from marginal_core.tasks.store import read_sessions
 from pages._app.errors import guard
 from pages._app.live import Bar
 
@@ -41,6 +43,29 @@ def run_task(run: Callable[..., object], unit: str, doing: str, describe: Callab
     if bar.token.is_set():
         st.stop()
     bar.empty()
+
+
+def duration(seconds: float) -> str:
+    """A duration for people: '40 s', '12 min', '3.5 h'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def time_note(folder: Path, left: int, unit: str, prior: str) -> str:
+    """How long the items left will take: measured per item in this folder's earlier runs (their
+    wall time over the items they finished), else ``prior``, a plain statement of the scale."""
+    if left <= 0:
+        return f"every {unit} is scored"
+    sessions = [s for s in read_sessions(folder) if s.get("items_done")] if folder.is_dir() else []
+    done = sum(int(s["items_done"]) for s in sessions)
+    if not done:
+        return prior
+    per = sum(float(s.get("wall_seconds", 0.0)) for s in sessions) / done
+    return (f"earlier runs here took {duration(per)} per {unit}, so the {left} left take about "
+            f"{duration(per * left)}")
 
 
 def speed_metrics(report: dict[str, Any], left: DeltaGenerator, right: DeltaGenerator, unit: str) -> None:
