@@ -252,6 +252,24 @@ def test_unknown_model_raises_listing_known_names(name):
         load_model(name, device="cpu")
 
 
+def test_a_missing_local_folder_is_named_as_missing_not_as_an_unreachable_hub(tmp_path):
+    """Issue 13 item 5f: a model folder that does not exist was reported as "the hub is not
+    reachable", its nested message cut in the middle of a URL."""
+    from marginal_core.models.registry import unknown_model
+
+    for name in (str(tmp_path / "no-such-model"), "./no-such-model", "~/no-such-model-xyz", "models/org/no-such"):
+        with pytest.raises(UnknownModelError, match="it does not exist") as info:
+            load_tokenizer(name)
+        assert "hub" not in str(info.value), info.value
+    with pytest.raises(UnknownModelError, match="has no config.json"):  # a folder, but no model in it
+        load_tokenizer(str(tmp_path))
+    url = "https://huggingface.co/docs/transformers/installation#offline-mode"
+    for filler in range(250, 300, 7):  # wherever the limit falls, the URL is whole or left out
+        message = str(unknown_model("m", "x" * filler + f" see {url} for more"))
+        assert "https://" not in message or url in message, message
+        assert "\n" not in message
+
+
 # --------------------------------------------------------------------------------------------
 # Models
 

@@ -29,13 +29,18 @@ def from_hf(name: str, loader: Callable[..., object], **kwargs: object) -> objec
     """Call a from_pretrained-style loader on a local folder, the local HF cache, then the hub."""
     path = Path(name)
     if path.is_dir():
-        return loader(name, **kwargs)
+        try:
+            return loader(name, **kwargs)
+        except Exception as exc:
+            if not (path / "config.json").is_file():
+                raise OSError(f"the folder {path} has no config.json, so it holds no Hugging Face model") from exc
+            raise
     try:
         return loader(name, local_files_only=True, **kwargs)
     except Exception as local_exc:
         if not hub_reachable():
             raise OSError(
-                f"not a local folder, not in the local Hugging Face cache, and the hub is not "
-                f"reachable ({' '.join(str(local_exc).split())[:200]})"
+                f"no folder {name!r} here, not in the local Hugging Face cache, and the hub is not "
+                f"reachable ({' '.join(str(local_exc).split())})"
             ) from local_exc
     return loader(name, **kwargs)

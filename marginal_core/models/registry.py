@@ -88,11 +88,24 @@ def is_embedded(name: str) -> bool:
     return name.strip().lower() in EMBEDDED_MODELS
 
 
+def _shorten(text: str, limit: int = 300) -> str:
+    """Text on one line, cut at a space before limit characters (never inside a word or a URL)."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit - 4)
+    return (text[:cut] if cut > 0 else text.split(" ", 1)[0]) + " ..."
+
+
+def _looks_like_path(name: str) -> bool:
+    """Whether a model name can only be a local path: a Hugging Face id is ``name`` or
+    ``org/name`` and never starts with '/', '.' or '~'."""
+    return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1 or Path(name).is_absolute()
+
+
 def unknown_model(name: str, reason: object) -> UnknownModelError:
     """An UnknownModelError whose one-line message names the embedded models and the cause."""
-    text = " ".join(str(reason).split()) or type(reason).__name__
-    if len(text) > 300:
-        text = text[:297] + "..."
+    text = _shorten(str(reason)) or type(reason).__name__
     return UnknownModelError(
         f"cannot load model {name!r}: {text} "
         f"(embedded models that work offline: {', '.join(known_models())}; "
@@ -128,6 +141,8 @@ def resolve(name: str) -> Source:
             return Source(str(path.resolve()), path.resolve(), None)
         if path.is_dir():
             return Source(name.strip(), None, str(path.resolve()))
+        if _looks_like_path(name.strip()):
+            raise unknown_model(name, f"there is no folder {path.resolve()} (it does not exist)")
     except OSError as exc:  # a name no file system takes (too long, ...)
         raise unknown_model(name, f"not a usable path ({exc.strerror or exc})") from None
     return Source(name.strip(), None, name.strip())
