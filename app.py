@@ -18,7 +18,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import home, lattice, mass, qa, rank, running, samplers, translation
-from pages._app import inputs, live
+from pages._app import inputs, links, live
 
 
 def navigation() -> dict[str, list[st.Page]]:
@@ -45,7 +45,12 @@ def main() -> None:
     page = st.navigation(navigation())
     live.begin_script_run()
     inputs.sidebar()
-    page.run()
+    links.take_numbers()
+    notice = st.container()  # above the page: what the link held that the page could not use
+    try:
+        page.run()
+    finally:
+        links.report_numbers(notice)
 
 
 if __name__ == "__main__":
