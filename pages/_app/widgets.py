@@ -69,9 +69,10 @@ def seed(where: DeltaGenerator, *, disabled: bool = False) -> int:
 
 
 def exact_toggle(where: DeltaGenerator, lat: Lattice, label: str) -> bool:
-    """A toggle for exact enumeration, on by default and offered only while the lattice is small."""
+    """A toggle for exact enumeration (URL key exact), on by default and offered only while the
+    lattice is small."""
     count = lat.count()
     feasible = exact_feasible(count)
-    on = where.toggle(label, value=feasible, disabled=not feasible, key="exact",
+    on = where.toggle(label, value=feasible, disabled=not feasible, key="exact", bind="query-params",
                       help=f"Offered up to {APP_EXACT_BUDGET:,} tokenizations; this text has {count_label(count)}.")
     return bool(on) and feasible
