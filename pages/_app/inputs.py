@@ -1,12 +1,14 @@
 """The inputs every page shares (model, device, text, context): sidebar widgets bound to the URL.
 
 app.py draws them on every run, before the page; pages read them back from the session state
-with :func:`current` (the widgets' values, keyed as in the URL), so a link reproduces a view.
+with :func:`current` (the widgets' values, keyed as in the URL), so a link reproduces a view. A
+text or context too long for a link (MAX_LINKED_CHARS) stays in the session and out of the URL.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import streamlit as st
 
@@ -15,6 +17,11 @@ from marginal_core.models import DEFAULT_MODEL, EMBEDDED_MODELS, known_models
 from pages._app import devices
 from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
 from pages._app.errors import show_error
+
+
+# URL characters of a text or context a link carries at most (percent-encoded: a CJK character
+# takes nine); the server answers HTTP 400 to a request line past about 128 KB.
+MAX_LINKED_CHARS = 50_000
 
 
 @dataclass(frozen=True)
@@ -47,15 +54,24 @@ def sidebar() -> None:
         "Device", devices.device_options(), index=0, key="device", bind="query-params",
         help="auto uses the GPU when there is one (cuda, then mps), else the CPU.",
     )
+    unlinked = [key for key in ("text", "context") if not _linkable(st.session_state.get(key))]
     sb.text_area(
-        "Text", value=DEFAULT_TEXT, key="text", bind="query-params", height=90,
+        "Text", value=DEFAULT_TEXT, key="text", bind=None if "text" in unlinked else "query-params", height=90,
         help="The text whose marginal probability is estimated. It is scored right after the context, "
         "so start it with a space when the context ends with a word or a colon. Ctrl+Enter applies.",
     )
     sb.text_area(
-        "Context (optional)", value=DEFAULT_CONTEXT, key="context", bind="query-params", height=90,
+        "Context (optional)", value=DEFAULT_CONTEXT, key="context", height=90,
+        bind=None if "context" in unlinked else "query-params",
         help="What the text is conditioned on, e.g. a question. Empty: the text alone, after BOS.",
     )
+    for key in unlinked:
+        st.query_params.pop(key, None)
+    if unlinked:
+        sb.caption(f"The {' and the '.join(unlinked)} {'are' if len(unlinked) > 1 else 'is'} too long for a link "
+                   f"(links carry up to {MAX_LINKED_CHARS:,} URL characters of each): the page's link leaves "
+                   f"{'them' if len(unlinked) > 1 else 'it'} out, and a reload starts from the default. Copy the "
+                   "text itself to share it.")
     name = _model_name()
     if name in EMBEDDED_MODELS:
         sb.caption(EMBEDDED_MODELS[name].description)
@@ -66,6 +82,12 @@ def sidebar() -> None:
             show_error(exc)
         where = "cpu"
     sb.caption(f"Runs on: **{devices.device_label(where)}**")
+
+
+def _linkable(text: str | None) -> bool:
+    """Whether a text fits in a link: the server refuses a URL past about 128 KB (HTTP 400), so a
+    longer text stays in the session and out of the URL."""
+    return text is None or len(quote(text, safe="")) <= MAX_LINKED_CHARS
 
 
 def current() -> Inputs:
