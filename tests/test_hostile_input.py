@@ -70,8 +70,9 @@ SHORT_TEXTS = st.one_of(
     st.text(st.characters(codec="utf-8"), min_size=1, max_size=16),
 )
 MALFORMED_NUMBERS = st.one_of(
-    st.sampled_from(["-5", "abc", "1e8", "0", "", "1.5", "nan", "NaN", "99999999999999999999999", "0x10",
-                     "１２", "٣", " 7", "+3", "1_000", "-0", "1e-9", "2147483648", "-9223372036854775809"]),
+    st.sampled_from(["-5", "abc", "1e8", "0", "", "1.5", "nan", "NaN", "inf", "-inf", "Infinity", "1e999",
+                     "99999999999999999999999", "0x10", "１２", "٣", " 7", "+3", "1_000", "-0", "1e-9",
+                     "2147483648", "-9223372036854775809"]),
     st.integers().map(str),
     st.text(max_size=6),
 )
@@ -169,9 +170,7 @@ def test_every_page_takes_choices_that_are_not_options(page):
     assert_sane(open_page(page, model=SMOL, text=" Paris.", **CHOICES), page)
 
 
-@pytest.mark.xfail(reason="issue 13 item 5 (URL numbers): Streamlit's number_input raises OverflowError "
-                          "while reading inf from the URL, before any page code runs", strict=False)
-@pytest.mark.parametrize("page", ["lattice", "rank", "qa"])
-def test_infinite_numbers_in_the_url(page):
-    # Kept out of MALFORMED_NUMBERS until fixed; move "inf" and "-inf" there then.
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_takes_infinite_numbers_in_its_url(page):
+    """inf once raised OverflowError inside Streamlit's number_input, before any page code ran."""
     assert_sane(open_page(page, model=SMOL, text=" Paris.", **dict.fromkeys(NUMBERS[page], "inf")), page)
