@@ -8,7 +8,8 @@ import streamlit as st
 
 from marginal_core import viz
 from pages import lattice, running
-from pages._app import inputs, live, loaders, results, widgets
+from pages._app import counts, inputs, live, loaders, results, widgets
+from pages._app.defaults import HOME_MAX_SAMPLES
 from pages._app.errors import guard
 
 
@@ -46,29 +47,38 @@ def page() -> None:
     st.html(viz.chips_html(lat))
 
     count = lat.count()
-    cols = st.columns(4)
+    cols = st.columns([1, 1, 2, 1])  # a long text's count ("3.73 × 10^4696") needs the room
     cols[0].metric("Canonical tokens", len(lat.canonical), help="How many tokens the tokenizer uses.")
     cols[1].metric("Bytes (UTF-8)", len(lat.data))
-    cols[2].metric("Tokenizations", viz.count_label(count), help=f"Exactly {count:,} paths through the lattice.")
+    cols[2].metric("Tokenizations", viz.count_label(count), help="Paths through the lattice"
+                   + (" (every digit below)." if count >= counts.ABBREVIATED_FROM else "."))
     cols[3].metric("Off-by-one", f"{len(lat.splits):,}", help="Canonical tokenization with one token split into two.")
+    counts.exact_count("number of tokenizations", count, key="tokenizations")
 
     st.subheader("Probability under the model")
     m = loaders.require_marginalizer(inp)
     with guard("scoring the canonical tokenization"):
-        with st.spinner("Scoring the canonical tokenization…"):
-            lpc = m.canonical_score().log_p
+        bar = live.Bar("Scoring the canonical tokenization", "tokens", now=False)  # a newer run ends it
+        lpc = m.canonical_score(progress=bar.progress).log_p
+        bar.empty()
         c1, c2 = st.columns(2)
         c1.metric("log p(canonical)", viz.format_log(lpc), help="Natural log of the canonical tokenization's probability.")
         c2.metric("p(canonical)", f"{math.exp(lpc):.3g}")
 
         row = st.columns([1, 1, 1, 2], vertical_alignment="bottom")
-        k = widgets.samples_k(row[0])
+        k = widgets.samples_k(row[0], help="Lattice samples: off-by-one first, then uniform paths of at most L "
+                              f"tokens. Here at most {HOME_MAX_SAMPLES:,}; more on *Running estimates*.")
         bound = lat.default_max_len()
         key = inp.key("lattice", k, bound, 0)
         est = results.cached(key)
         if est is None:
-            estimate = row[1].button("Estimate the marginal", type="primary", key="estimate")
+            too_many = k > HOME_MAX_SAMPLES
+            estimate = row[1].button("Estimate the marginal", type="primary", key="estimate", disabled=too_many)
             live.stop_button(row[2])
+            if too_many:
+                st.info(f"The estimate here takes at most {HOME_MAX_SAMPLES:,} samples (minutes on a CPU; the time "
+                        f"grows with k). Lower k, or run k = {k:,} on *Running estimates*, which plots the estimate "
+                        "as it grows and can be stopped.", icon=":material/timer:")
             if estimate:
                 est = live.run_live(key, m, "lattice", "Scoring lattice samples", samples=k, max_len=bound, seed=0)
             elif (stopped := live.unfinished(key)) is not None:
@@ -79,9 +89,9 @@ def page() -> None:
             gain = est.log_marginal - lpc
             outside = -math.expm1(-gain) if math.isfinite(gain) else 0.0
             c = st.columns(4)
-            c[0].metric("log p(text) ≥", viz.format_log(est.log_marginal), delta=f"+{gain:.3f} nats vs canonical",
+            c[0].metric("log p(text) ≥", viz.format_log(est.log_marginal), delta=f"{viz.format_small(gain, signed=True)} nats vs canonical",
                         help="Lattice estimate: canonical plus every non-canonical path found (a lower bound).")
-            c[1].metric("Mass off the canonical", f"{outside:.2%}", help="Share of the estimated marginal not on the canonical path.")
+            c[1].metric("Mass off the canonical", viz.format_small(outside, 2, percent=True), help="Share of the estimated marginal not on the canonical path.")
             c[2].metric("Distinct paths scored", f"{est.num_distinct:,}")
             c[3].metric("Seconds", f"{est.seconds:.1f}", help=f"{est.forward_passes} forward passes")
             st.caption("Compare with the proxy baseline and the exact value on *Running estimates*.")

@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import base64
+
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import inputs, loaders, widgets
+from pages._app import counts, inputs, loaders, widgets
 from pages._app.errors import guard, show_error
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _svg(dot: str) -> bytes:
     return viz.dot_to_svg(dot)
+
+
+def _scroll_box(dot: str) -> None:
+    """A drawing wider than the page at its natural size, in a box that scrolls both ways (scaled
+    to the page's width, its labels were 4 pixels high); graphviz_chart where dot is missing.
+
+    The SVG goes in as an image (st.html keeps no inline SVG, and an image runs nothing)."""
+    try:
+        svg = _svg(dot)
+    except Exception:  # noqa: BLE001 -- no dot binary: the browser renders it, scaled
+        st.graphviz_chart(dot, width="content")
+        return
+    source = "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii")
+    st.html(f'<div class="lattice-scroll" style="overflow:auto;max-height:75vh;border:1px solid #ddd;'
+            f'border-radius:6px;padding:4px"><img src="{source}" alt="the whole lattice" '
+            'style="max-width:none;height:auto;display:block"></div>')
+    st.caption("Scroll the drawing both ways; Download SVG opens it in a viewer that zooms.")
 
 
 def page() -> None:
@@ -29,16 +48,18 @@ def page() -> None:
     )
 
     lat = loaders.require_lattice(inp)
-    c = st.columns([1, 1, 1, 1, 1])
+    c = st.columns(3)
     L = widgets.length_bound(c[0], lat)
     c[1].metric("Nodes", lat.num_nodes)
     c[2].metric("Arcs", lat.num_arcs)
-    c[3].metric("Tokenizations", viz.count_label(lat.count()))
+    wide = st.columns(2)  # counts of long texts ("3.73 × 10^4696") need half a row
+    wide[0].metric("Tokenizations", viz.count_label(lat.count()))
+    counts.exact_count("number of tokenizations", lat.count(), key="tokenizations", where=wide[0])
     with guard("counting paths of at most L tokens"):
-        c[4].metric(f"… of ≤ {L} tokens", viz.count_label(lat.count(L)))
-    if L < lat.min_len:
-        st.warning(f"No tokenization has {L} tokens or fewer (the shortest has {lat.min_len}): every arc is greyed.")
-    elif L < len(lat.canonical):
+        wide[1].metric(f"… of ≤ {L} tokens", viz.count_label(lat.count(L)))
+        counts.exact_count(f"number of tokenizations of at most {L} tokens", lat.count(L), key="bounded",
+                           where=wide[1])
+    if lat.min_len <= L < len(lat.canonical):  # below min_len, the L widget says so
         st.info(f"The canonical tokenization has {len(lat.canonical)} tokens, more than L = {L}: its arcs are dashed.")
 
     window = None
@@ -46,7 +67,7 @@ def page() -> None:
     if too_big or lat.num_nodes > viz.READABLE_NODES:
         whole = st.toggle(
             "Draw the whole lattice", value=False, disabled=too_big, key="whole", bind="query-params",
-            help=f"Up to {viz.MAX_DRAW_ARCS} arcs; wider drawings are scaled down to the page width.",
+            help=f"Up to {viz.MAX_DRAW_ARCS} arcs, drawn at full size in a box that scrolls both ways.",
         )
         if too_big or not whole:
             st.caption(
@@ -78,7 +99,10 @@ def page() -> None:
         show_error(exc, "drawing the lattice")
     if dot is not None:
         with guard("drawing the lattice"):
-            st.graphviz_chart(dot, width="content")
+            if window is None and lat.num_nodes > viz.READABLE_NODES:
+                _scroll_box(dot)
+            else:
+                st.graphviz_chart(dot, width="content")
         d = st.columns([1, 1, 5])
         d[0].download_button("Download DOT", dot, file_name="lattice.dot", mime="text/vnd.graphviz", key="dl_dot")
         try:
@@ -89,7 +113,8 @@ def page() -> None:
 
     st.subheader("Arcs")
     frame = viz.arcs_frame(lat, L)
-    if window is not None and st.toggle("Only arcs inside the window", value=True, key="only_window"):
+    if window is not None and st.toggle("Only arcs inside the window", value=True, key="only_window",
+                                        bind="query-params"):
         frame = frame[(frame["start"] >= window[0]) & (frame["end"] <= window[1])]
     st.dataframe(frame, hide_index=True, height=320)
 

@@ -9,6 +9,7 @@ process (Streamlit's resource cache and the library's own memo), so only the fir
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,7 @@ def test_home_shows_the_exact_count_of_a_20000_character_text(monkeypatch):
     from marginal_core.lattice import build_lattice
     from marginal_core.models import load_tokenizer
 
-    monkeypatch.setattr(Marginalizer, "canonical_score", lambda self: CanonicalScore(-1.0, 0.0))
+    monkeypatch.setattr(Marginalizer, "canonical_score", lambda self, progress=None: CanonicalScore(-1.0, 0.0))
     sentence = "The committee postponed its decision until the next meeting, citing the need for further analysis. "
     text = (sentence * 200)[:20_000]
     lifted = subprocess.run(  # a fresh interpreter: importing the app's helpers lifts the limit
@@ -139,6 +140,103 @@ def test_home_shows_the_exact_count_of_a_20000_character_text(monkeypatch):
     assert metrics(at)["Tokenizations"] == "30" and not at.code
 
 
+def test_texts_beyond_the_context_window_get_a_message_before_any_scoring(monkeypatch):
+    """Issue 13 item 0: a text whose canonical tokenization passes the model's context window is
+    refused with its token count and the model's limit before any forward pass; the lattice
+    views still work. The window is shrunk here, so a short text stands in for a 100,000-character one."""
+    from marginal_core.lm.adapter import LM
+    from marginal_core.models import load_model
+
+    lm = LM.of(load_model(SMOL, device="cpu"))  # the object the app's loader caches
+    monkeypatch.setattr(lm.config, "max_position_embeddings", 6)
+    before = lm.prefills
+    text = " Paris is the capital of France."
+    at = app(model=SMOL, text=text, context="")
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert error.startswith("Too long for the model: the text's canonical tokenization has")
+    assert "context window of 6 tokens" in error and "Lattice page" in error
+    assert "Something went wrong" not in error
+    assert "Tokenizations" in metrics(at) and "log p(canonical)" not in metrics(at)
+    at = app("pages/running.py", model=SMOL, text=text, context="", k="5", methods="lattice")
+    click(at, "run")
+    assert not at.exception and any("context window of 6 tokens" in e.value for e in at.error)
+    at.run()  # e.g. a Stop click: a refused run is not a stopped one
+    assert not any("Stopped" in w.value for w in at.warning)
+    assert lm.prefills == before  # nothing was scored, not even the context
+    at = app("pages/lattice.py", model=SMOL, text=text, context="")
+    assert_clean(at)
+    assert at.get("graphviz_chart")
+
+
+def test_home_ends_a_long_canonical_score_when_a_newer_run_starts(monkeypatch):
+    """Issue 13 item 0: Home scores the canonical tokenization as soon as it opens; for a long
+    text that takes minutes, so it reports progress in tokens and a newer run of the session (a
+    new text, a page switch) ends it at its next forward pass instead of leaving it computing."""
+    import streamlit as st
+
+    from pages._app import live
+
+    calls: list[tuple[float, int]] = []
+    real = live.Bar.progress
+
+    def newer_run_after_the_first_pass(self, done: float, total: int) -> None:
+        calls.append((done, total))
+        st.session_state["_run_token"].set()  # what the session's next script run does first
+        real(self, done, total)
+
+    monkeypatch.setattr(live.Bar, "progress", newer_run_after_the_first_pass)
+    text = (" The committee postponed its decision until the next meeting." * 110)[:6_600]  # > 1,024 tokens: 2 passes
+    at = app(model=SMOL, text=text)
+    assert not at.exception
+    assert len(calls) == 1 and calls[0][0] < calls[0][1]  # ended after its first pass, not at its end
+    assert "log p(canonical)" not in metrics(at)
+
+
+def test_home_caps_k_for_its_one_click_estimate():
+    """Issue 13 item 0: Home's estimate takes at most HOME_MAX_SAMPLES; a larger k says where it runs."""
+    from pages._app.defaults import HOME_MAX_SAMPLES
+
+    at = app(model=SMOL, text=SHORT, k=str(HOME_MAX_SAMPLES + 1))
+    assert_clean(at)
+    assert at.button(key="estimate").disabled
+    assert any(f"at most {HOME_MAX_SAMPLES:,} samples" in i.value and "Running estimates" in i.value for i in at.info)
+    at.number_input(key="k").set_value(HOME_MAX_SAMPLES).run()
+    assert not at.button(key="estimate").disabled and not at.info
+
+
+def test_home_headline_shows_a_tiny_gain_in_scientific_notation():
+    """Issue 13 item 5c: "+0.000 nats vs canonical, mass off the canonical 0.00%" hid a gain of
+    about 2e-05 nats (SmolLM2 puts almost all of " Hello world" on its canonical path)."""
+    at = app(model=SMOL, text=" Hello world", k="8")
+    click(at, "estimate")
+    assert_clean(at)
+    (headline,) = [m for m in at.metric if m.label == "log p(text) ≥"]
+    assert re.fullmatch(r"\+\d\.\de-0[4-6] nats vs canonical", headline.delta), headline.delta
+    assert re.fullmatch(r"\d\.\de-0[2-4]%", metrics(at)["Mass off the canonical"])
+
+
+def test_a_text_too_long_for_a_link_stays_in_the_session_and_out_of_the_url():
+    """Issue 13 item 5a: a URL past about 128 KB (15,000 CJK characters) made the server answer
+    HTTP 400, so the page could not be reloaded or shared; such a text now stays out of the URL
+    and the sidebar says so."""
+    from urllib.parse import quote
+
+    from pages._app.inputs import MAX_LINKED_CHARS
+
+    text = ("漢字かな交じり文の例です。" * 2000)[:15_000]
+    assert len(quote(text)) > MAX_LINKED_CHARS
+    at = app("pages/lattice.py", model=SMOL, text=" Paris.")
+    assert at.query_params["text"] == " Paris."
+    at.sidebar.text_area(key="text").input(text).run()
+    assert_clean(at)
+    assert "text" not in at.query_params and at.session_state["text"] == text
+    assert any("too long for a link" in c.value for c in at.sidebar.caption)
+    assert "Tokenizations" in metrics(at)  # the page works on it all the same
+    at.sidebar.text_area(key="text").input(" Paris.").run()
+    assert not any("too long for a link" in c.value for c in at.sidebar.caption)
+
+
 # --------------------------------------------------------------------------------------------
 # Lattice
 
@@ -158,6 +256,37 @@ def test_lattice_page_draws_the_lattice_with_downloads_and_arcs():
     assert_clean(at)
     assert "greyed" in at.get("graphviz_chart")[0].proto.spec
     assert not at.dataframe[0].value["within_L"].all()
+
+
+def test_the_length_bound_follows_the_text_unless_set_by_hand():
+    """Issue 13 item 3: a new text gets its own default L (canonical length + 10); an L set by
+    hand stays, and one below the shortest tokenization says so and offers the smallest feasible L."""
+    from marginal_core.lattice import build_lattice
+    from marginal_core.models import load_tokenizer
+
+    long_text = (" The committee postponed its decision until the next meeting." * 10)[:600]
+    short, long = (build_lattice(t, load_tokenizer(SMOL)) for t in (SHORT, long_text))
+    at = app("pages/lattice.py", model=SMOL, text=SHORT)
+    assert_clean(at)
+    assert at.number_input(key="L").value == short.default_max_len()
+    at.sidebar.text_area(key="text").set_value(long_text).run()
+    assert_clean(at)
+    assert at.number_input(key="L").value == long.default_max_len()
+    assert not any("No tokenization" in w.value for w in at.warning)
+    # Set by hand below the shortest tokenization: said plainly, with the smallest feasible L.
+    at.number_input(key="L").set_value(5).run()
+    (warning,) = [w.value for w in at.warning if "No tokenization" in w.value]
+    assert f"the shortest has {long.min_len:,}" in warning and f"at least {long.min_len:,}" in warning
+    click(at, "L_feasible")
+    assert_clean(at)
+    assert at.number_input(key="L").value == long.min_len
+    assert not any("No tokenization" in w.value for w in at.warning)
+    # A hand-set L survives a change of text.
+    at.sidebar.text_area(key="text").set_value(SHORT).run()
+    assert at.number_input(key="L").value == long.min_len
+    # A shared link's L is kept as well.
+    at = app("pages/lattice.py", model=SMOL, text=long_text, L="5")
+    assert at.number_input(key="L").value == 5 and any("No tokenization" in w.value for w in at.warning)
 
 
 def test_lattice_page_windows_a_long_text():
@@ -193,6 +322,42 @@ def test_samplers_page_shows_three_samplers_scored():
     assert "Proxy re-draws" in metrics(at)
 
 
+def test_sample_tables_show_long_tokenizations_whole():
+    """Issue 13 item 5b: tokenizations were cut at about 25 characters; their column now wraps,
+    in rows tall enough for the longest one."""
+    import json
+
+    from pages._app import tables
+
+    at = app("pages/samplers.py", model=SMOL, text=" The committee postponed its decision until the next meeting.",
+             k="12")
+    assert_clean(at)
+    off = at.dataframe[0]
+    width = json.loads(off.proto.columns)["tokenization"]["width"]
+    longest = off.value["tokenization"].map(len).max()
+    assert longest > 60 and off.proto.row_height > tables.WRAP_FROM_PX  # Streamlit wraps only rows over 4rem
+    lines = (off.proto.row_height - tables.PAD_PX) // tables.LINE_PX
+    assert lines * width / tables.CHAR_PX >= longest
+    at = app("pages/samplers.py", model=SMOL, text=SHORT, k="12")
+    assert at.dataframe[0].proto.row_height == 0  # one line holds " Paris." whole: default rows
+
+
+@pytest.mark.parametrize("bad", [dict(k="-5"), dict(k="abc"), dict(k="1e8", L="0"), dict(L="inf"), dict(seed="-inf")])
+def test_a_link_with_numbers_a_page_cannot_take_says_which_and_what_it_uses(bad):
+    """Issue 13 item 5g: k=-5, k=abc, k=1e8 and L=0 silently became defaults, and an infinite
+    number raised OverflowError inside Streamlit before any page code ran."""
+    at = app("pages/samplers.py", model=SMOL, text=SHORT, **bad)
+    assert_clean(at)
+    (warning,) = [w.value for w in at.warning if "The link holds numbers" in w.value]
+    for key, text in bad.items():
+        assert f"`{key}={text}` (using {key} = {at.session_state[key]:,})" in warning, warning
+    at.run()  # the widgets rule from now on: no more word about the link
+    assert not [w.value for w in at.warning if "The link holds numbers" in w.value]
+    at = app("pages/samplers.py", model=SMOL, text=SHORT, k="12", L="0")
+    (warning,) = [w.value for w in at.warning if "The link holds numbers" in w.value]
+    assert "`L=0`" in warning and "k=" not in warning and at.session_state["k"] == 12
+
+
 def test_mass_page_exact_on_a_short_text():
     at = app("pages/mass.py", model=SMOL, text=SHORT)
     assert_clean(at)
@@ -205,6 +370,20 @@ def test_mass_page_exact_on_a_short_text():
     figures = plotly(at)
     assert len(figures) == 4
     assert set(figures[0].data[0].x) <= {"canonical", "off-by-one", "rest"}
+
+
+def test_a_link_keeps_the_exact_toggle_and_the_arcs_filter():
+    """Issue 13 item 5h: the mass page's Exact toggle and the lattice page's "only arcs inside
+    the window" were not in the URL, so a shared link showed another view."""
+    at = app("pages/mass.py", model=SMOL, text=SHORT, exact="false")
+    assert_clean(at)
+    assert not at.toggle(key="exact").value and not at.number_input(key="k").disabled  # sampled, not exact
+    text = " ".join(["The committee postponed its decision until the next meeting."] * 5)
+    at = app("pages/lattice.py", model=SMOL, text=text)
+    inside = len(at.dataframe[0].value)
+    at = app("pages/lattice.py", model=SMOL, text=text, only_window="false")
+    assert_clean(at)
+    assert not at.toggle(key="only_window").value and len(at.dataframe[0].value) > inside
 
 
 def test_rank_page_scatter_and_table():
@@ -261,13 +440,44 @@ def test_live_streams_match_the_library_estimators():
     first = m.proxy(5, chunk=5)
     assert proxy[-1].paths.tolist()[:5] == first.paths.tolist()
     assert math.isfinite(proxy[-1].log_marginal)
-    live = list(live.live_stream(m, "proxy", samples=120))
-    assert [p.num_samples for p in live] == [50, 100, 120]
+    live = list(live.live_stream(m, "proxy", samples=120))  # 4 samples, doubling up to 50 (a tenth of k, at least 50)
+    assert [p.num_samples for p in live] == [4, 12, 28, 60, 110, 120]
     seen: list = []
     for est in m.stream("lattice", samples=30, chunk=7, should_stop=lambda: len(seen) >= 2):
         seen.append(est)
     assert [p.num_samples for p in seen] == [7, 14, 14]
     assert seen[-1].run.cancelled and not seen[-1].run.done and seen[-1].run.requested == 30
+
+
+def test_the_first_live_update_of_a_large_run_comes_after_a_few_samples(monkeypatch):
+    """Issue 13 item 4: whatever k, a live run's first chunk is live.FIRST_CHUNK samples (then
+    chunks double), so the first partial estimate of k = 5,000 comes within seconds. The run is
+    stopped right after that first update, and the page says what was kept."""
+    import time
+
+    import streamlit as st
+
+    from pages._app import live
+
+    updates: list[tuple[int, float]] = []
+    real = live.live_stream
+
+    def first_update_then_stop(*args, **kwargs):
+        started = time.monotonic()
+        for est in real(*args, **kwargs):
+            updates.append((est.num_samples, time.monotonic() - started))
+            yield est
+            st.session_state["_run_token"].set()  # as a Stop click would: ends the run at its next check
+
+    monkeypatch.setattr(live, "live_stream", first_update_then_stop)
+    text = " ".join(["The committee postponed its decision until the next meeting."] * 2)
+    at = app("pages/running.py", model=SMOL, text=text, k="5000", methods="lattice")
+    click(at, "run")
+    print(f"first update after {updates[0][1]:.1f} s", flush=True)
+    assert updates[0][0] == live.FIRST_CHUNK
+    at.run()
+    assert_clean(at)
+    assert any(w.value.startswith(f"Stopped: lattice after {live.FIRST_CHUNK} of 5,000 samples") for w in at.warning)
 
 
 def test_stop_ends_a_live_run_within_a_forward_pass_and_says_so(monkeypatch):
@@ -295,7 +505,7 @@ def test_stop_ends_a_live_run_within_a_forward_pass_and_says_so(monkeypatch):
     at.button(key="run").click()
     worker = threading.Thread(target=at.run, daemon=True)
     worker.start()
-    assert scoring.wait(timeout=600)  # the first chunk of 500 samples is being scored
+    assert scoring.wait(timeout=600)  # the first chunk is being scored
     stopped_at = time.monotonic()
     at.session_state["_run_token"].set()  # what the next script run of this session does first
     worker.join(timeout=600)
@@ -310,3 +520,69 @@ def test_stop_ends_a_live_run_within_a_forward_pass_and_says_so(monkeypatch):
     if run.estimate is None:
         assert any("before its first chunk" in w for w in warnings), warnings
     assert not any("Press Run to start scoring" in c.value for c in at.caption)
+
+
+# --------------------------------------------------------------------------------------------
+# Downstream tasks
+
+
+@pytest.fixture
+def task_folders(tmp_path, monkeypatch):
+    """The task pages keep their results folders under a temporary root (not the user's cache)."""
+    from pages._app import tasks
+
+    monkeypatch.setattr(tasks, "cache_root", lambda: tmp_path)
+    return tmp_path
+
+
+def test_qa_page_is_honest_about_time_and_a_link_keeps_the_chosen_item(task_folders):
+    """Issue 13 items 5b, 5h, 5j: the caption promised seconds where a question takes minutes;
+    the chosen question, answer and method were not in the URL; tokenizations were cut."""
+    import json
+
+    from marginal_core.tasks import qa
+
+    url = dict(model=SMOL, qa_limit="2", qa_k="3", qa_methods=["canonical", "lattice"])
+    at = app("pages/qa.py", **url)
+    assert_clean(at)
+    (note,) = [c.value for c in at.caption if "questions ×" in c.value]
+    assert "expect minutes per question on a CPU" in note and "seconds" not in note, note
+    click(at, "qa_run")
+    assert_clean(at)
+    (note,) = [c.value for c in at.caption if "questions ×" in c.value]
+    assert "every question is scored" in note, note
+    samples = at.dataframe[-1]
+    more = app("pages/qa.py", **{**url, "qa_limit": "3"})
+    (note,) = [c.value for c in more.caption if "questions ×" in c.value]
+    assert re.search(r"earlier runs here took \d+ (s|min) per question, so the 1 left take about \d", note), note
+    assert json.loads(samples.proto.columns)["tokenization"]["width"] > 0  # wrapped, not cut
+    # A link that names the second question, its second answer and the lattice samples shows them.
+    second = qa.load_questions(at.selectbox(key="qa_dataset").value, 2)[1]
+    at = app("pages/qa.py", **url, qa_pick=at.selectbox(key="qa_pick").options[1], qa_answer=second.choices[1],
+             qa_sample_method="lattice")
+    assert_clean(at)
+    assert at.selectbox(key="qa_pick").value.id == second.id
+    assert at.selectbox(key="qa_answer").value == 1 and at.selectbox(key="qa_sample_method").value == "lattice"
+    assert second.question in "".join(m.value for m in at.markdown)
+
+
+def test_translation_page_is_honest_about_time_and_a_link_keeps_the_chosen_item(task_folders):
+    """Issue 13 items 5h and 5j on the translation page: the chosen sentence, candidate and
+    method go into the URL; the caption gives minutes, then the time measured here."""
+    url = dict(model=SMOL, mt_limit="2", mt_candidates="2", mt_k="3", mt_methods=["canonical", "lattice"])
+    at = app("pages/translation.py", **url)
+    assert_clean(at)
+    (note,) = [c.value for c in at.caption if "sentences ×" in c.value]
+    assert "expect minutes per sentence on a CPU" in note, note
+    click(at, "mt_run")
+    assert_clean(at)
+    more = app("pages/translation.py", **{**url, "mt_limit": "3"})
+    (note,) = [c.value for c in more.caption if "sentences ×" in c.value]
+    assert re.search(r"earlier runs here took \d+ (s|min) per sentence, so the 1 left take about \d", note), note
+    second = at.selectbox(key="mt_pick").options[1]  # as the URL holds it
+    at = app("pages/translation.py", **url, mt_pick=second, mt_sample_method="lattice")
+    assert_clean(at)
+    assert at.selectbox(key="mt_pick").value.index == 1
+    cands = at.selectbox(key="mt_cand").options
+    at = app("pages/translation.py", **url, mt_pick=second, mt_cand=cands[1], mt_sample_method="lattice")
+    assert at.selectbox(key="mt_cand").value == 1 and at.selectbox(key="mt_sample_method").value == "lattice"

@@ -314,6 +314,59 @@ def test_a_100000_character_text_is_refused_before_scoring_and_the_server_stays_
         assert settled <= after + 0.1 and settled - before < 6, (before, after, settled)
 
 
+TRUNCATED_JS = """els => els.filter(e => [e, ...e.querySelectorAll('*')].some(x => x.scrollWidth > x.clientWidth + 1))
+                     .map(e => e.innerText)"""
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
+def test_long_counts_are_not_cut_and_the_whole_lattice_scrolls_at_full_size():
+    """Issue 13 items 5d and 5e: the lattice page's counts read "3.62 × 10…", and the whole
+    lattice was scaled to the page's width with 4-pixel labels; now the counts have room and the
+    drawing keeps its natural size in a box that scrolls."""
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    sentence = "The committee postponed its decision until the next meeting. "
+    text = quote((sentence * 50)[:3000])
+    with streamlit_server() as server, browser_page(width=1280) as page:
+        for path in ("lattice", "home"):
+            page.goto(f"{server.url}/{path}?model={SMOL}&text={text}")
+            page.get_by_text("Tokenizations", exact=True).first.wait_for()
+            page.wait_for_timeout(1500)
+            values = page.locator('[data-testid="stMetricValue"]')
+            assert "× 10^" in " ".join(values.all_inner_texts())
+            assert values.evaluate_all(TRUNCATED_JS) == [], path
+        page.goto(f"{server.url}/lattice?model={SMOL}&whole=true&text={quote(' The committee postponed its decision.')}")
+        image = page.locator(".lattice-scroll img")
+        image.wait_for()
+        settle(page)
+        no_traceback(page)
+        natural, shown = image.evaluate("i => [i.naturalWidth, i.getBoundingClientRect().width]")
+        box = page.locator(".lattice-scroll").evaluate("b => [b.scrollWidth, b.clientWidth]")
+        assert shown == pytest.approx(natural, abs=1) and box[0] > box[1], (natural, shown, box)  # full size, scrolls
+        page.screenshot(path=str(OUTPUT / "lattice-whole.png"))
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
+def test_a_text_too_long_for_a_link_leaves_a_page_that_reloads():
+    """Issue 13 item 5a: 15,000 CJK characters made a URL of about 135 KB, which the server
+    answered with HTTP 400 on reload; now the text stays out of the URL and the page reloads."""
+    text = ("漢字かな交じり文の例です。" * 2000)[:15_000]
+    with streamlit_server() as server, browser_page() as page:
+        page.goto(f"{server.url}/lattice?model={SMOL}")
+        box = page.get_by_label("Text", exact=True)
+        box.wait_for()
+        settle(page)
+        box.fill(text)
+        box.press("Control+Enter")
+        page.get_by_text("too long for a link").wait_for()
+        settle(page)
+        no_traceback(page)
+        assert len(page.url) < 1000 and "text=" not in page.url, page.url[:300]
+        assert page.reload().status == 200
+        page.get_by_label("Text", exact=True).wait_for()
+        settle(page)
+        no_traceback(page)
+
+
 # --------------------------------------------------------------------------------------------
 # README screenshots
 
