@@ -89,9 +89,11 @@ def page() -> None:
             gain = est.log_marginal - lpc
             outside = -math.expm1(-gain) if math.isfinite(gain) else 0.0
             c = st.columns(4)
-            c[0].metric("log p(text) ≥", viz.format_log(est.log_marginal), delta=f"{viz.format_small(gain, signed=True)} nats vs canonical",
+            c[0].metric("log p(text) ≥", viz.format_log(est.log_marginal),
+                        delta=f"{viz.format_small(gain, signed=True)} nats vs canonical",
                         help="Lattice estimate: canonical plus every non-canonical path found (a lower bound).")
-            c[1].metric("Mass off the canonical", viz.format_small(outside, 2, percent=True), help="Share of the estimated marginal not on the canonical path.")
+            c[1].metric("Mass off the canonical", viz.format_small(outside, 2, percent=True),
+                        help="Share of the estimated marginal not on the canonical path.")
             c[2].metric("Distinct paths scored", f"{est.num_distinct:,}")
             c[3].metric("Seconds", f"{est.seconds:.1f}", help=f"{est.forward_passes} forward passes")
             st.caption("Compare with the proxy baseline and the exact value on *Running estimates*.")

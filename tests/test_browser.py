@@ -334,7 +334,8 @@ def test_long_counts_are_not_cut_and_the_whole_lattice_scrolls_at_full_size():
             values = page.locator('[data-testid="stMetricValue"]')
             assert "× 10^" in " ".join(values.all_inner_texts())
             assert values.evaluate_all(TRUNCATED_JS) == [], path
-        page.goto(f"{server.url}/lattice?model={SMOL}&whole=true&text={quote(' The committee postponed its decision.')}")
+        short = quote(" The committee postponed its decision.")
+        page.goto(f"{server.url}/lattice?model={SMOL}&whole=true&text={short}")
         image = page.locator(".lattice-scroll img")
         image.wait_for()
         settle(page)
