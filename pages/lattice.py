@@ -88,7 +88,7 @@ def page() -> None:
                                      bind="query-params", help=f"{fit} fit in a readable drawing from here.")
             window = viz.token_window(lat, int(first) - 1, int(span))
             shown = lat.data[window[0]:window[1]].decode("utf-8", "replace")
-            st.markdown(f"Window: bytes {window[0]}–{window[1]}, `{viz.show_piece(shown)}`")
+            st.markdown(f"Window: bytes {window[0]}–{window[1]}, {viz.code_span(viz.show_piece(shown))}")
 
     dot = None
     try:

@@ -12,6 +12,9 @@ here hold) nor from a browser; the library's refusal of them is tested in test_l
 
 from __future__ import annotations
 
+import base64
+import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -25,7 +28,7 @@ PAGES = ("home", "lattice", "samplers", "mass", "rank", "running", "qa", "transl
 # What shows that a page rendered, besides a specific message: element kinds, or its main button.
 RENDERS = {
     "home": ("metric",),
-    "lattice": ("graphviz_chart",),
+    "lattice": ("graphviz_chart", "html"),  # the whole lattice is an SVG image in a scroll box
     "samplers": ("plotly_chart",),
     "mass": ("button:compute", "plotly_chart"),
     "rank": ("button:draw", "plotly_chart"),
@@ -164,6 +167,23 @@ def test_every_page_names_an_unknown_model(page, model):
     assert_sane(at, page)
     if page not in ("qa", "translation"):  # those load the model only when Run is pressed
         assert any("cannot load model" in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_the_whole_lattice_of_a_hostile_text_is_a_well_formed_svg():
+    """Issue 13 item 1, where the whole lattice is drawn: the SVG image of a text with control
+    characters, markup and separators is well-formed XML (a bell or NUL once broke it)."""
+    text = "a\x00b\x07c`d` \\N <b>&amp;</b> \u2028\u202e\ufffe$x$"
+    at = open_page("lattice", model=SMOL, text=text, whole="true")
+    assert_sane(at, "lattice")
+    (box,) = [e.proto.body for e in at.get("html") if "lattice-scroll" in e.proto.body]
+    svg = base64.b64decode(re.search(r"data:image/svg\+xml;base64,([^\"]+)", box).group(1))
+    drawn = "".join(ET.fromstring(svg).itertext())
+    assert all(shown in drawn for shown in ("\\x00", "\\x07", "\\u2028", "\\u202e", "\\ufffe", "<", "&", "$"))
+    assert not [m for m in (e.value for e in at.markdown) if m.startswith("Window:")]  # the whole lattice
+    # A window's text is one code span, its backticks and markup kept literal.
+    at = open_page("lattice", model=SMOL, text=text)
+    (window,) = [m for m in (e.value for e in at.markdown) if m.startswith("Window:")]
+    assert "`` a\\x00b\\x07c`d`␣\\N" in window and window.endswith(" ``")
 
 
 @pytest.mark.parametrize("page", PAGES)
