@@ -43,7 +43,7 @@ def page() -> None:
 
     st.subheader("Canonical tokenization")
     if inp.context:
-        st.caption(f"Conditioned on the context: “{inp.context.strip()}”")
+        st.caption(f"Conditioned on the context: {viz.code_span(inp.context.strip())}")  # $, * and ` as typed
     st.html(viz.chips_html(lat))
 
     count = lat.count()

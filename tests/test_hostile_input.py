@@ -145,8 +145,12 @@ def test_a_very_long_text_is_drawn_and_refused_for_scoring_with_a_message():
 
 def test_a_small_scored_run_on_a_hostile_text():
     text = "bell\x07 tab\t \u202eשלום\u200d 👨\u200d👩\u200d👧 e\u0301 <b>\\"
-    at = open_page("home", model=SMOL, text=text, k="4")
+    context = "Question: is $5 more than $10, or `x`? **Bold**\u202e\nAnswer:"
+    at = open_page("home", model=SMOL, text=text, context=context, k="4")
     assert_sane(at, "home")
+    # The context is shown as typed: one code span, so no $...$ turns into math.
+    assert [c.value for c in at.caption if c.value.startswith("Conditioned")] == [
+        f"Conditioned on the context: `` {context} ``"]
     at.button(key="estimate").click().run()
     assert_sane(at, "home")
     assert "log p(text) ≥" in {m.label for m in at.metric}
