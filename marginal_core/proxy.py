@@ -288,8 +288,9 @@ class _Plan:
 
 
 def _sample_chunks(plan: _Plan, batch_size: int, first_batch: int | None = None) -> Iterator[_Chunk]:
-    """Chunks of at most batch_size samples in sample order (the first of first_batch, then
-    doubling), halving batch_size on out-of-memory.
+    """Chunks of at most batch_size samples in sample order (the first of first_batch, the rest
+    of batch_size: a batch costs about its longest path's steps whatever its size, so doubling
+    up would multiply the sequential passes), halving batch_size on out-of-memory.
 
     Raises _Cancelled when should_stop asks, between chunks or inside one.
     """
@@ -310,7 +311,7 @@ def _sample_chunks(plan: _Plan, batch_size: int, first_batch: int | None = None)
             plan.done = first
             continue
         yield chunk
-        first, size = stop, min(batch_size, 2 * size)
+        first, size = stop, batch_size
 
 
 def proxy_stream(
@@ -326,8 +327,8 @@ def proxy_stream(
     progress: Progress | None = None,
     should_stop: StopCheck | None = None,
 ) -> Iterator[ProxyResult]:
-    """The samples so far after each chunk of at most batch_size (the first of first_batch, then
-    doubling); the last result is final.
+    """The samples so far after each chunk of at most batch_size (the first of first_batch, the
+    rest of batch_size); the last result is final.
 
     context is token ids (prefilled here, one forward pass counted) or a ContextState to share.
     Samples do not depend on batch_size (halved on out-of-memory): each has its own uniforms.

@@ -439,8 +439,8 @@ def test_live_streams_match_the_library_estimators():
     first = m.proxy(5, chunk=5)
     assert proxy[-1].paths.tolist()[:5] == first.paths.tolist()
     assert math.isfinite(proxy[-1].log_marginal)
-    live = list(live.live_stream(m, "proxy", samples=120))  # 4 samples, doubling up to 50 (a tenth of k, at least 50)
-    assert [p.num_samples for p in live] == [4, 12, 28, 60, 110, 120]
+    live = list(live.live_stream(m, "proxy", samples=120))  # 4 samples, then batches of 50 (a tenth of k, at least 50)
+    assert [p.num_samples for p in live] == [4, 54, 104, 120]
     seen: list = []
     for est in m.stream("lattice", samples=30, chunk=7, should_stop=lambda: len(seen) >= 2):
         seen.append(est)

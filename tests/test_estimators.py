@@ -159,7 +159,7 @@ def test_chunks_start_small_and_double_without_changing_the_samples(smollm_model
     assert [p.num_samples for p in parts] == [2, 6, 14, 22, 30]
     assert parts[-1].paths.tolist() == m.lattice_estimate(30).paths.tolist()
     proxy = list(m.stream("proxy", samples=12, chunk=8, first_chunk=3))
-    assert [p.num_samples for p in proxy] == [3, 9, 12]
+    assert [p.num_samples for p in proxy] == [3, 11, 12]  # the proxy's first batch, then full ones
     assert proxy[-1].paths.tolist() == m.proxy(12, chunk=12).paths.tolist()
     with pytest.raises(MarginalError, match="first chunk"):
         EstimateOptions(first_chunk=0)
