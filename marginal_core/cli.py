@@ -18,6 +18,7 @@ from typing import Any
 from marginal_core.errors import run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
 from marginal_core.models import DEFAULT_MODEL, load_text_tokenizer
+from marginal_core.models.cli import add_device_arguments
 from marginal_core.progress import tqdm_progress
 from marginal_core.sampling import lattice_samples, num_candidates
 from marginal_core.tasks.cli import add_commands as add_task_commands
@@ -97,7 +98,7 @@ def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
 
     methods = [Method.parse(m.strip()) for m in args.methods.split(",") if m.strip()]
     options = EstimateOptions(samples=args.samples, max_len=args.max_len, seed=args.seed)
-    lm = load_model(args.model, device=args.device)
+    lm = load_model(args.model, device=args.device, dtype=args.dtype)
     context = read_text(args.context) if args.context is not None else None
     marginalizer = Marginalizer(lm, read_text(args.text), context)
     results = {}
@@ -112,6 +113,7 @@ def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
         "context": context,
         "model": args.model,
         "device": lm.device,
+        "dtype": str(lm.dtype).removeprefix("torch."),
         "log_p_canonical": marginalizer.canonical_score().log_p,
         "methods": results,
     }
@@ -179,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--samples", type=int, default=1000, help="samples per method (k)")
     est.add_argument("--max-len", type=int, help="lattice length bound L")
     est.add_argument("--seed", type=int, default=0)
-    est.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
+    add_device_arguments(est)
     est.set_defaults(run=estimate_command)
     add_task_commands(sub)
     return parser

@@ -12,7 +12,7 @@ Hugging Face cache first and on the hub only if the hub answers, so an unknown n
 on an offline machine with :class:`~marginal_core.errors.UnknownModelError`.
 
 The modules: ``registry`` (names and their resolution), ``caches`` (on-disk folders),
-``devices``, ``hub``, ``loading`` (tokenizers, models, warming) and ``cli``
+``devices`` (device and precision), ``hub``, ``loading`` (tokenizers, models, warming) and ``cli``
 (``python -m marginal_core.models --warm [names...]`` builds the caches; ``--list`` shows the
 embedded models and whether they are cached). Importing this package imports neither torch nor
 transformers: the loaders import them when called.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from marginal_core.models.caches import model_cache_dir
 from marginal_core.models.cli import main
-from marginal_core.models.devices import default_dtype, resolve_device
+from marginal_core.models.devices import DTYPES, resolve_device, resolve_dtype
 from marginal_core.models.loading import LoadedModel, load_model, load_text_tokenizer, load_tokenizer, warm
 from marginal_core.models.registry import (
     DEFAULT_MODEL,
@@ -43,7 +43,8 @@ __all__ = [
     "gguf_path",
     "model_cache_dir",
     "resolve_device",
-    "default_dtype",
+    "DTYPES",
+    "resolve_dtype",
     "load_tokenizer",
     "load_text_tokenizer",
     "load_model",

@@ -1,4 +1,5 @@
-"""`python -m marginal_core.models`: warm the model caches or list the embedded models."""
+"""`python -m marginal_core.models`: warm the model caches or list the embedded models; and the
+--device/--dtype arguments every `marginal` command that runs a model takes."""
 
 from __future__ import annotations
 
@@ -7,13 +8,23 @@ import time
 
 from marginal_core.cache import cache_root
 from marginal_core.errors import run_cli
+from marginal_core.models.devices import DTYPES
 from marginal_core.models.caches import is_done, model_cache_dir
 from marginal_core.models.loading import warm
 from marginal_core.models.registry import DEFAULT_MODEL, EMBEDDED_MODELS, known_models
 
-__all__ = ["main"]
+__all__ = ["add_device_arguments", "main"]
 
 PROG = "python -m marginal_core.models"
+
+
+def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    """--device and --dtype, for every command that runs a model."""
+    parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
+    parser.add_argument(
+        "--dtype", choices=DTYPES, default="auto",
+        help="weights' precision (default auto: bfloat16 on CUDA and on CPUs with fast bf16, else float32)",
+    )
 
 
 def _list() -> None:

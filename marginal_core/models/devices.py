@@ -1,16 +1,30 @@
-"""Where a model runs and in what precision: cuda, then mps, then cpu; fp32 on a CPU, bf16 on
-an accelerator (torch is imported only when asked)."""
+"""Where a model runs and in what precision (docs/design.md, "Precision").
+
+Devices: cuda, then mps, then cpu. Precision: ``auto`` is bfloat16 on CUDA and on a CPU whose
+bf16 matrix products are measurably faster than its fp32 ones (AVX512-BF16 or AMX; a virtual
+machine may hide the flags, so the CPU is asked by timing, once per CPU and torch build, and the
+answer is cached), float32 elsewhere. torch is imported only when asked.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import platform
+import time
 from typing import TYPE_CHECKING
 
+from marginal_core.cache import cache_root
 from marginal_core.errors import MarginalError
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["default_dtype", "resolve_device"]
+__all__ = ["DTYPES", "auto_dtype", "cpu_bf16_speedup", "resolve_device", "resolve_dtype"]
+
+DTYPES = ("auto", "float32", "bfloat16")
+# bf16 is chosen on a CPU whose bf16 head-shaped product is at least this much faster than fp32.
+FAST_BF16 = 1.5
 
 
 def resolve_device(device: str | None = None) -> str:
@@ -31,8 +45,82 @@ def resolve_device(device: str | None = None) -> str:
     return "cpu"
 
 
-def default_dtype(device: str) -> torch.dtype:
-    """fp32 on CPU (exact, and fast enough for small models); bf16 on an accelerator."""
+def resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
+    """The weights' dtype for a choice among DTYPES (None: auto) on a resolved device."""
     import torch
 
-    return torch.float32 if torch.device(device).type == "cpu" else torch.bfloat16
+    if isinstance(dtype, torch.dtype):
+        if dtype not in (torch.float32, torch.bfloat16):
+            raise MarginalError(f"dtype {dtype} is not supported: choose one of {', '.join(DTYPES)}")
+        return dtype
+    choice = dtype or "auto"
+    if choice not in DTYPES:
+        raise MarginalError(f"unknown dtype {choice!r}: choose one of {', '.join(DTYPES)}")
+    return auto_dtype(device) if choice == "auto" else getattr(torch, choice)
+
+
+def auto_dtype(device: str) -> torch.dtype:
+    """bf16 on CUDA that has it and on a CPU where it is fast; fp32 elsewhere (mps included)."""
+    import torch
+
+    kind = torch.device(device).type
+    if kind == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    if kind == "cpu" and cpu_bf16_speedup() >= FAST_BF16:
+        return torch.bfloat16
+    return torch.float32
+
+
+def cpu_bf16_speedup() -> float:
+    """How much faster this CPU multiplies bf16 than fp32 matrices, timed once and cached."""
+    import torch
+
+    key = f"{platform.machine()}-{_cpu_name()}-torch{torch.__version__}-threads{torch.get_num_threads()}"
+    path = cache_root() / "precision.json"
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    if key not in known:
+        known[key] = _time_bf16_speedup()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{time.monotonic_ns()}.tmp")
+        tmp.write_text(json.dumps(known, indent=1), encoding="utf-8")
+        tmp.replace(path)
+    return float(known[key])
+
+
+def _time_bf16_speedup(rows: int = 64, hidden: int = 640, vocab: int = 16384) -> float:
+    """fp32 seconds over bf16 seconds for an LM-head-shaped product (best of three each)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    a, w = torch.randn(rows, hidden, generator=gen), torch.randn(vocab, hidden, generator=gen)
+    best = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        x, y = a.to(dtype), w.to(dtype)
+        torch.nn.functional.linear(x, y)  # warm-up: kernels chosen, pages touched
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            torch.nn.functional.linear(x, y)
+            times.append(time.perf_counter() - t0)
+        best[dtype] = min(times)
+    return best[torch.float32] / best[torch.bfloat16]
+
+
+def _cpu_name() -> str:
+    """The CPU's model name and a digest of its flags (Linux: a virtual machine may show the
+    same name with other flags), else what platform knows."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                name, _, value = line.partition(":")
+                fields.setdefault(name.strip(), value.strip())
+    except OSError:
+        pass
+    if "model name" not in fields:
+        return platform.processor() or "unknown"
+    flags = hashlib.sha256(fields.get("flags", "").encode()).hexdigest()[:8]
+    return f"{fields['model name'].replace(' ', '_')}-{flags}"

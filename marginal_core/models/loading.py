@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from marginal_core.errors import MarginalError
 from marginal_core.models.caches import DONE_FILE, cached, is_done, model_cache_dir, publish, scratch
-from marginal_core.models.devices import default_dtype, resolve_device
+from marginal_core.models.devices import resolve_device, resolve_dtype
 from marginal_core.models.hub import from_hf
 from marginal_core.models.registry import DEFAULT_MODEL, Source, canonical_name, known_models, resolve, unknown_model
 from marginal_core.tokenizer import TextTokenizer, TransformersTokenizer, file_fingerprint
@@ -261,18 +261,19 @@ def _load_model_memo(
 def load_model(
     name: str = DEFAULT_MODEL,
     device: str | None = None,
-    dtype: torch.dtype | None = None,
+    dtype: str | torch.dtype | None = "auto",
     attn_implementation: str | None = None,
 ) -> LoadedModel:
     """A causal LM and its tokenizer, loaded once per (name, device, dtype) and cached.
 
-    device: None picks cuda, then mps, then cpu. dtype: None gives fp32 on CPU, bf16 elsewhere.
+    device: None picks cuda, then mps, then cpu. dtype: "auto" (or None), "float32",
+    "bfloat16" or a torch dtype; auto is bf16 on CUDA and on CPUs fast at it, else fp32.
     GGUF models are dequantized once and cached as safetensors. The model is in eval mode;
     wrapping calls in torch.inference_mode() is the caller's job.
     """
     dev = resolve_device(device)
     with _LOCK:
-        return _load_model_memo(canonical_name(name), dev, dtype or default_dtype(dev), attn_implementation)
+        return _load_model_memo(canonical_name(name), dev, resolve_dtype(dtype, dev), attn_implementation)
 
 
 # --------------------------------------------------------------------------------------------

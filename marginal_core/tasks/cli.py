@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from marginal_core.errors import run_cli
+from marginal_core.models.cli import add_device_arguments
 from marginal_core.tasks.evaluator import EvalOptions, evaluate
 
 _SUMMARY_DROP = ("markdown", "timing", "out", "methods")
@@ -28,7 +29,7 @@ def _result(report: dict[str, Any]) -> dict[str, Any]:
 
 def _options(args: argparse.Namespace) -> EvalOptions:
     return EvalOptions(model=args.model, samples=args.samples, methods=args.methods, seed=args.seed,
-                       max_len=args.max_len, limit=args.limit, device=args.device)
+                       max_len=args.max_len, limit=args.limit, device=args.device, dtype=args.dtype)
 
 
 def eval_qa_command(args: argparse.Namespace) -> dict[str, Any]:
@@ -56,7 +57,7 @@ def _common(p: argparse.ArgumentParser, default_samples: int) -> None:
     p.add_argument("--methods", default="canonical,lattice,proxy", help="comma list of canonical, lattice, proxy")
     p.add_argument("--seed", type=int, default=0, help="seed of every sampler (default: 0)")
     p.add_argument("--max-len", type=int, help="lattice length bound L (default: canonical length + margin)")
-    p.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
+    add_device_arguments(p)
     p.add_argument("--out", required=True, help="results folder (created; rerun to resume)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 

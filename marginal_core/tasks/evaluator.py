@@ -49,6 +49,7 @@ class EvalOptions:
     max_len: int | None = None
     limit: int | None = None
     device: str | None = None
+    dtype: str = "auto"
     show_bar: bool = True
     max_items: int | None = None
 
@@ -156,8 +157,21 @@ class _Run:
         self.task, self.options, self.lm = task, options, lm
         self.items = task.load(options)
         self.model = lm.name if lm is not None else (options.model or DEFAULT_MODEL)
-        self.store = ResultStore(out, task.identity(options, self.model), [*task.columns, *SCORE_COLUMNS])
+        identity = {**task.identity(options, self.model), **self.precision()}
+        self.store = ResultStore(out, identity, [*task.columns, *SCORE_COLUMNS])
         self.records = self.store.items() if task.keeps_records else {}
+
+    def precision(self) -> dict[str, str]:
+        """The weights' dtype for the identity, left out for float32: folders written before
+        precision was an option hold float32 runs and stay resumable."""
+        from marginal_core.models import resolve_device, resolve_dtype
+
+        if self.lm is not None:
+            dtype = self.lm.dtype
+        else:
+            dtype = resolve_dtype(self.options.dtype, resolve_device(self.options.device))
+        name = str(dtype).removeprefix("torch.")
+        return {} if name == "float32" else {"dtype": name}
 
     def finished(self, item: Item) -> bool:
         record = self.records.get(item.id)
@@ -174,7 +188,7 @@ class _Run:
         if self.lm is None:
             from marginal_core.models import load_model
 
-            self.lm = load_model(self.model, device=self.options.device)
+            self.lm = load_model(self.model, device=self.options.device, dtype=self.options.dtype)
         return self.lm
 
     def score(self, item: Item, should_stop: StopCheck | None) -> tuple[Rows, Rows]:
