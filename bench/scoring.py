@@ -8,7 +8,15 @@ ratio (wall clock, and process CPU time, which other load on the machine disturb
 share of plain scoring's tokens (context + path per path) that the trie scorer did not feed,
 forward passes, the largest score difference, and, without the model, the share prefix sharing
 and context reuse would save at k = 1000.
+
+Each model runs in every dtype asked for (--dtypes), and a second table puts the trie scorer
+against the machine: its achieved matrix FLOP/s (2 x the decoder's non-embedding parameters per
+token fed, plus 2 x hidden x vocabulary per row through the LM head; attention scores are left
+out) against a roofline timed in the same run, the LM head's own product [rows, hidden] x
+[hidden, vocabulary] in that dtype on that device, and each dtype's speed-up over float32 at
+equal samples.
 Run: .venv/bin/python bench/scoring.py [--quick] [--samples K] [--models a,b] [--threads N]
+     [--dtypes float32,bfloat16] [--device cuda]
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from estimators import text_sets  # bench/estimators.py: the same texts as the e
 
 from marginal_core.context import context_ids
 from marginal_core.lattice import build_lattice
+from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
 from marginal_core.sampling import lattice_samples
 from marginal_core.plain_scoring import score_paths_plain
@@ -65,12 +74,12 @@ def run_set(lm, pairs: list[tuple[str | None, str]], k: int, seed: int) -> dict:
     return {"stats": stats, "cpu": cpu, "worst": worst}
 
 
-def row(model: str, set_name: str, texts: int, k: int, result: dict, far: float) -> list[str]:
+def row(model: str, dtype: str, set_name: str, texts: int, k: int, result: dict, far: float) -> list[str]:
     """One table row."""
     trie, plain = result["stats"]["trie"], result["stats"]["plain"]
     cpu_ratio = result["cpu"]["plain"] / result["cpu"]["trie"]
     return [
-        model, set_name, str(texts), str(k), str(trie.paths),
+        model, dtype, set_name, str(texts), str(k), str(trie.paths),
         f"{plain.tokens_per_second:.0f}", f"{trie.tokens_per_second:.0f}",
         f"{plain.seconds / trie.seconds:.2f}x", f"{cpu_ratio:.2f}x",
         f"{trie.tokens_fed}/{trie.plain_tokens}", f"{trie.saved_share:.0%}",
@@ -95,14 +104,66 @@ def merged(results: list[dict]) -> dict:
     return out
 
 
-def print_table(rows: list[list[str]]) -> None:
-    header = [
-        "model", "set", "texts", "k", "paths", "plain tok/s", "trie tok/s", "speedup", "cpu speedup",
-        "fed/plain tokens", "saved", "passes trie/plain", "max |diff|", f"saved@k={FAR_K}",
-    ]
+def synchronize(lm: LM) -> None:
+    """Wait for the device's queued work, so wall clocks measure it."""
+    if lm.device.type == "cuda":
+        torch.cuda.synchronize(lm.device)
+
+
+def model_flops(lm: LM, stats: ScoreStats) -> float:
+    """Matrix FLOPs of the work in stats: the decoder per token fed, the head per head row."""
+    embedding = lm.model.get_input_embeddings().weight.numel()
+    body = sum(p.numel() for p in lm.decoder.parameters()) - embedding
+    hidden = lm.head.weight.shape[1]
+    return 2.0 * body * stats.tokens_fed + 2.0 * hidden * lm.vocab * stats.head_rows
+
+
+def roofline(lm: LM, rows: int = 256, repeats: int = 5) -> float:
+    """FLOP/s of the LM head's product on `rows` hidden states, in the model's dtype and device
+    (best of `repeats` after a warm-up): what the scorer's dominant kernel can reach here."""
+    weight = lm.head.weight
+    hidden = torch.randn(rows, weight.shape[1], dtype=weight.dtype, device=weight.device)
+    with torch.inference_mode():
+        torch.nn.functional.linear(hidden, weight)
+        best = float("inf")
+        for _ in range(repeats):
+            synchronize(lm)
+            started = time.perf_counter()
+            torch.nn.functional.linear(hidden, weight)
+            synchronize(lm)
+            best = min(best, time.perf_counter() - started)
+    return 2.0 * rows * weight.shape[1] * lm.vocab / best
+
+
+def machine_rows(runs: list[dict]) -> list[list[str]]:
+    """The trie scorer's FLOP/s against the roofline, per model and dtype."""
+    rows = []
+    for run in runs:
+        stats = run["stats"]
+        achieved = run["flops"] / stats.seconds
+        base = next((r for r in runs if r["model"] == run["model"] and r["dtype"] == "float32"), None)
+        speedup = f"{base['stats'].seconds / stats.seconds:.2f}x" if base else "-"
+        rows.append([
+            run["model"], run["dtype"], run["device"], str(stats.paths), f"{stats.seconds:.2f}",
+            f"{achieved / 1e9:.1f}", f"{run['roofline'] / 1e9:.1f}", f"{achieved / run['roofline']:.0%}", speedup,
+        ])
+    return rows
+
+
+def print_table(header: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(cell.rjust(w) for cell, w in zip(r, widths)))
+
+
+SCORER_HEADER = [
+        "model", "dtype", "set", "texts", "k", "paths", "plain tok/s", "trie tok/s", "speedup", "cpu speedup",
+        "fed/plain tokens", "saved", "passes trie/plain", "max |diff|", f"saved@k={FAR_K}",
+]
+MACHINE_HEADER = [
+    "model", "dtype", "device", "paths", "trie s", "trie GFLOP/s", "roofline GFLOP/s", "of roofline",
+    "vs float32",
+]
 
 
 def main() -> None:
@@ -114,6 +175,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--quick", action="store_true", help="5 answers, 3 sentences, 8 samples")
+    parser.add_argument("--dtypes", default="float32,bfloat16", help="comma list (default float32,bfloat16)")
+    parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -123,24 +186,31 @@ def main() -> None:
         sets = {"qa": sets["qa"][:5], "sentences": sets["sentences"][:3]}
         k = min(k, 8)
     started = time.perf_counter()
-    rows, devices = [], set()
+    rows, devices, runs = [], set(), []
+    all_pairs = [pair for pairs in sets.values() for pair in pairs]
     for model in args.models.split(","):
-        lm = load_model(model)
-        devices.add(str(lm.device))
-        score_paths(lm, [(1,)], [1])  # warm up outside the timings
-        results = []
-        for set_name, pairs in sets.items():
-            results.append(run_set(lm, pairs, k, args.seed))
-            far = saved_without_model(lm.tokenizer, pairs, FAR_K, args.seed)
-            rows.append(row(model, set_name, len(pairs), k, results[-1], far))
-        all_pairs = [pair for pairs in sets.values() for pair in pairs]
-        far = saved_without_model(lm.tokenizer, all_pairs, FAR_K, args.seed)
-        rows.append(row(model, "all", len(all_pairs), k, merged(results), far))
+        for dtype in args.dtypes.split(","):
+            lm = LM.of(load_model(model, device=args.device, dtype=dtype))
+            devices.add(str(lm.device))
+            score_paths(lm, [(1,)], [1])  # warm up outside the timings
+            results = []
+            for set_name, pairs in sets.items():
+                results.append(run_set(lm, pairs, k, args.seed))
+                far = saved_without_model(lm.tokenizer, pairs, FAR_K, args.seed)
+                rows.append(row(model, dtype, set_name, len(pairs), k, results[-1], far))
+            total = merged(results)
+            far = saved_without_model(lm.tokenizer, all_pairs, FAR_K, args.seed)
+            rows.append(row(model, dtype, "all", len(all_pairs), k, total, far))
+            trie = total["stats"]["trie"]
+            runs.append({"model": model, "dtype": dtype, "device": str(lm.device), "stats": trie,
+                         "flops": model_flops(lm, trie), "roofline": roofline(lm, lm.head_rows(256))})
     print(
         f"device: {', '.join(sorted(devices))}, torch threads: {torch.get_num_threads()}, "
         f"whole run {time.perf_counter() - started:.0f} s"
     )
-    print_table(rows)
+    print_table(SCORER_HEADER, rows)
+    print()
+    print_table(MACHINE_HEADER, machine_rows(runs))
 
 
 if __name__ == "__main__":

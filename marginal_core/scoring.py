@@ -49,7 +49,8 @@ class ScoreStats:
     """Work done by scoring calls, summed over every call that is given this object.
 
     plain_tokens is what plain scoring feeds for the same paths (context + path each, without
-    padding); tokens_fed counts what was fed here (padding excluded, padded_tokens includes it).
+    padding); tokens_fed counts what was fed here (padding excluded, padded_tokens includes it);
+    head_rows counts the hidden states that went through the LM head.
     """
 
     paths: int = 0
@@ -58,6 +59,7 @@ class ScoreStats:
     tokens_fed: int = 0
     padded_tokens: int = 0
     forward_passes: int = 0
+    head_rows: int = 0
     oom_retries: int = 0
     seconds: float = 0.0
 
@@ -270,6 +272,7 @@ class TrieRun:
         hidden = torch.cat([hidden for hidden, _ in self.pending])
         blocks = [block for _, group in self.pending for block in group]
         self.children.score(self.lm, hidden, blocks, self.budget, self.node_lp, self.scratch)
+        self.stats.head_rows += len(hidden)
         self.pending = []
 
     def finish(self) -> None:
