@@ -5,6 +5,7 @@ in the same run), the estimate each reaches at equal wall time (the proxy's runn
 after the share of its samples it had drawn when the lattice method finished), each estimate's
 gap to exact where exact is feasible, and the share of texts where the proxy underestimates.
 Run: .venv/bin/python bench/estimators.py [--samples 1000] [--models gemma3-270m,smollm2-135m]
+     [--device cuda] [--dtype auto]
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="texts per set")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--exact-budget", type=int, default=2000)
+    parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
+    parser.add_argument("--dtype", default="auto", help="auto, float32 or bfloat16 (default auto)")
     args = parser.parse_args()
     print(
         "| model | texts | n | k | lattice s | proxy s | proxy/lattice time (median, range) "
@@ -125,7 +128,9 @@ def main() -> None:
     )
     print("|" + "---|" * 12)
     for model in args.models.split(","):
-        lm = load_model(model)
+        lm = load_model(model, device=args.device, dtype=args.dtype)
+        print(f"{model}: {lm.device}, {str(lm.dtype).removeprefix('torch.')}", flush=True)
+        run_case(lm, None, "A warm-up text.", 8, args.seed, 1)  # kernels and caches, outside the timings
         for name in args.sets.split(","):
             cases = text_sets()[name][: args.limit]
             rows = [run_case(lm, c, t, args.samples, args.seed, args.exact_budget) for c, t in cases]

@@ -47,7 +47,7 @@ def gemma_model():
     """Gemma 3 270M on the CPU in fp32 (a LoadedModel: .model, .tokenizer, .device, .dtype)."""
     from marginal_core.models import load_model
 
-    return load_model(GEMMA, device="cpu")
+    return load_model(GEMMA, device="cpu", dtype="float32")
 
 
 @pytest.fixture(scope="session")
@@ -55,4 +55,4 @@ def smollm_model():
     """SmolLM2 135M on the CPU in fp32 (a LoadedModel)."""
     from marginal_core.models import load_model
 
-    return load_model(SMOL, device="cpu")
+    return load_model(SMOL, device="cpu", dtype="float32")

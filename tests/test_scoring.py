@@ -153,7 +153,7 @@ OOM_SCRIPT = textwrap.dedent(
     from marginal_core.sampling import lattice_samples
     from marginal_core.scoring import ScoreStats, score_paths
 
-    lm = load_model("gemma3-270m", device="cpu")
+    lm = load_model("gemma3-270m", device="cpu", dtype="float32")
     lattice = build_lattice("A quick fox.", lm.tokenizer)
     paths = lattice_samples(lattice, 20, seed=0).paths
     ctx = context_ids(lm.tokenizer, None)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The GPU path, run and measured on a machine with a CUDA device: the CUDA tests, then the
+# scorer against the matmul roofline per dtype, bfloat16 against float32, and the estimators
+# (lattice against proxy at equal k) on the GPU. Prints every table; the log also goes to
+# $LOG (default test-output/gpu.log).
+# Run: bench/gpu.sh [quick]   (PYTHON defaults to .venv/bin/python, else python3)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+LOG=${LOG:-test-output/gpu.log}
+mkdir -p "$(dirname "$LOG")"
+export PYTHONUNBUFFERED=1
+K=${K:-1000}
+[ "${1:-}" = quick ] && K=100
+{
+  "$PYTHON" -c 'import torch; print("torch", torch.__version__, "|", torch.cuda.get_device_name(0))' || exit 1
+  "$PYTHON" -m marginal_core.models --warm
+  "$PYTHON" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider
+  "$PYTHON" bench/scoring.py --device cuda --dtypes float32,bfloat16 --samples 256
+  "$PYTHON" bench/precision.py --device cuda
+  for dtype in float32 bfloat16; do
+    "$PYTHON" bench/estimators.py --device cuda --dtype $dtype --samples "$K"
+  done
+} 2>&1 | grep --line-buffered -v "Loading weights" | tee "$LOG"

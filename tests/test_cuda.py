@@ -1,0 +1,80 @@
+"""The GPU path, run where a CUDA device is present (bench/gpu.sh runs these on one; elsewhere
+they are skipped): float32 on CUDA agrees with float32 on the CPU, which test_estimators ties to
+brute force; bfloat16 keeps the estimators' order and stays near float32; a real CUDA
+out-of-memory error is survived by halving the work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from marginal_core.estimators import Marginalizer
+from marginal_core.models import load_model
+from marginal_core.sampling import lattice_samples
+from marginal_core.scoring import ScoreStats, score_paths
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+QUESTION = "Question: Which city is the capital of France?\nAnswer:"
+SENTENCE = "She folded the letter twice and slipped it into her coat pocket."
+
+
+@pytest.fixture(scope="module", params=["smollm2-135m", "gemma3-270m"])
+def name(request) -> str:
+    return request.param
+
+
+def test_float32_on_cuda_agrees_with_the_cpu(name):
+    cpu = Marginalizer(load_model(name, device="cpu", dtype="float32"), " Paris", QUESTION)
+    gpu = Marginalizer(load_model(name, device="cuda", dtype="float32"), " Paris", QUESTION)
+    assert gpu.lm.device.type == "cuda"
+    assert gpu.canonical_score().log_p == pytest.approx(cpu.canonical_score().log_p, abs=1e-3)
+    exact_cpu, exact_gpu = cpu.exact(), gpu.exact()
+    assert exact_gpu.num_paths == exact_cpu.num_paths
+    np.testing.assert_allclose(exact_gpu.log_p, exact_cpu.log_p, atol=2e-3)
+    assert exact_gpu.log_noncanonical == pytest.approx(exact_cpu.log_noncanonical, abs=1e-3)
+    lattice_cpu, lattice_gpu = cpu.lattice_estimate(64, seed=0), gpu.lattice_estimate(64, seed=0)
+    assert lattice_gpu.paths.tolist() == lattice_cpu.paths.tolist()  # sampling needs no model
+    assert lattice_gpu.log_marginal == pytest.approx(lattice_cpu.log_marginal, abs=1e-3)
+    proxy_cpu, proxy_gpu = cpu.proxy(64, seed=0), gpu.proxy(64, seed=0)
+    assert proxy_gpu.log_marginal == pytest.approx(proxy_cpu.log_marginal, abs=1e-2)
+
+
+def test_bfloat16_on_cuda_stays_near_float32_and_keeps_the_bounds(name):
+    f32 = load_model(name, device="cuda", dtype="float32")
+    b16 = load_model(name, device="cuda", dtype="bfloat16")
+    assert b16.dtype == torch.bfloat16 and b16.model.dtype == torch.bfloat16
+    m32, m16 = Marginalizer(f32, SENTENCE), Marginalizer(b16, SENTENCE)
+    paths = [m32.lattice.canonical, *lattice_samples(m32.lattice, 200, seed=0).paths.tolist()]
+    s32 = score_paths(f32, paths, m32.context_state())
+    s16 = score_paths(b16, paths, m16.context_state())
+    assert spearmanr(s32, s16)[0] > 0.99
+    assert np.abs(s16 - s32).mean() < 1.0
+    canonical, lattice = m16.canonical(), m16.lattice_estimate(200, seed=0)
+    assert lattice.log_marginal >= canonical.log_marginal
+    assert abs(lattice.log_marginal - m32.lattice_estimate(200, seed=0).log_marginal) < 1.0
+
+
+def test_a_real_cuda_out_of_memory_error_halves_the_work():
+    lm = load_model("gemma3-270m", device="cuda", dtype="float32")
+    m = Marginalizer(lm, SENTENCE, QUESTION)
+    paths = lattice_samples(m.lattice, 300, seed=0).paths
+    want = score_paths(lm, paths, m.context_state())
+    torch.cuda.empty_cache()
+    free, _ = torch.cuda.mem_get_info()
+    room = 320 << 20  # room for the head's 256 MiB logit block, not for a pass of 8,192 tokens
+    blocker = torch.empty(max(0, free - room), dtype=torch.uint8, device="cuda")
+    try:
+        stats = ScoreStats()
+        got = score_paths(lm, paths, m.context_state(), max_batch_tokens=8192, row_tokens=8192,
+                          max_batch_bytes=1 << 40, stats=stats)
+    finally:
+        del blocker
+        torch.cuda.empty_cache()
+    assert stats.oom_retries > 0
+    np.testing.assert_allclose(got, want, atol=1e-3)
