@@ -212,13 +212,14 @@ def _run_pass(
         pos[r, : len(queries)] = torch.from_numpy(plan.ctx_len - 1 + trie.depth[queries])
     cache = _past(ctx, rows, width_c)
     masks = {kind: _additive(lm, allowed) for kind, allowed in tree_allowed(trie, plan, lm.window).items()}
-    out = lm.decoder(
-        input_ids=ids.to(lm.device),
-        attention_mask=_mask_argument(lm, masks),
-        position_ids=pos.to(lm.device),
-        past_key_values=cache,
-        use_cache=True,
-    )
+    with lm.masked_attention():
+        out = lm.decoder(
+            input_ids=ids.to(lm.device),
+            attention_mask=_mask_argument(lm, masks),
+            position_ids=pos.to(lm.device),
+            past_key_values=cache,
+            use_cache=True,
+        )
     return out.last_hidden_state, cache
 
 

@@ -8,8 +8,9 @@ outputs), the prefill of a context into a KV cache that callers share, and gener
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -118,6 +119,20 @@ class LM:
             )
         if self.layer_types is not None and not set(self.layer_types) <= MASKABLE_LAYERS:
             raise MarginalError(f"scoring cannot mask attention layers of types {list(self.layer_types)}")
+
+    @contextlib.contextmanager
+    def masked_attention(self) -> Iterator[None]:
+        """Decoder calls that pass tree masks run inside this: on CUDA, with SDPA's math kernel
+        only. The memory-efficient kernel silently miscomputes some masked shapes when grouped
+        query attention broadcasts the keys (pytorch/pytorch#191937; seen with Gemma 3 on an
+        H100, where one path in a trie of 257 came out 4.5 nats too likely)."""
+        if self.device.type != "cuda":
+            yield
+            return
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel([SDPBackend.MATH]):
+            yield
 
     def check_ids(self, ids: Sequence[int]) -> None:
         """Refuse token ids outside the model's vocabulary."""
