@@ -22,6 +22,7 @@ Run: .venv/bin/python bench/scoring.py [--quick] [--samples K] [--models a,b] [-
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import numpy as np
@@ -34,7 +35,7 @@ from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
 from marginal_core.sampling import lattice_samples
 from marginal_core.plain_scoring import score_paths_plain
-from marginal_core.scoring import ScoreStats, score_paths
+from marginal_core.scoring import DEFAULT_MAX_BATCH_TOKENS, ScoreStats, score_paths
 from marginal_core.trie import distinct_prefixes
 
 FAR_K = 1000
@@ -57,11 +58,12 @@ def saved_without_model(tokenizer, pairs: list[tuple[str | None, str]], k: int, 
     return 1 - fed / plain
 
 
-def run_set(lm, pairs: list[tuple[str | None, str]], k: int, seed: int) -> dict:
+def run_set(lm, pairs: list[tuple[str | None, str]], k: int, seed: int, budget: int) -> dict:
     """Score every text's tokenizations with both scorers; sum their stats and CPU times."""
     stats = {"trie": ScoreStats(), "plain": ScoreStats()}
     cpu = {"trie": 0.0, "plain": 0.0}
-    scorers = [("trie", score_paths), ("plain", score_paths_plain)]
+    scorers = [("trie", functools.partial(score_paths, max_batch_tokens=budget)),
+               ("plain", functools.partial(score_paths_plain, max_batch_tokens=budget))]
     worst = 0.0
     for i, (context, text) in enumerate(pairs):
         ctx, paths = tokenizations(lm.tokenizer, context, text, k, seed)
@@ -177,6 +179,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="5 answers, 3 sentences, 8 samples")
     parser.add_argument("--dtypes", default="float32,bfloat16", help="comma list (default float32,bfloat16)")
     parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
+    parser.add_argument("--max-batch-tokens", type=int, default=DEFAULT_MAX_BATCH_TOKENS,
+                        help=f"tokens per forward pass, both scorers (default {DEFAULT_MAX_BATCH_TOKENS})")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -195,7 +199,7 @@ def main() -> None:
             score_paths(lm, [(1,)], [1])  # warm up outside the timings
             results = []
             for set_name, pairs in sets.items():
-                results.append(run_set(lm, pairs, k, args.seed))
+                results.append(run_set(lm, pairs, k, args.seed, args.max_batch_tokens))
                 far = saved_without_model(lm.tokenizer, pairs, FAR_K, args.seed)
                 rows.append(row(model, dtype, set_name, len(pairs), k, results[-1], far))
             total = merged(results)
@@ -206,6 +210,7 @@ def main() -> None:
                          "flops": model_flops(lm, trie), "roofline": roofline(lm, lm.head_rows(256))})
     print(
         f"device: {', '.join(sorted(devices))}, torch threads: {torch.get_num_threads()}, "
+        f"max batch tokens {args.max_batch_tokens}, "
         f"whole run {time.perf_counter() - started:.0f} s"
     )
     print_table(SCORER_HEADER, rows)
