@@ -1,16 +1,28 @@
-"""Benchmark of the app in a real browser (Playwright on Debian's Chromium).
+"""Benchmark of the app in a real browser (Playwright on Debian's Chromium) against the CLI.
 
-Prints (a) the seconds from `streamlit run` to a rendered home page (the canonical tokenization
-and its log-probability shown) with the model's caches already on disk, and (b) the seconds of a
-running-estimates run (lattice and proxy, k samples each) on the default Q&A-sized text, from
-the click on Run to "Done:", with each method's own time as the page reports it. Screenshots of
-both go to test-output/bench-app/.
-Run: .venv/bin/python bench/app.py [--model gemma3-270m] [--samples 1000]
+One run, one table. With the model's caches already on disk, for the app's default text and
+context, k samples and a seed:
+
+- home: seconds from `streamlit run` to a rendered home page (canonical chips and log p shown);
+- estimate: Home's "Estimate the marginal" (lattice, k), click to the result on screen;
+- first / done: Running estimates (lattice and proxy, k each), click on Run to the first partial
+  estimate plotted, and to "Done:";
+- CLI: `marginal estimate` with the same text, context, k, seed, methods and dtype in a plain
+  process, its own seconds (lattice + proxy; the canonical pass, shared, is not counted, as the
+  app's home page has already made it), and done / CLI;
+- responsive: while a second running-estimates run is going, seconds for another browser
+  context (another session) to render the home page.
+
+Screenshots go to test-output/bench-app/.
+Run: .venv/bin/python bench/app.py [--model gemma3-270m] [--samples 100] [--dtype auto]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,45 +30,100 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the browser machinery lives with the browser test
 
-from tests.test_browser import browser_page, settle, streamlit_server  # noqa: E402
+from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT  # noqa: E402
+from tests.test_browser import chromium, new_page, settle, streamlit_server  # noqa: E402
 
 OUTPUT = ROOT / "test-output" / "bench-app"
+PLOT = "[data-testid=stPlotlyChart] .main-svg"
+
+
+def home_rendered(page) -> None:
+    """Wait for the home page's canonical chips and its log p(canonical)."""
+    page.locator("span[title^='token 1:']").first.wait_for()
+    page.get_by_text("log p(canonical)").first.wait_for()
+
+
+def cli_seconds(model: str, samples: int, seed: int, dtype: str) -> dict[str, float]:
+    """`marginal estimate`'s own seconds per method (lattice, proxy) for the app's default inputs."""
+    out = subprocess.run(
+        [sys.executable, "-m", "marginal_core", "estimate", DEFAULT_TEXT, "--context", DEFAULT_CONTEXT,
+         "--methods", "lattice,proxy", "--samples", str(samples), "--seed", str(seed), "--model", model,
+         "--dtype", dtype, "--json"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )
+    return {name: m["seconds"] for name, m in json.loads(out.stdout)["methods"].items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="gemma3-270m")
-    parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"))
     args = parser.parse_args()
     OUTPUT.mkdir(parents=True, exist_ok=True)
     (ROOT / "test-output" / "browser").mkdir(parents=True, exist_ok=True)  # the server's log
+    load_before = os.getloadavg()[0]
+    query = f"model={args.model}&dtype={args.dtype}&k={args.samples}"
 
     started = time.perf_counter()
-    with streamlit_server() as server, browser_page(1400, 1100) as page:
-        base = server.url
-        page.goto(f"{base}/?model={args.model}")
-        page.locator("span[title^='token 1:']").first.wait_for()
-        page.get_by_text("log p(canonical)").first.wait_for()
+    with streamlit_server() as server, chromium() as browser:
+        base, page = server.url, new_page(browser, 1400, 1100)
+        page.goto(f"{base}/?{query}")
+        home_rendered(page)
         home = time.perf_counter() - started
+        button = page.locator(".st-key-estimate button").first
+        button.wait_for()
+        settle(page)
+        clicked = time.perf_counter()
+        button.click()
+        page.get_by_text("Mass off the canonical").first.wait_for(timeout=3_600_000)
+        estimate = time.perf_counter() - clicked
         page.screenshot(path=str(OUTPUT / "home.png"))
 
-        page.goto(f"{base}/running?model={args.model}&k={args.samples}&y=non-canonical+mass")
+        # seed 1: Home's estimate (seed 0) would be a cached result here
+        page.goto(f"{base}/running?{query}&seed=1&y=non-canonical+mass")
         run = page.locator(".st-key-run button").first
         run.wait_for()
         settle(page)
         clicked = time.perf_counter()
         run.click()
+        page.locator(PLOT).first.wait_for()
+        first = time.perf_counter() - clicked
         done = page.get_by_text("Done:").first
         done.wait_for(timeout=3_600_000)
-        running = time.perf_counter() - clicked
-        summary = done.inner_text()
+        finished = time.perf_counter() - clicked
+        summary = done.inner_text().removeprefix("Done: ")
         settle(page)
         page.screenshot(path=str(OUTPUT / "running.png"))
 
-    print(f"| model | streamlit run -> home page rendered | running estimates, k = {args.samples} (click -> done) | per method |")
-    print("|---|---|---|---|")
-    print(f"| {args.model} | {home:.1f} s | {running:.1f} s | {summary.removeprefix('Done: ')} |")
-    print(f"screenshots: {OUTPUT / 'home.png'}, {OUTPUT / 'running.png'}")
+        # Another session opens the home page while a (longer) run is going.
+        page.goto(f"{base}/running?{query.replace(f'k={args.samples}', f'k={10 * args.samples}')}&seed=2")
+        run = page.locator(".st-key-run button").first
+        run.wait_for()
+        settle(page)
+        run.click()
+        page.locator(PLOT).first.wait_for()
+        other = new_page(browser, 1400, 1100)
+        opened = time.perf_counter()
+        other.goto(f"{base}/?model={args.model}&dtype={args.dtype}")
+        home_rendered(other)
+        responsive = time.perf_counter() - opened
+        still_running = page.get_by_text("Done:").count() == 0
+        other.screenshot(path=str(OUTPUT / "home-during-run.png"))
+        page.locator(".st-key-stop button").first.click()
+        page.get_by_text("Stopped:").first.wait_for()
+
+    cli = cli_seconds(args.model, args.samples, 1, args.dtype)
+    load_after = os.getloadavg()[0]
+    total = sum(cli.values())
+    k = args.samples
+    print(f"| model | k | streamlit run -> home | Home estimate | Run -> first estimate | Run -> Done | per method (app) "
+          f"| CLI (lattice + proxy) | app / CLI | another session's home during a run |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {args.model} ({args.dtype}) | {k} | {home:.1f} s | {estimate:.1f} s | {first:.1f} s | {finished:.1f} s "
+          f"| {summary} | {total:.1f} s ({cli['lattice']:.1f} + {cli['proxy']:.1f}) | {finished / total:.2f}x "
+          f"| {responsive:.1f} s{'' if still_running else ' (the run had ended)'} |")
+    print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after; screenshots in {OUTPUT}")
 
 
 if __name__ == "__main__":

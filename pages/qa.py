@@ -78,7 +78,7 @@ def page() -> None:
 
     describe_run()
     if run:
-        lm = loaders.model(inp.model, inp.device)
+        lm = loaders.model(inp.model, inp.device, inp.dtype)
         run_task(
             lambda **watch: qa.run_qa(dataset, folder, lm=lm, limit=limit, samples=k, methods=methods, seed=seed,
                                       show_bar=False, **watch),

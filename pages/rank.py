@@ -65,17 +65,17 @@ def page() -> None:
             for sentence in RANK_SENTENCES[length][:per]:
                 st.markdown(f"- ({len(sentence)} chars) {sentence}")
 
-    tkey = (inp.model, inp.device, "table1", tuple(sorted(lengths)), per, tk, seed)
+    tkey = (inp.model, inp.device, inp.dtype, "table1", tuple(sorted(lengths)), per, tk, seed)
     table = results.cached(tkey)
     if table is None and lengths and st.button("Compute the table", key="table"):
-        loaders.model(inp.model, inp.device)
+        loaders.model(inp.model, inp.device, inp.dtype)
         rows = []
         jobs = [(length, s) for length in sorted(lengths) for s in RANK_SENTENCES[length][:per]]
         bar = live.Bar("Sentences")
         with guard("computing the table"):
             for i, (length, sentence) in enumerate(jobs):
                 bar.update(i / len(jobs), f"Sentence {i + 1} of {len(jobs)} ({length} chars)")
-                m = loaders.marginalizer_for(inp.model, inp.device, sentence, "")
+                m = loaders.marginalizer_for(inp.model, inp.device, inp.dtype, sentence, "")
                 est = m.proxy(tk, seed=seed, should_stop=bar.should_stop)
                 if est.run.cancelled:
                     st.stop()

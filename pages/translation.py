@@ -76,7 +76,7 @@ def page() -> None:
 
     describe_run()
     if run:
-        lm = loaders.model(inp.model, inp.device)
+        lm = loaders.model(inp.model, inp.device, inp.dtype)
         run_task(
             lambda **watch: mt.run_mt(dataset, folder, lm=lm, limit=limit, candidates=n, samples=k, methods=methods,
                                       seed=seed, target_language=target, show_bar=False, **watch),

@@ -74,10 +74,10 @@ def test_home_with_the_default_model_counts_scores_and_estimates():
     from marginal_core.models import load_model
     from pages._app import defaults
 
-    at = app(k="8")
+    at = app(k="8", dtype="float32")  # pinned: auto is bfloat16 on a CPU fast at it
     assert_clean(at)
     assert at.sidebar.selectbox(key="model").value == "gemma3-270m"
-    m = Marginalizer(load_model("gemma3-270m"), defaults.DEFAULT_TEXT, defaults.DEFAULT_CONTEXT)
+    m = Marginalizer(load_model("gemma3-270m", dtype="float32"), defaults.DEFAULT_TEXT, defaults.DEFAULT_CONTEXT)
     shown = metrics(at)
     assert shown["Tokenizations"] == viz.count_label(m.lattice.count())
     assert shown["Canonical tokens"] == str(len(m.lattice.canonical))
@@ -90,6 +90,26 @@ def test_home_with_the_default_model_counts_scores_and_estimates():
     estimate = float(shown["log p(text) ≥"])
     assert estimate >= m.canonical_score().log_p - 1e-3
     assert shown["Distinct paths scored"] == "8"
+
+
+def test_the_precision_control_loads_the_model_in_that_dtype_and_says_so():
+    """The sidebar's Precision (URL key dtype) goes to the loader: the model is loaded in that
+    dtype, the sidebar and the load box name it beside the device, and the scores are that
+    model's; auto shows what it resolves to on this machine."""
+    from marginal_core.estimators import Marginalizer
+    from marginal_core.models import load_model, resolve_dtype
+
+    at = app(model=SMOL, text=SHORT, context="", dtype="bfloat16")
+    assert_clean(at)
+    assert at.sidebar.selectbox(key="dtype").value == "bfloat16"
+    assert "Runs on: **CPU (bfloat16," in " ".join(c.value for c in at.sidebar.caption)
+    assert any("on CPU (bfloat16," in s.label for s in at.get("status"))
+    m = Marginalizer(load_model(SMOL, device="cpu", dtype="bfloat16"), SHORT, None)
+    assert metrics(at)["log p(canonical)"] == viz.format_log(m.canonical_score().log_p)
+    at = app(model=SMOL, text=SHORT, context="")
+    auto = str(resolve_dtype("auto", "cpu")).removeprefix("torch.")
+    assert at.sidebar.selectbox(key="dtype").value == "auto"
+    assert f"Runs on: **CPU ({auto}," in " ".join(c.value for c in at.sidebar.caption)
 
 
 def test_home_bad_inputs_give_friendly_messages():
@@ -439,8 +459,8 @@ def test_live_streams_match_the_library_estimators():
     first = m.proxy(5, chunk=5)
     assert proxy[-1].paths.tolist()[:5] == first.paths.tolist()
     assert math.isfinite(proxy[-1].log_marginal)
-    live = list(live.live_stream(m, "proxy", samples=120))  # 4 samples, then batches of 50 (a tenth of k, at least 50)
-    assert [p.num_samples for p in live] == [4, 54, 104, 120]
+    live = list(live.live_stream(m, "proxy", samples=120))  # batches of a quarter of k, at least 100
+    assert [p.num_samples for p in live] == [100, 120]
     seen: list = []
     for est in m.stream("lattice", samples=30, chunk=7, should_stop=lambda: len(seen) >= 2):
         seen.append(est)

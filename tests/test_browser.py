@@ -114,17 +114,29 @@ def streamlit_server(timeout: float = 120.0):
 
 
 @contextlib.contextmanager
-def browser_page(width: int = 1400, height: int = 1800):
+def chromium():
+    """Debian's Chromium under Playwright, headless; yields the Browser (one context per session)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            page.set_default_timeout(300_000)
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+def new_page(browser, width: int = 1400, height: int = 1800):
+    """A page in a context of its own (a session of its own on the server)."""
+    page = browser.new_context(viewport={"width": width, "height": height}).new_page()
+    page.set_default_timeout(300_000)
+    return page
+
+
+@contextlib.contextmanager
+def browser_page(width: int = 1400, height: int = 1800):
+    with chromium() as browser:
+        yield new_page(browser, width, height)
 
 
 def settle(page, extra_ms: int = 800) -> None:

@@ -5,7 +5,14 @@ The library (``marginal_core``) holds what a script or notebook needs and never 
 Streamlit; this package is the app's side of that line.
 """
 
+import os
 import sys
+
+# The server's torch threads share the cores with the browser and the server's own threads;
+# OpenMP's default (spin while waiting) then stalls each parallel region whenever another
+# process (the browser drawing the page) holds a core. Sleeping instead makes live runs faster
+# (bench/app.py). It takes effect only before torch is first imported, which no page does before this.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # Exact path counts of long texts pass Python's 4,300-digit limit on int-to-str conversion (a
 # 20,000-character text has about 4,700 digits); the CLI lifts it in errors.run_cli, the app here,

@@ -1,4 +1,4 @@
-"""The devices the sidebar offers, and how the app names the one a model runs on."""
+"""The devices the sidebar offers, the dtype a choice resolves to, and how the app names where a model runs."""
 
 from __future__ import annotations
 
@@ -28,6 +28,14 @@ def resolve(device: str) -> str:
     from marginal_core.models import resolve_device
 
     return resolve_device(device_arg(device))
+
+
+@cache
+def resolve_dtype(choice: str, device: str) -> str:
+    """The dtype name a sidebar choice runs on a resolved device ('auto' -> 'float32' or 'bfloat16')."""
+    from marginal_core.models import resolve_dtype as resolve_torch_dtype
+
+    return str(resolve_torch_dtype(choice, device)).removeprefix("torch.")
 
 
 def device_label(device: str, dtype: object | None = None) -> str:

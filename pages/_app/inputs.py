@@ -1,4 +1,4 @@
-"""The inputs every page shares (model, device, text, context): sidebar widgets bound to the URL.
+"""The inputs every page shares (model, device, precision, text, context): sidebar widgets bound to the URL.
 
 app.py draws them on every run, before the page; pages read them back from the session state
 with :func:`current` (the widgets' values, keyed as in the URL), so a link reproduces a view. A
@@ -13,7 +13,7 @@ from urllib.parse import quote
 import streamlit as st
 
 from marginal_core.errors import EmptyTextError
-from marginal_core.models import DEFAULT_MODEL, EMBEDDED_MODELS, known_models
+from marginal_core.models import DEFAULT_MODEL, DTYPES, EMBEDDED_MODELS, known_models
 from pages._app import devices
 from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
 from pages._app.errors import show_error
@@ -26,20 +26,21 @@ MAX_LINKED_CHARS = 50_000
 
 @dataclass(frozen=True)
 class Inputs:
-    """The shared inputs of one run, with the device resolved ('auto' -> where it runs)."""
+    """The shared inputs of one run, with the device and dtype resolved ('auto' -> what it runs on)."""
 
     model: str
     device: str
+    dtype: str
     text: str
     context: str
 
     def key(self, *more: object) -> tuple:
         """A results-cache key: these inputs and whatever else the result depends on."""
-        return (self.model, self.device, self.text, self.context, *more)
+        return (self.model, self.device, self.dtype, self.text, self.context, *more)
 
 
 def sidebar() -> None:
-    """Model, device, text and context widgets in the sidebar, bound to the URL (app.py)."""
+    """Model, device, precision, text and context widgets in the sidebar, bound to the URL (app.py)."""
     sb = st.sidebar
     sb.markdown("### Input")
     options = known_models()
@@ -53,6 +54,11 @@ def sidebar() -> None:
     sb.selectbox(
         "Device", devices.device_options(), index=0, key="device", bind="query-params",
         help="auto uses the GPU when there is one (cuda, then mps), else the CPU.",
+    )
+    sb.selectbox(
+        "Precision", DTYPES, index=0, key="dtype", bind="query-params",
+        help="The weights' dtype. auto: bfloat16 on a GPU and on a CPU measured fast at it, else float32 "
+        "(log-softmax and sums stay float32).",
     )
     unlinked = [key for key in ("text", "context") if not _linkable(st.session_state.get(key))]
     sb.text_area(
@@ -81,7 +87,7 @@ def sidebar() -> None:
         with sb:
             show_error(exc)
         where = "cpu"
-    sb.caption(f"Runs on: **{devices.device_label(where)}**")
+    sb.caption(f"Runs on: **{devices.device_label(where, devices.resolve_dtype(_dtype_choice(), where))}**")
 
 
 def _linkable(text: str | None) -> bool:
@@ -98,7 +104,8 @@ def current() -> Inputs:
     except Exception:  # noqa: BLE001 -- the sidebar shows why
         device = "cpu"
     state = st.session_state
-    return Inputs(_model_name(), device, state.get("text") or "", state.get("context") or "")
+    dtype = devices.resolve_dtype(_dtype_choice(), device)
+    return Inputs(_model_name(), device, dtype, state.get("text") or "", state.get("context") or "")
 
 
 def _model_name() -> str:
@@ -107,6 +114,10 @@ def _model_name() -> str:
 
 def _device_choice() -> str:
     return st.session_state.get("device") or "auto"
+
+
+def _dtype_choice() -> str:
+    return st.session_state.get("dtype") or "auto"
 
 
 def require_text(inp: Inputs) -> None:

@@ -1,8 +1,10 @@
 """Live runs: an estimator's stream drawn as it goes, with a Stop that stops the work.
 
-A run goes in chunks that start at a few samples and double up to about a tenth of k, so its
-first estimate comes within seconds whatever k is, its plots grow, and a stopped run keeps the
-chunks it finished (in the session; a finished result is kept for every session).
+A lattice or exact run goes in chunks that start at a few samples and double up to about a
+tenth of k, so its first estimate comes within a second whatever k is, its plots grow, and a
+stopped run keeps the chunks it finished (in the session; a finished result is kept for every
+session). A proxy run goes in a few large batches: each batch costs one sweep of sequential
+passes almost whatever its size, so a small first batch would not come sooner, only add a sweep.
 
 How a run learns that it must stop: app.py calls :func:`begin_script_run` at the top of every
 script run, which sets the previous run's token. A Stop click, a widget change or a page switch
@@ -38,8 +40,11 @@ _UNFINISHED = "_unfinished_runs"
 # Seconds between redraws of a progress bar from within a chunk (each redraw is sent to the
 # browser, and is where Streamlit can end a script run).
 REDRAW_S = 0.25
-# Samples in a live run's first chunk; later chunks double up to live_chunk(k).
+# Samples in a live lattice or exact run's first chunk; later chunks double up to live_chunk(k).
 FIRST_CHUNK = 4
+# A live proxy run's batches: a quarter of k, at least PROXY_BATCH (one batch for the default k)
+# and at most the library's default batch.
+PROXY_BATCH = 100
 
 
 def live_chunk(k: int) -> int:
@@ -48,6 +53,13 @@ def live_chunk(k: int) -> int:
     Smaller chunks update a live plot more often but share fewer prefixes, so they cost more.
     """
     return int(min(500, max(50, math.ceil(k / 10))))
+
+
+def proxy_batch(k: int) -> int:
+    """The samples of each batch of a live proxy run of k: a quarter of k, 100 to 1,024."""
+    from marginal_core.proxy import DEFAULT_BATCH_SIZE
+
+    return int(min(DEFAULT_BATCH_SIZE, max(PROXY_BATCH, math.ceil(k / 4))))
 
 
 def _requested(m: Marginalizer, method: str, samples: int) -> int:
@@ -65,10 +77,11 @@ def live_stream(
     **options: Any,
 ) -> Iterator[Estimate]:
     """``m.stream`` in chunks sized for a live plot (FIRST_CHUNK samples, doubling up to
-    :func:`live_chunk`); same samples as ``m.estimate`` with the same options."""
-    chunk = live_chunk(_requested(m, method, samples))
-    return m.stream(method, samples=samples, chunk=chunk, first_chunk=FIRST_CHUNK, should_stop=should_stop,
-                    progress=progress, **options)
+    :func:`live_chunk`; the proxy in batches of :func:`proxy_batch`); same samples as
+    ``m.estimate`` with the same options."""
+    k = _requested(m, method, samples)
+    chunks = {"chunk": proxy_batch(k)} if method == "proxy" else {"chunk": live_chunk(k), "first_chunk": FIRST_CHUNK}
+    return m.stream(method, samples=samples, should_stop=should_stop, progress=progress, **chunks, **options)
 
 
 def begin_script_run() -> None:

@@ -37,23 +37,24 @@ def vocabulary(name: str) -> Vocabulary:
 
 
 @st.cache_resource(show_spinner=False, max_entries=3)
-def _model(name: str, device: str) -> LoadedModel:
+def _model(name: str, device: str, dtype: str) -> LoadedModel:
     from marginal_core.models import load_model
 
-    return load_model(name, device=devices.device_arg(device))
+    return load_model(name, device=devices.device_arg(device), dtype=dtype)
 
 
 @st.cache_resource(show_spinner=False)
 def _loaded() -> set:
-    """(model, device) pairs already loaded in this process (their load shows no status box)."""
+    """(model, device, dtype) triples already loaded in this process (their load shows no status box)."""
     return set()
 
 
-def model(name: str, device: str) -> LoadedModel:
-    """The LoadedModel, with a status box showing the load steps the first time."""
-    key = (name, device)
+def model(name: str, device: str, dtype: str) -> LoadedModel:
+    """The LoadedModel (dtype a resolved name, as Inputs.dtype), with a status box showing the
+    load steps the first time."""
+    key = (name, device, dtype)
     if key in _loaded():
-        return _model(name, device)
+        return _model(name, device, dtype)
     with st.status(f"Loading model **{name}**…", expanded=True) as status:
         try:
             t0 = time.perf_counter()
@@ -61,7 +62,7 @@ def model(name: str, device: str) -> LoadedModel:
             vocabulary(name)
             t1 = time.perf_counter()
             st.write(f"Tokenizer ready ({t1 - t0:.1f} s). Weights (the first load ever converts them, up to a minute)…")
-            lm = _model(name, device)
+            lm = _model(name, device, dtype)
             t2 = time.perf_counter()
         except Exception:
             status.update(label=f"Could not load **{name}**", state="error", expanded=False)
@@ -84,17 +85,17 @@ def lattice(name: str, text: str) -> Lattice:
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def marginalizer_for(name: str, device: str, text: str, context: str) -> Marginalizer:
+def marginalizer_for(name: str, device: str, dtype: str, text: str, context: str) -> Marginalizer:
     """The Marginalizer of a text and context under a model already loaded."""
     from marginal_core.estimators import Marginalizer
 
-    return Marginalizer(_model(name, device), text, context or None)
+    return Marginalizer(_model(name, device, dtype), text, context or None)
 
 
 def marginalizer(inp: Inputs) -> Marginalizer:
     """The Marginalizer of the current inputs (loading the model with a status box if needed)."""
-    model(inp.model, inp.device)
-    return marginalizer_for(inp.model, inp.device, inp.text, inp.context)
+    model(inp.model, inp.device, inp.dtype)
+    return marginalizer_for(inp.model, inp.device, inp.dtype, inp.text, inp.context)
 
 
 def require_lattice(inp: Inputs) -> Lattice:
