@@ -35,7 +35,7 @@ from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
 from marginal_core.sampling import lattice_samples
 from marginal_core.plain_scoring import score_paths_plain
-from marginal_core.scoring import DEFAULT_MAX_BATCH_TOKENS, ScoreStats, score_paths
+from marginal_core.scoring import ScoreStats, score_paths
 from marginal_core.trie import distinct_prefixes
 
 FAR_K = 1000
@@ -179,8 +179,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="5 answers, 3 sentences, 8 samples")
     parser.add_argument("--dtypes", default="float32,bfloat16", help="comma list (default float32,bfloat16)")
     parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
-    parser.add_argument("--max-batch-tokens", type=int, default=DEFAULT_MAX_BATCH_TOKENS,
-                        help=f"tokens per forward pass, both scorers (default {DEFAULT_MAX_BATCH_TOKENS})")
+    parser.add_argument("--max-batch-tokens", type=int,
+                        help="tokens per forward pass, both scorers (default: the device's, see pass_tokens)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -210,7 +210,7 @@ def main() -> None:
                          "flops": model_flops(lm, trie), "roofline": roofline(lm, lm.head_rows(256))})
     print(
         f"device: {', '.join(sorted(devices))}, torch threads: {torch.get_num_threads()}, "
-        f"max batch tokens {args.max_batch_tokens}, "
+        f"max batch tokens {args.max_batch_tokens or 'device default'}, "
         f"whole run {time.perf_counter() - started:.0f} s"
     )
     print_table(SCORER_HEADER, rows)

@@ -14,7 +14,7 @@ from marginal_core.lattice import Path, PathBatch
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.oom import halved
 from marginal_core.progress import Progress
-from marginal_core.scoring import DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_BATCH_TOKENS, ScoreStats, check_paths, count_call
+from marginal_core.scoring import DEFAULT_MAX_BATCH_BYTES, ScoreStats, check_paths, count_call, pass_tokens
 from marginal_core.trie import as_paths
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def score_paths_plain(
     paths: PathBatch | Sequence[Path],
     context: Sequence[int],
     *,
-    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+    max_batch_tokens: int | None = None,
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     progress: Progress | None = None,
     stats: ScoreStats | None = None,
@@ -79,7 +79,7 @@ def score_paths_plain(
     lengths = np.array([len(s) for s in seqs])
     pending = np.argsort(lengths, kind="stable")
     scores = np.zeros(len(seqs), dtype=np.float64)
-    budget, done = max_batch_tokens, 0
+    budget, done = pass_tokens(lm, max_batch_tokens), 0
     with torch.inference_mode():
         while len(pending):
             batch = _next_batch(lengths, pending, budget, lm, max_batch_bytes)

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from marginal_core.models import LoadedModel
 
 DEFAULT_MAX_BATCH_TOKENS = 1024
+# On a GPU a pass of a small model costs mostly its kernel launches: larger passes, fewer launches.
+CUDA_MAX_BATCH_TOKENS = 8192
 DEFAULT_ROW_TOKENS = 256
 DEFAULT_MAX_BATCH_BYTES = 1 << 30
 
@@ -81,6 +83,13 @@ def count_call(stats: ScoreStats, paths: list[Path], context: list[int], started
     stats.scored_tokens += lengths
     stats.plain_tokens += lengths + len(context) * len(paths)
     stats.seconds += time.perf_counter() - started
+
+
+def pass_tokens(lm: LM, asked: int | None = None) -> int:
+    """Tokens per forward pass: the ones asked for, else the device's default."""
+    if asked is not None:
+        return asked
+    return CUDA_MAX_BATCH_TOKENS if lm.device.type == "cuda" else DEFAULT_MAX_BATCH_TOKENS
 
 
 def context_state(
@@ -333,7 +342,7 @@ def score_paths(
     paths: PathBatch | Sequence[Path],
     context: Sequence[int] | ContextState,
     *,
-    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+    max_batch_tokens: int | None = None,
     row_tokens: int = DEFAULT_ROW_TOKENS,
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     progress: Progress | None = None,
@@ -342,7 +351,7 @@ def score_paths(
     """log p(path | context) of every path (float64), each distinct prefix computed once.
 
     context is token ids (prefilled here) or a ContextState to share. The paths' prefix trie
-    runs in passes of about max_batch_tokens tokens in rows of up to row_tokens, shrunk to fit
+    runs in passes of about max_batch_tokens tokens (default: pass_tokens) in rows of up to row_tokens, shrunk to fit
     max_batch_bytes of estimated activations and halved on out-of-memory errors. progress gets
     (tokens fed, tokens to feed), the context counted as fed.
     """
@@ -351,6 +360,7 @@ def score_paths(
     lm, path_list = LM.of(lm), as_paths(paths)
     if not path_list:
         return np.zeros(0, dtype=np.float64)
+    max_batch_tokens = pass_tokens(lm, max_batch_tokens)
     ctx = check_paths(lm, path_list, context)
     lm.require_tree_masks()
     state = context_state(lm, context, stats, max_batch_tokens)
