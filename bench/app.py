@@ -34,7 +34,7 @@ from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT  # noqa: E402
 from tests.test_browser import chromium, new_page, settle, streamlit_server  # noqa: E402
 
 OUTPUT = ROOT / "test-output" / "bench-app"
-PLOT = "[data-testid=stPlotlyChart] .main-svg"
+PLOT = "[data-testid=stPlotlyChart] .scatterlayer .trace"  # an estimate plotted (the empty axes have none)
 
 
 def home_rendered(page) -> None:

@@ -80,7 +80,9 @@ def page() -> None:
                         f"grows with k). Lower k, or run k = {k:,} on *Running estimates*, which plots the estimate "
                         "as it grows and can be stopped.", icon=":material/timer:")
             if estimate:
-                est = live.run_live(key, m, "lattice", "Scoring lattice samples", samples=k, max_len=bound, seed=0)
+                # No plot to grow here: full chunks from the start (each extra chunk shares fewer prefixes).
+                est = live.run_live(key, m, "lattice", "Scoring lattice samples", samples=k, max_len=bound, seed=0,
+                                    first_chunk=None)
             elif (stopped := live.unfinished(key)) is not None:
                 st.warning(f"Stopped {stopped.describe()}"
                            + ("; the numbers below are partial." if stopped.estimate is not None else "."))

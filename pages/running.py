@@ -56,6 +56,7 @@ def page() -> None:
         """Both plots and the summary table for the results so far."""
         drawn[0] += 1
         if not shown:
+            empty_plots()
             return
         log_p_canonical = next(iter(shown.values())).log_p_canonical
         traces = [viz.RunTrace.of(r, label=name) for name, r in shown.items() if name != "exact"]
@@ -74,9 +75,19 @@ def page() -> None:
             rows.append(row)
         table_spot.dataframe(pd.DataFrame(rows), hide_index=True)
 
+    def empty_plots() -> None:
+        """Both plots' axes before any result: the browser loads its plotting code with the page,
+        not after Run, where it delayed the first estimate on screen by seconds."""
+        for spot, x in ((plot_samples, "samples"), (plot_seconds, "seconds")):
+            fig = viz.running_figure([], log_p_canonical=0.0, x=x, y="noncanonical")
+            what = "log p(text)" if y == "marginal" else "Non-canonical mass"
+            fig.update_layout(title_text=f"{what} estimate vs. {x}", yaxis_title_text=viz.RUNNING_Y[y])
+            spot.plotly_chart(fig, key=f"by_{x}_{drawn[0]}")
+
     finished = {name: r for name in wanted if (r := results.cached(keys[name])) is not None}
     if run:
         m = loaders.require_marginalizer(inp)
+        draw(finished)  # the plots stay on screen while the first chunk is scored
         with guard("running the estimators"):
             for name in wanted:
                 if name in finished:

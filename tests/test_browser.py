@@ -218,7 +218,7 @@ def test_type_a_text_and_see_its_lattice_and_plots():
         settle(page)
         run.click()
         page.get_by_text("samples scored").first.wait_for()
-        page.locator("[data-testid=stPlotlyChart] .main-svg").first.wait_for()
+        page.locator("[data-testid=stPlotlyChart] .scatterlayer .trace").first.wait_for()  # an estimate plotted
         page.locator(".st-key-stop button").first.click()
         stopped = page.get_by_text("Stopped:")
         stopped.wait_for()

@@ -77,11 +77,11 @@ def live_stream(
     **options: Any,
 ) -> Iterator[Estimate]:
     """``m.stream`` in chunks sized for a live plot (FIRST_CHUNK samples, doubling up to
-    :func:`live_chunk`; the proxy in batches of :func:`proxy_batch`); same samples as
-    ``m.estimate`` with the same options."""
+    :func:`live_chunk`; the proxy in batches of :func:`proxy_batch`; chunk and first_chunk in
+    options override these); same samples as ``m.estimate`` with the same options."""
     k = _requested(m, method, samples)
     chunks = {"chunk": proxy_batch(k)} if method == "proxy" else {"chunk": live_chunk(k), "first_chunk": FIRST_CHUNK}
-    return m.stream(method, samples=samples, should_stop=should_stop, progress=progress, **chunks, **options)
+    return m.stream(method, samples=samples, should_stop=should_stop, progress=progress, **{**chunks, **options})
 
 
 def begin_script_run() -> None:
