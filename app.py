@@ -18,7 +18,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import home, lattice, mass, qa, rank, running, samplers, translation
-from pages._app import inputs, links, live
+from pages._app import inputs, links, live, loaders
 
 
 def navigation() -> dict[str, list[st.Page]]:
@@ -45,6 +45,7 @@ def main() -> None:
     page = st.navigation(navigation())
     live.begin_script_run()
     inputs.sidebar()
+    loaders.preload(inputs.current())  # the model loads while the page draws what needs none
     links.take_numbers()
     notice = st.container()  # above the page: what the link held that the page could not use
     try:

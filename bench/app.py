@@ -3,13 +3,15 @@
 One run, one table. With the model's caches already on disk, for the app's default text and
 context, k samples and a seed:
 
-- home: seconds from `streamlit run` to a rendered home page (canonical chips and log p shown);
+- home: seconds from `streamlit run` (the browser already open) to the home page's canonical
+  tokenization on screen, and to its log p(canonical) (which needs the model);
 - estimate: Home's "Estimate the marginal" (lattice, k), click to the result on screen;
 - first / done: Running estimates (lattice and proxy, k each), click on Run to the first partial
   estimate plotted, and to "Done:";
 - CLI: `marginal estimate` with the same text, context, k, seed, methods and dtype in a plain
   process, its own seconds (lattice + proxy; the canonical pass, shared, is not counted, as the
-  app's home page has already made it), and done / CLI;
+  app's home page has already made it), run before and after the app (the mean is compared, as
+  other work on the machine changes), and done / CLI;
 - responsive: while a second running-estimates run is going, seconds for another browser
   context (another session) to render the home page.
 
@@ -37,10 +39,12 @@ OUTPUT = ROOT / "test-output" / "bench-app"
 PLOT = "[data-testid=stPlotlyChart] .scatterlayer .trace"  # an estimate plotted (the empty axes have none)
 
 
-def home_rendered(page) -> None:
-    """Wait for the home page's canonical chips and its log p(canonical)."""
+def home_rendered(page, started: float) -> tuple[float, float]:
+    """Seconds since started to the home page's canonical chips, and to its log p(canonical)."""
     page.locator("span[title^='token 1:']").first.wait_for()
+    chips = time.perf_counter() - started
     page.get_by_text("log p(canonical)").first.wait_for()
+    return chips, time.perf_counter() - started
 
 
 def cli_seconds(model: str, samples: int, seed: int, dtype: str) -> dict[str, float]:
@@ -64,66 +68,75 @@ def main() -> None:
     (ROOT / "test-output" / "browser").mkdir(parents=True, exist_ok=True)  # the server's log
     load_before = os.getloadavg()[0]
     query = f"model={args.model}&dtype={args.dtype}&k={args.samples}"
-
-    started = time.perf_counter()
-    with streamlit_server() as server, chromium() as browser:
-        base, page = server.url, new_page(browser, 1400, 1100)
-        page.goto(f"{base}/?{query}")
-        home_rendered(page)
-        home = time.perf_counter() - started
-        button = page.locator(".st-key-estimate button").first
-        button.wait_for()
-        settle(page)
-        clicked = time.perf_counter()
-        button.click()
-        page.get_by_text("Mass off the canonical").first.wait_for(timeout=3_600_000)
-        estimate = time.perf_counter() - clicked
-        page.screenshot(path=str(OUTPUT / "home.png"))
-
-        # seed 1: Home's estimate (seed 0) would be a cached result here
-        page.goto(f"{base}/running?{query}&seed=1&y=non-canonical+mass")
-        run = page.locator(".st-key-run button").first
-        run.wait_for()
-        settle(page)
-        clicked = time.perf_counter()
-        run.click()
-        page.locator(PLOT).first.wait_for()
-        first = time.perf_counter() - clicked
-        done = page.get_by_text("Done:").first
-        done.wait_for(timeout=3_600_000)
-        finished = time.perf_counter() - clicked
-        summary = done.inner_text().removeprefix("Done: ")
-        settle(page)
-        page.screenshot(path=str(OUTPUT / "running.png"))
-
-        # Another session opens the home page while a (longer) run is going.
-        page.goto(f"{base}/running?{query.replace(f'k={args.samples}', f'k={10 * args.samples}')}&seed=2")
-        run = page.locator(".st-key-run button").first
-        run.wait_for()
-        settle(page)
-        run.click()
-        page.locator(PLOT).first.wait_for()
-        other = new_page(browser, 1400, 1100)
-        opened = time.perf_counter()
-        other.goto(f"{base}/?model={args.model}&dtype={args.dtype}")
-        home_rendered(other)
-        responsive = time.perf_counter() - opened
-        still_running = page.get_by_text("Done:").count() == 0
-        other.screenshot(path=str(OUTPUT / "home-during-run.png"))
-        page.locator(".st-key-stop button").first.click()
-        page.get_by_text("Stopped:").first.wait_for()
-
-    cli = cli_seconds(args.model, args.samples, 1, args.dtype)
+    before = cli_seconds(args.model, args.samples, 1, args.dtype)
+    with chromium() as browser:
+        page = new_page(browser, 1400, 1100)
+        started = time.perf_counter()
+        with streamlit_server() as server:
+            base = server.url
+            page.goto(f"{base}/?{query}")
+            home = home_rendered(page, started)
+            timed = measure(args, browser, page, base)
+    after = cli_seconds(args.model, args.samples, 1, args.dtype)
     load_after = os.getloadavg()[0]
+    estimate, first, finished, summary, responsive, still_running = timed
+    cli = {name: (before[name] + after[name]) / 2 for name in before}
     total = sum(cli.values())
     k = args.samples
-    print(f"| model | k | streamlit run -> home | Home estimate | Run -> first estimate | Run -> Done | per method (app) "
-          f"| CLI (lattice + proxy) | app / CLI | another session's home during a run |")
+    print("| model | k | streamlit run -> home (tokens / log p) | Home estimate | Run -> first estimate | Run -> Done "
+          "| per method (app) | CLI (lattice + proxy) | app / CLI | another session's home during a run |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    print(f"| {args.model} ({args.dtype}) | {k} | {home:.1f} s | {estimate:.1f} s | {first:.1f} s | {finished:.1f} s "
-          f"| {summary} | {total:.1f} s ({cli['lattice']:.1f} + {cli['proxy']:.1f}) | {finished / total:.2f}x "
-          f"| {responsive:.1f} s{'' if still_running else ' (the run had ended)'} |")
-    print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after; screenshots in {OUTPUT}")
+    print(f"| {args.model} ({args.dtype}) | {k} | {home[0]:.1f} / {home[1]:.1f} s | {estimate:.1f} s | {first:.1f} s "
+          f"| {finished:.1f} s | {summary} | {total:.1f} s ({cli['lattice']:.1f} + {cli['proxy']:.1f}) "
+          f"| {finished / total:.2f}x | {responsive:.1f} s{'' if still_running else ' (the run had ended)'} |")
+    print(f"CLI before the app {sum(before.values()):.1f} s, after {sum(after.values()):.1f} s; load average (1 min): "
+          f"{load_before:.2f} before, {load_after:.2f} after; screenshots in {OUTPUT}")
+
+
+def measure(args: argparse.Namespace, browser, page, base: str) -> tuple:
+    """Home's estimate, a running-estimates run, and another session's home page during a run."""
+    query = f"model={args.model}&dtype={args.dtype}&k={args.samples}"
+    button = page.locator(".st-key-estimate button").first
+    button.wait_for()
+    settle(page)
+    clicked = time.perf_counter()
+    button.click()
+    page.get_by_text("Mass off the canonical").first.wait_for(timeout=3_600_000)
+    estimate = time.perf_counter() - clicked
+    page.screenshot(path=str(OUTPUT / "home.png"))
+
+    # seed 1: Home's estimate (seed 0) would be a cached result here
+    page.goto(f"{base}/running?{query}&seed=1&y=non-canonical+mass")
+    run = page.locator(".st-key-run button").first
+    run.wait_for()
+    settle(page)
+    clicked = time.perf_counter()
+    run.click()
+    page.locator(PLOT).first.wait_for()
+    first = time.perf_counter() - clicked
+    done = page.get_by_text("Done:").first
+    done.wait_for(timeout=3_600_000)
+    finished = time.perf_counter() - clicked
+    summary = done.inner_text().removeprefix("Done: ")
+    settle(page)
+    page.screenshot(path=str(OUTPUT / "running.png"))
+
+    # Another session opens the home page while a (longer) run is going.
+    page.goto(f"{base}/running?{query.replace(f'k={args.samples}', f'k={10 * args.samples}')}&seed=2")
+    run = page.locator(".st-key-run button").first
+    run.wait_for()
+    settle(page)
+    run.click()
+    page.locator(PLOT).first.wait_for()
+    other = new_page(browser, 1400, 1100)
+    opened = time.perf_counter()
+    other.goto(f"{base}/?model={args.model}&dtype={args.dtype}")
+    responsive = home_rendered(other, opened)[1]
+    still_running = page.get_by_text("Done:").count() == 0
+    other.screenshot(path=str(OUTPUT / "home-during-run.png"))
+    page.locator(".st-key-stop button").first.click()
+    page.get_by_text("Stopped:").first.wait_for()
+    return estimate, first, finished, summary, responsive, still_running
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import math
 
 import streamlit as st
 
-from marginal_core import analysis, viz
+from marginal_core import viz
 from pages._app import inputs, live, loaders, results, widgets
 from pages._app.defaults import APP_EXACT_BUDGET
 from pages._app.errors import guard
@@ -14,6 +14,8 @@ from pages._app.errors import guard
 
 def page() -> None:
     """The probability mass page."""
+    from marginal_core import analysis  # scipy: imported when this page is opened, not at start
+
     inp = inputs.current()
     st.title("Where the probability mass sits")
     st.markdown(

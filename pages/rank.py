@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from marginal_core import analysis, viz
+from marginal_core import viz
 from pages._app import inputs, live, loaders, results, widgets
 from pages._app.errors import guard
 from pages._app.table1 import RANK_SENTENCES, rank_table
@@ -13,6 +13,8 @@ from pages._app.table1 import RANK_SENTENCES, rank_table
 
 def page() -> None:
     """The rank correlation page."""
+    from marginal_core import analysis  # scipy: imported when this page is opened, not at start
+
     inp = inputs.current()
     st.title("Rank correlation between p and q")
     st.markdown(

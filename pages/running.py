@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
-from marginal_core.estimators import Estimate
 from pages._app import inputs, live, loaders, results, widgets
 from pages._app.defaults import APP_EXACT_BUDGET
 from pages._app.errors import guard
+
+if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
+    from marginal_core.estimators import Estimate
 
 
 def page() -> None:

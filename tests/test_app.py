@@ -424,8 +424,9 @@ def test_rank_page_scatter_and_table():
 def test_running_page_plots_lattice_proxy_and_exact():
     at = app("pages/running.py", model=SMOL, text=SHORT, k="15", seed="3")
     assert_clean(at)
-    empty = plotly(at)  # the axes before Run: the browser loads its plotting code with the page
-    assert [len(f.data) for f in empty] == [0, 0] and empty[1].layout.xaxis.title.text == "seconds"
+    before = plotly(at)  # the axes before Run (the exact line if another page computed it): the browser
+    assert len(before) == 2 and before[1].layout.xaxis.title.text == "seconds"  # loads its plotting code early
+    assert not {"lattice", "proxy"} & {t.name for f in before for t in f.data}
     click(at, "run")
     assert_clean(at)
     by_samples, by_seconds = plotly(at)

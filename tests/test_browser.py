@@ -326,6 +326,33 @@ def test_a_100000_character_text_is_refused_before_scoring_and_the_server_stays_
         assert settled <= after + 0.1 and settled - before < 6, (before, after, settled)
 
 
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
+def test_another_session_renders_its_home_page_while_a_run_is_going():
+    """Issue 10: while one session's running-estimates run computes, the server stays
+    responsive: another session (another browser context) gets its home page, canonical score
+    included, before that run ends."""
+    text = quote("The committee postponed its decision until the next meeting.")
+    with streamlit_server() as server, chromium() as browser:
+        page = new_page(browser)
+        page.goto(f"{server.url}/running?model={SMOL}&text={text}&k=5000&methods=lattice&y=non-canonical+mass")
+        run = page.locator(".st-key-run button").first
+        run.wait_for()
+        settle(page)
+        run.click()
+        page.locator("[data-testid=stPlotlyChart] .scatterlayer .trace").first.wait_for()  # its first estimate
+        other = new_page(browser)
+        started = time.monotonic()
+        other.goto(f"{server.url}/?model={SMOL}")
+        other.locator("span[title^='token 1:']").first.wait_for()
+        other.get_by_text("log p(canonical)").first.wait_for()
+        print(f"another session's home page in {time.monotonic() - started:.1f} s during a run", flush=True)
+        no_traceback(other)
+        assert page.get_by_text("Done:").count() == 0 and "samples scored" in page.locator("body").inner_text()
+        page.locator(".st-key-stop button").first.click()
+        page.get_by_text("Stopped:").wait_for()
+        no_traceback(page)
+
+
 TRUNCATED_JS = """els => els.filter(e => [e, ...e.querySelectorAll('*')].some(x => x.scrollWidth > x.clientWidth + 1))
                      .map(e => e.innerText)"""
 

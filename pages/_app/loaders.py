@@ -4,6 +4,7 @@ they cannot."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -17,15 +18,18 @@ if TYPE_CHECKING:
     from marginal_core.estimators import Marginalizer
     from marginal_core.lattice import Lattice
     from marginal_core.models import LoadedModel
+    from marginal_core.tokenizer import TextTokenizer
     from marginal_core.vocab import Vocabulary
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
-def tokenizer(name: str):  # noqa: ANN201 -- the model's own tokenizer class
-    """The tokenizer of a model, once per server process."""
-    from marginal_core.models import load_tokenizer
+def tokenizer(name: str) -> TextTokenizer:
+    """What the lattice needs from a model's tokenizer, once per server process: for an embedded
+    model a snapshot that loads without importing transformers (the model's own tokenizer comes
+    with the model)."""
+    from marginal_core.models import load_text_tokenizer
 
-    return load_tokenizer(name)
+    return load_text_tokenizer(name)
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
@@ -47,6 +51,33 @@ def _model(name: str, device: str, dtype: str) -> LoadedModel:
 def _loaded() -> set:
     """(model, device, dtype) triples already loaded in this process (their load shows no status box)."""
     return set()
+
+
+@st.cache_resource(show_spinner=False)
+def _preloads() -> dict[tuple[str, str, str], threading.Thread]:
+    """Background loads started in this process, by (model, device, dtype)."""
+    return {}
+
+
+def preload(inp: Inputs) -> None:
+    """Start loading an embedded model in the background (once per process), so that a page
+    which needs it finds it loaded or loading while it draws what needs no model (Home's
+    canonical tokenization, the lattice). A failure is left to the page's own load to report."""
+    from marginal_core.models import EMBEDDED_MODELS, load_model
+
+    key = (inp.model, inp.device, inp.dtype)
+    if inp.model not in EMBEDDED_MODELS or key in _preloads() or key in _loaded():
+        return
+    vocabulary(inp.model)  # first: the model's load holds the library's loading lock throughout
+
+    def load() -> None:
+        try:
+            load_model(inp.model, device=devices.device_arg(inp.device), dtype=inp.dtype)
+        except Exception:  # noqa: BLE001,S110 -- the page's own load shows the error
+            pass
+
+    _preloads()[key] = thread = threading.Thread(target=load, name=f"preload {inp.model}", daemon=True)
+    thread.start()
 
 
 def model(name: str, device: str, dtype: str) -> LoadedModel:
