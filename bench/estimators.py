@@ -4,8 +4,10 @@ For each model and text set, at equal k: wall time of each method and their rati
 in the same run), the estimate each reaches at equal wall time (the proxy's running estimate
 after the share of its samples it had drawn when the lattice method finished), each estimate's
 gap to exact where exact is feasible, and the share of texts where the proxy underestimates.
+With --peer genlm, a second table puts genlm-bytes' beam (bench/peers/genlm.py, in its own
+virtualenv) beside them: each method's mean bound and total seconds, at each --peer-widths K.
 Run: .venv/bin/python bench/estimators.py [--samples 1000] [--models gemma3-270m,smollm2-135m]
-     [--device cuda] [--dtype auto]
+     [--device cuda] [--dtype auto] [--limit N] [--peer genlm [--peer-widths 4,16]]
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import numpy as np
 from marginal_core.errors import TooManyPathsError
 from marginal_core.estimators import Marginalizer
 from marginal_core.models import load_model
+
+from peers.genlm import GenlmPeer
 
 QUESTION = "Question: {q}\nAnswer:"
 QA = [
@@ -65,8 +69,11 @@ def text_sets() -> dict[str, list[tuple[str | None, str]]]:
     }
 
 
-def run_case(lm, context: str | None, text: str, k: int, seed: int, exact_budget: int) -> dict:
-    """One text: lattice and proxy at equal k, exact where feasible."""
+def run_case(
+    lm, context: str | None, text: str, k: int, seed: int, exact_budget: int,
+    peer: GenlmPeer | None = None, widths: tuple[int, ...] = (),
+) -> dict:
+    """One text: lattice and proxy at equal k, exact where feasible, the peer at each width."""
     m = Marginalizer(lm, text, context)
     m.canonical_score()  # scored once, outside both methods' timings
     lattice = m.lattice_estimate(k, seed=seed)
@@ -76,7 +83,13 @@ def run_case(lm, context: str | None, text: str, k: int, seed: int, exact_budget
         exact = m.exact(budget=exact_budget).log_noncanonical
     except TooManyPathsError:
         exact = math.nan
-    return {
+    peers = {}
+    for run in peer.run(m, widths) if peer else []:
+        peers[f"genlm{run.width}"] = run.bound
+        peers[f"genlm{run.width}_s"] = run.seconds
+        # genlm's own float32 trie sums against our float64 scores of the same paths
+        peers[f"genlm{run.width}_f32"] = float(np.abs(run.genlm_log_w - run.log_p).max(initial=0.0))
+    return peers | {
         "lattice_s": lattice.seconds,
         "proxy_s": proxy.seconds,
         "lattice": lattice.log_noncanonical,
@@ -110,6 +123,38 @@ def summarize(model: str, name: str, rows: list[dict], k: int) -> list[str]:
     ]
 
 
+def bound_columns(k: int, widths: tuple[int, ...]) -> list[tuple[str, str]]:
+    """(heading, row key) of each method in the bounds table, ours first, then the peer's."""
+    return [(f"lattice k={k}", "lattice"), (f"proxy k={k}", "proxy")] + [
+        (f"genlm K={w}", f"genlm{w}") for w in widths
+    ]
+
+
+def bounds_table(columns: list[tuple[str, str]]) -> list[str]:
+    """The heading of the bounds table."""
+    heads = " | ".join(f"{h}: log p~ (s)" for h, _ in columns)
+    widest = [h for h, key in columns if key.startswith("genlm")][-1:] or ["peer"]
+    return [
+        f"| model | texts | n | {heads} | exact log p (n) | {widest[0]} < lattice on "
+        "| genlm float32 shift (max nats) |",
+        "|" + "---|" * (len(columns) + 6),
+    ]
+
+
+def bounds_row(model: str, name: str, rows: list[dict], columns: list[tuple[str, str]]) -> str:
+    """One model and text set: each method's mean estimate and total seconds, the texts where the
+    widest peer beam's bound stays below the lattice bound, and genlm's own float32 error."""
+    cells = [f"{_mean([r[key] for r in rows])} ({sum(r[key + '_s'] for r in rows):.1f})" for _, key in columns]
+    peer = [key for _, key in columns if key.startswith("genlm")]
+    below = f"{sum(r[peer[-1]] < r['lattice'] - 1e-9 for r in rows)}/{len(rows)}" if peer else "n/a"
+    shift = max((r[key + "_f32"] for r in rows for key in peer), default=math.nan)
+    exact_n = sum(math.isfinite(r["exact"]) for r in rows)
+    return (
+        f"| {model} | {name} | {len(rows)} | " + " | ".join(cells)
+        + f" | {_mean([r['exact'] for r in rows])} ({exact_n}) | {below} | {shift:.1e} |"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--samples", type=int, default=1000, help="k for both methods")
@@ -120,7 +165,12 @@ def main() -> None:
     parser.add_argument("--exact-budget", type=int, default=2000)
     parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
     parser.add_argument("--dtype", default="auto", help="auto, float32 or bfloat16 (default auto)")
+    parser.add_argument("--peer", choices=["genlm"], help="run genlm-bytes' beam beside ours (own venv, built once)")
+    parser.add_argument("--peer-widths", default="4,16", help="the peer's beam widths K")
     args = parser.parse_args()
+    widths = tuple(int(w) for w in args.peer_widths.split(",")) if args.peer else ()
+    columns = bound_columns(args.samples, widths)
+    bounds: list[str] = []
     print(
         "| model | texts | n | k | lattice s | proxy s | proxy/lattice time (median, range) "
         "| lattice log p~ | proxy log p~ at lattice's time | proxy log p~ at k "
@@ -130,12 +180,26 @@ def main() -> None:
     for model in args.models.split(","):
         lm = load_model(model, device=args.device, dtype=args.dtype)
         print(f"{model}: {lm.device}, {str(lm.dtype).removeprefix('torch.')}", flush=True)
-        run_case(lm, None, "A warm-up text.", 8, args.seed, 1)  # kernels and caches, outside the timings
+        peer = GenlmPeer(model, lm.tokenizer) if args.peer else None
+        # kernels and caches (ours and the peer's), outside the timings
+        run_case(lm, None, "A warm-up text.", 8, args.seed, 1, peer, widths[:1])
         for name in args.sets.split(","):
             cases = text_sets()[name][: args.limit]
-            rows = [run_case(lm, c, t, args.samples, args.seed, args.exact_budget) for c, t in cases]
+            rows = [run_case(lm, c, t, args.samples, args.seed, args.exact_budget, peer, widths) for c, t in cases]
             print("\n".join(summarize(model, name, rows, args.samples)), flush=True)
+            bounds.append(bounds_row(model, name, rows, columns))
+        if peer:
+            peer.close()
     print("log p~ = mean log non-canonical marginal estimate; gaps are estimate minus exact (nats).")
+    if args.peer:
+        print("\n" + "\n".join(bounds_table(columns) + bounds))
+        print(
+            "Each cell: the mean log non-canonical estimate over the texts (every method but the proxy is a "
+            "lower bound) and the total seconds, canonical path excluded; genlm's bound is the logsumexp of "
+            "the distinct complete tokenizations its beam ends with (each surviving state's final token "
+            "committed), rescored with our float64 scorer; the shift is genlm's own float32 trie weight of "
+            "a path minus ours."
+        )
 
 
 if __name__ == "__main__":

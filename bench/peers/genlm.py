@@ -1,0 +1,150 @@
+"""genlm-bytes (Vieira et al.) as a peer of our estimators, run from the bench only.
+
+genlm-bytes is never a dependency of the project: it lives in its own virtualenv under the
+cache root (``peers/genlm-venv``), built once on first use with the recipe below, and runs in a
+subprocess (``genlm_runner.py``) that loads the same cached model folder as ours, float32 on CPU.
+For each text it runs the byte-level beam at each width K over the lattice's bytes after our
+context ids, with our vocabulary (special tokens and the byte pieces the text does not need are
+unreachable), and commits every surviving state's final token. The complete tokenizations come
+back and are rescored here with our scorer, so the bound is summed in float64: genlm's own
+weights sum token probabilities over its trie in float32.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+
+from marginal_core.cache import cache_root
+from marginal_core.estimators import Marginalizer
+from marginal_core.models import model_cache_dir
+from marginal_core.paths import Path as TokenPath
+from marginal_core.scoring import score_paths
+from marginal_core.tokenizer import TokenizerLike
+from marginal_core.vocab import vocabulary
+
+RUNNER = Path(__file__).with_name("genlm_runner.py")
+
+
+def recipe() -> list[list[str]]:
+    """The pip lines that build the peer's virtualenv: genlm without its dependencies (vllm,
+    bitsandbytes, accelerate, ...), then exactly what it imports on the Hugging Face CPU path,
+    torch and transformers pinned to ours (a torch without a pin pulls CUDA wheels)."""
+    return [
+        ["--no-deps", "genlm-bytes==0.2.0", "genlm-backend==0.3.1"],
+        [f"torch=={version('torch').split('+')[0]}", f"transformers=={version('transformers')}",
+         f"numpy=={version('numpy')}", "scipy", "numba", "pandas", "ipython", "arsenal"],
+    ]
+
+
+def venv_dir() -> Path:
+    return cache_root() / "peers" / "genlm-venv"
+
+
+def ensure_venv(log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)) -> Path:
+    """The peer venv's python, building the venv first when missing or built by another recipe."""
+    venv, wanted = venv_dir(), json.dumps(recipe())
+    marker, python = venv / "marginal-peer.json", venv / "bin" / "python"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / "genlm-venv.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time
+        if marker.is_file() and marker.read_text() == wanted:
+            return python
+        log(f"building the genlm-bytes peer venv in {venv} (a few minutes, once)")
+        started = time.perf_counter()
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        for line in recipe():
+            subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-warn-conflicts", *line], check=True)
+        subprocess.run([str(python), "-c", "import genlm.bytes, genlm.backend.llm"], check=True)
+        marker.write_text(wanted)  # written last: a broken build is rebuilt next time
+        log(f"peer venv built in {time.perf_counter() - started:.0f} s")
+    return python
+
+
+@dataclass(frozen=True)
+class PeerRun:
+    """One beam width on one text: the distinct complete tokenizations and what they sum to."""
+
+    width: int
+    seconds: float
+    paths: list[TokenPath]
+    log_p: np.ndarray  # our float64 scores of paths
+    genlm_log_w: np.ndarray  # genlm's own weights of the same paths (float32 trie sums)
+    bound: float  # logsumexp of log_p over the non-canonical paths
+    num_noncanonical: int
+
+
+class GenlmPeer:
+    """A genlm-bytes subprocess holding one model; ``run`` beams one Marginalizer's text."""
+
+    def __init__(self, model: str, tokenizer: TokenizerLike) -> None:
+        python = ensure_venv()
+        vocab, folder = vocabulary(tokenizer), model_cache_dir(model)
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        # -P: the runner's folder stays off sys.path, where this module would shadow genlm itself
+        self.process = subprocess.Popen([str(python), "-P", str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True, env=env)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"surfaces": [None if s is None else s.hex() for s in vocab.surfaces],
+                       "byte_pieces": [t for t in vocab.byte_tokens if t is not None]}, f)
+        try:
+            self.load_s = self._ask({"model": str(folder / "model"), "tokenizer": str(folder / "tokenizer"),
+                                     "vocab": f.name})["load_s"]
+        finally:
+            os.unlink(f.name)
+
+    def _ask(self, request: dict) -> dict:
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the genlm peer exited with status {self.process.wait()}")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"genlm peer: {reply['error']}")
+        return reply
+
+    def run(self, m: Marginalizer, widths: Sequence[int]) -> list[PeerRun]:
+        """genlm's beam over m's text at each width, its paths rescored with our scorer."""
+        lattice = m.lattice
+        byte_pieces = {t for t in lattice.vocab.byte_tokens if t is not None}
+        needed = sorted(set(lattice.arc_token.tolist()) & byte_pieces)
+        reply = self._ask({"context_ids": m.context_ids, "data": lattice.data.hex(), "widths": list(widths),
+                           "byte_pieces": needed})
+        runs = []
+        for run in reply["runs"]:
+            paths = [tuple(p) for p in run["paths"]]
+            wrong = [p for p in paths if lattice.path_bytes(p) != lattice.data]
+            if wrong:
+                raise RuntimeError(f"genlm returned {len(wrong)} paths that do not spell the text")
+            log_p = score_paths(m.lm, paths, m.context_state()) if paths else np.zeros(0)
+            other = np.array([p != lattice.canonical for p in paths], dtype=bool)
+            bound = float(np.logaddexp.reduce(log_p[other])) if other.any() else -np.inf
+            runs.append(PeerRun(run["width"], run["seconds"], paths, log_p, np.array(run["log_w"]), bound,
+                                int(other.sum())))
+        return runs
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+    def __enter__(self) -> GenlmPeer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,111 @@
+"""genlm-bytes' byte-level beam over one text, run inside the peer's own virtualenv.
+
+Standalone (it imports nothing from marginal_core): bench/peers/genlm.py starts it with the
+venv's python and talks JSON lines over stdin/stdout. The first line loads the model and the
+vocabulary; every later line is one text at one or more beam widths. Only the beam is timed:
+loading, building the byte trie and prefilling the context happen before the clock starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import warnings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+from genlm.backend.llm import AsyncTransformer  # noqa: E402
+from genlm.backend.tokenization import Token  # noqa: E402
+from genlm.bytes import BeamParams, ByteBeamState, LazyTrieState, StatefulTokenizedLM  # noqa: E402
+from genlm.bytes.trie import AsyncTokenByteTrie, TrieMode  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+hf_logging.disable_progress_bar()
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+
+# No UTF-8 text holds the byte 0xFF, so a token spelled this way is never on a path, while its
+# probability still counts in the trie's root mass (the softmax stays over the full vocabulary).
+UNREACHABLE = b"\xff"
+
+
+class Peer:
+    """One model in genlm's Hugging Face backend, with byte tries per set of byte pieces."""
+
+    def __init__(self, model: str, tokenizer: str, surfaces: list[str | None], byte_pieces: list[int]) -> None:
+        torch.set_grad_enabled(False)
+        hf_model = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+        self.llm = AsyncTransformer(hf_model.to("cpu").eval(), AutoTokenizer.from_pretrained(tokenizer))
+        rows = hf_model.get_output_embeddings().weight.shape[0]
+        self.surfaces = [None if s is None else bytes.fromhex(s) for s in surfaces]
+        self.surfaces += [None] * (rows - len(self.surfaces))  # output rows past the tokenizer
+        self.byte_pieces = set(byte_pieces)
+        self.tries: dict[frozenset[int], AsyncTokenByteTrie] = {}
+
+    def trie(self, needed: frozenset[int]) -> AsyncTokenByteTrie:
+        """The byte trie of our vocabulary: ordinary tokens plus the byte pieces the text needs."""
+        if needed not in self.tries:
+            tokens = [
+                Token(token_id=i, byte_string=s if s is not None and (i not in self.byte_pieces or i in needed)
+                      else UNREACHABLE)
+                for i, s in enumerate(self.surfaces)
+            ]
+            self.tries[needed] = AsyncTokenByteTrie.from_vocab(tokens, device="cpu")
+        return self.tries[needed]
+
+    async def beam(self, trie: AsyncTokenByteTrie, context: list[int], data: bytes, width: int) -> dict:
+        """The beam over data after context; every surviving state's last token committed."""
+        self.llm.clear_cache()
+        self.llm.cache_kv(context)  # the context's KV, as ours is prefilled outside the timing
+        started = time.perf_counter()
+        start = LazyTrieState(StatefulTokenizedLM(self.llm, list(context)), trie, trie.trie.root, 0.0,
+                              mode=TrieMode.WITH_EOS)
+        beam = ByteBeamState([await start.materialize()], BeamParams(K=width))
+        for byte in data:
+            beam = await (beam.prune() << byte)
+        complete: dict[tuple[int, ...], float] = {}
+        for state in beam.prune():
+            for done in state.extend_all():  # commit the final token: a complete tokenization
+                path = tuple(done.lm_state.context[len(context):])
+                complete.setdefault(path, float(done.weight))
+        seconds = time.perf_counter() - started
+        await trie.cleanup()
+        return {"width": width, "seconds": seconds, "paths": [list(p) for p in complete],
+                "log_w": list(complete.values()), "prefix_log_z": float(beam.logZ)}
+
+    def run(self, request: dict) -> dict:
+        trie = self.trie(frozenset(request["byte_pieces"]))
+        data = bytes.fromhex(request["data"])
+        runs = [asyncio.run(self.beam(trie, request["context_ids"], data, k)) for k in request["widths"]]
+        return {"runs": runs}
+
+
+def main() -> None:
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    sys.stdout = sys.stderr  # whatever the libraries print stays off the protocol
+    torch.set_num_threads(int(os.environ.get("MARGINAL_PEER_THREADS", torch.get_num_threads())))
+    peer: Peer | None = None
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            if peer is None:
+                started = time.perf_counter()
+                with open(request["vocab"]) as f:
+                    vocab = json.load(f)
+                peer = Peer(request["model"], request["tokenizer"], vocab["surfaces"], vocab["byte_pieces"])
+                reply = {"ready": True, "load_s": time.perf_counter() - started}
+            else:
+                reply = peer.run(request)
+        except Exception as error:  # reported to the bench, which raises it there
+            reply = {"error": f"{type(error).__name__}: {error}"}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()
