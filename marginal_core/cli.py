@@ -18,7 +18,7 @@ from typing import Any
 from marginal_core.errors import run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
 from marginal_core.models import DEFAULT_MODEL, load_text_tokenizer
-from marginal_core.models.cli import add_device_arguments
+from marginal_core.models.cli import add_beam_width, add_device_arguments
 from marginal_core.progress import tqdm_progress
 from marginal_core.sampling import lattice_samples, num_candidates
 from marginal_core.tasks.cli import add_commands as add_task_commands
@@ -97,7 +97,7 @@ def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
     from marginal_core.models import load_model
 
     methods = [Method.parse(m.strip()) for m in args.methods.split(",") if m.strip()]
-    options = EstimateOptions(samples=args.samples, max_len=args.max_len, seed=args.seed)
+    options = EstimateOptions(samples=args.samples, max_len=args.max_len, seed=args.seed, beam_width=args.beam_width)
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     context = read_text(args.context) if args.context is not None else None
     marginalizer = Marginalizer(lm, read_text(args.text), context)
@@ -177,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     est = sub.add_parser("estimate", help="estimate the marginal probability of a text")
     _add_common(est)
     est.add_argument("--context", help="text the tokenizations are conditioned on (or -)")
-    est.add_argument("--methods", default="canonical,lattice,proxy", help="comma list of canonical, lattice, proxy, exact")
+    est.add_argument("--methods", default="canonical,lattice,proxy", help="comma list of canonical, lattice, proxy, beam, exact")
+    add_beam_width(est)
     est.add_argument("--samples", type=int, default=1000, help="samples per method (k)")
     est.add_argument("--max-len", type=int, help="lattice length bound L")
     est.add_argument("--seed", type=int, default=0)

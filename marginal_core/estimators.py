@@ -1,4 +1,4 @@
-"""The four marginal estimators the app, the CLI and the experiments compare.
+"""The marginal estimators the app, the CLI and the experiments compare.
 
 All of them share one text, one lattice, one context and the canonical path's score:
 
@@ -6,6 +6,8 @@ All of them share one text, one lattice, one context and the canonical path's sc
 - lattice:   Algorithm 1's sample set scored in batched passes; its log-sum-exp is a lower
              bound on the non-canonical marginal that only grows with k (nested sample sets).
 - proxy:     importance sampling from the LM constrained to the lattice (unbiased, slow).
+- beam:      the most probable non-canonical paths found by a beam of W prefixes per lattice
+             state (``marginal_core.beam``); a lower bound that grows with W.
 - exact:     every path scored; offered while the path count is under a budget.
 
 Every method is a stream: ``Marginalizer.stream`` yields the estimate after each chunk of
@@ -25,6 +27,8 @@ from functools import cached_property
 
 import numpy as np
 
+from marginal_core.beam import beam_stream
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, check_width
 from marginal_core.context import context_ids
 from marginal_core.errors import ContextWindowError, MarginalError
 from marginal_core.jsonsafe import json_float
@@ -46,6 +50,7 @@ class Method(str, Enum):
     CANONICAL = "canonical"
     LATTICE = "lattice"
     PROXY = "proxy"
+    BEAM = "beam"
     EXACT = "exact"
 
     @classmethod
@@ -65,8 +70,8 @@ class EstimateOptions:
     """What a method's run may be told, checked once: samples (k), the length bound L, the
     seed, the exact method's path budget, whether the proxy covers the canonical path, the
     samples per streamed update (None: everything at once, which shares the most prefixes), and
-    the first update's samples (chunks then double up to ``chunk``, so a large run's first
-    estimate comes early; None: every chunk is ``chunk``)."""
+    the first update's samples (then full chunks, so a large run's first estimate comes early;
+    None: every chunk is ``chunk``)."""
 
     samples: int = 1000
     max_len: int | None = None
@@ -75,8 +80,10 @@ class EstimateOptions:
     include_canonical: bool = False
     chunk: int | None = None
     first_chunk: int | None = None
+    beam_width: int = DEFAULT_BEAM_WIDTH
 
     def __post_init__(self) -> None:
+        check_width(self.beam_width)
         checks = [
             (self.samples >= 0, f"samples must be 0 or more, not {self.samples}"),
             (self.max_len is None or self.max_len >= 1, f"the length bound must be at least 1, not {self.max_len}"),
@@ -93,19 +100,25 @@ class EstimateOptions:
 @dataclass(frozen=True)
 class RunState:
     """How far a stream got: the samples asked for, (samples, seconds) after each chunk, and
-    whether it finished (``done``) or was stopped (``cancelled``, keeping what it finished)."""
+    whether it finished (``done``) or was stopped (``cancelled``, keeping what it finished).
+
+    A beam asks for no number of samples: its ``requested`` is the walk's most steps and
+    ``covered`` the steps done, while its checkpoints count the paths it completed.
+    """
 
     requested: int
     checkpoints: Checkpoints = ()
     done: bool = True
     cancelled: bool = False
+    covered: int | None = None
 
     @property
     def fraction(self) -> float:
-        """Share of the requested samples covered (1.0 once done)."""
+        """Share of the requested work covered (1.0 once done)."""
         if self.done or not self.requested:
             return 1.0
-        return min(1.0, (self.checkpoints[-1][0] if self.checkpoints else 0) / self.requested)
+        covered = self.covered if self.covered is not None else (self.checkpoints[-1][0] if self.checkpoints else 0)
+        return min(1.0, covered / self.requested)
 
 
 @dataclass(frozen=True)
@@ -184,14 +197,15 @@ def _scaled(progress: Progress | None, start: int, size: int, total: int) -> Pro
 
 def chunk_sizes(total: int, chunk: int | None, first: int | None = None) -> Iterator[int]:
     """The sizes of a stream's chunks over total samples: ``chunk`` each (None: all at once),
-    or ``first`` and then doubling up to ``chunk``."""
+    after a ``first`` one where given (a small first chunk brings the first estimate early;
+    full chunks after it share the most prefixes, which doubling up to ``chunk`` did not)."""
     cap = max(1, chunk or total)
     size, done = min(cap, first or cap), 0
     while done < total:
         size = min(size, total - done)
         yield size
         done += size
-        size = min(cap, 2 * size)
+        size = cap
 
 
 def _head(paths: PathBatch, start: int, stop: int) -> PathBatch:
@@ -362,6 +376,33 @@ class Marginalizer:
             checkpoints.append((len(result), result.seconds))
             yield self._from_proxy(result, tuple(checkpoints))
 
+    def _beam_stream(
+        self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
+    ) -> Iterator[Estimate]:
+        steps = proposal_of(self.lattice).max_steps
+        self._canonical_first(progress, steps)
+        self.require_fits(steps, "the longest tokenization the beam may reach")
+        checkpoints: list[tuple[int, float]] = []
+        canonical = self.canonical_score().log_p
+        for result in beam_stream(self.lm, self.lattice, options.beam_width, self.context_state(),
+                                  progress=progress, should_stop=should_stop):
+            checkpoints.append((len(result.log_p), result.seconds))
+            running = np.logaddexp.accumulate(result.log_p) if len(result.log_p) else result.log_p
+            yield Estimate(
+                method=Method.BEAM.value,
+                log_p_canonical=canonical,
+                log_noncanonical=_last_of(running),
+                paths=result.paths,
+                kinds=np.full(len(result.log_p), "beam"),
+                log_p=result.log_p,
+                log_q=None,
+                running=running,
+                seconds=result.seconds,
+                forward_passes=result.forward_passes,
+                run=RunState(result.max_steps, tuple(checkpoints), done=result.done, cancelled=result.cancelled,
+                             covered=result.steps),
+            )
+
     def _from_proxy(self, result: ProxyResult, checkpoints: Checkpoints) -> Estimate:
         """An Estimate of the non-canonical marginal from proxy samples so far."""
         canonical = self.canonical_score().log_p
@@ -407,6 +448,7 @@ class Marginalizer:
             Method.CANONICAL: self._canonical_stream,
             Method.LATTICE: self._lattice_stream,
             Method.PROXY: self._proxy_stream,
+            Method.BEAM: self._beam_stream,
             Method.EXACT: self._exact_stream,
         }
 
@@ -425,6 +467,11 @@ class Marginalizer:
     def exact(self, **settings: object) -> Estimate:
         """Every non-canonical path scored (TooManyPathsError beyond the budget option)."""
         return self.estimate(Method.EXACT, **settings)
+
+    def beam(self, width: int = DEFAULT_BEAM_WIDTH, **settings: object) -> Estimate:
+        """The beam of `width` prefixes per automaton state: complete non-canonical paths, each
+        scored exactly (a lower bound, exact once the width covers every prefix)."""
+        return self.estimate(Method.BEAM, beam_width=width, **settings)
 
     def proxy(self, k: int, **settings: object) -> Estimate:
         """Importance sampling from the lattice-constrained LM (the paper's baseline).

@@ -18,6 +18,9 @@ Generation is sequential in the number of tokens and batched across samples with
 * all rows have the same length at every step, so no padding and no attention mask is needed;
 * draws use per-(sample, step) uniforms fixed by the seed, so a sample's path does not depend
   on the batch size (up to float rounding at a CDF boundary).
+
+The beam (``marginal_core.beam``) walks the same way with the same step (``extend``), keeping
+the most probable prefixes instead of drawing.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from transformers import DynamicCache
 
 from marginal_core.lattice import Lattice, PathBatch
 from marginal_core.lm.adapter import LM, ContextState
@@ -96,7 +100,7 @@ class ProxyResult:
 
 
 @dataclass
-class _Tables:
+class Tables:
     """The proposal's arrays as tensors on the model's device."""
 
     tokens: torch.Tensor
@@ -105,7 +109,7 @@ class _Tables:
     final: torch.Tensor
 
     @classmethod
-    def of(cls, proposal: Proposal, device: torch.device) -> _Tables:
+    def of(cls, proposal: Proposal, device: torch.device) -> Tables:
         t = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
         return cls(t(proposal.tokens), t(proposal.next_state), t(proposal.width), t(proposal.final))
 
@@ -161,7 +165,7 @@ class _Rows:
 
 
 def _draw_step(
-    lm: LM, rows: _Rows, hidden: torch.Tensor, tables: _Tables, uniforms: torch.Tensor, out: _Chunk, step: int
+    lm: LM, rows: _Rows, hidden: torch.Tensor, tables: Tables, uniforms: torch.Tensor, out: _Chunk, step: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Draw every active sample's next token; record it; return (allowed tokens [R, A], choice).
 
@@ -178,7 +182,7 @@ def _draw_step(
 
 
 def _regroup(
-    rows: _Rows, tok: torch.Tensor, choice: torch.Tensor, tables: _Tables
+    rows: _Rows, tok: torch.Tensor, choice: torch.Tensor, tables: Tables
 ) -> tuple[_Rows, torch.Tensor, torch.Tensor]:
     """Rows for the next step (one per distinct extended prefix), their parent rows and tokens."""
     width = tok.shape[1]
@@ -189,7 +193,7 @@ def _regroup(
 
 
 def _finish(
-    rows: _Rows, choice: torch.Tensor, tables: _Tables, out: _Chunk, step: int
+    rows: _Rows, choice: torch.Tensor, tables: Tables, out: _Chunk, step: int
 ) -> tuple[_Rows, torch.Tensor, int]:
     """Record samples that reached the end of the text and drop them from the active set."""
     done = tables.final[tables.next_state[rows.state[rows.of_sample], choice]]
@@ -208,10 +212,20 @@ def _is_identity(parent: torch.Tensor, rows: int) -> bool:
     return not bool((parent != torch.arange(rows, device=parent.device)).any())
 
 
+def extend(lm: LM, cache: DynamicCache, parent: torch.Tensor, feed: torch.Tensor, rows: int) -> torch.Tensor:
+    """The walk's one step, shared by the proxy and the beam: regroup the cache's `rows` rows so
+    that new row i continues row parent[i] (which drops ended and duplicated prefixes), feed
+    each new row its token, and return each new row's last hidden state."""
+    if not _is_identity(parent, rows):
+        cache.reorder_cache(parent)
+    result = lm.decoder(input_ids=feed[:, None], past_key_values=cache, use_cache=True)
+    return result.last_hidden_state[:, -1]
+
+
 def _run_chunk(
     lm: LM,
     ctx: ContextState,
-    tables: _Tables,
+    tables: Tables,
     start: int,
     uniforms: torch.Tensor,
     should_stop: Callable[[], bool],
@@ -233,10 +247,7 @@ def _run_chunk(
         if should_stop():
             raise _Cancelled
         rows, parent, feed = _regroup(rows, tok, choice, tables)
-        if not _is_identity(parent, hidden.shape[0]):
-            cache.reorder_cache(parent)  # regroup rows; drops finished and duplicated prefixes
-        result = lm.decoder(input_ids=feed[:, None], past_key_values=cache, use_cache=True)
-        hidden = result.last_hidden_state[:, -1]
+        hidden = extend(lm, cache, parent, feed, hidden.shape[0])
         out.forward_passes, out.positions = out.forward_passes + 1, out.positions + int(feed.numel())
     return out.to_numpy()
 
@@ -269,7 +280,7 @@ class _Plan:
 
     lm: LM
     ctx: ContextState
-    tables: _Tables
+    tables: Tables
     start: int
     uniforms: torch.Tensor
     should_stop: StopCheck | None
@@ -362,7 +373,7 @@ def proxy_stream(
         ctx = lm.prefill(context)
         passes, positions = ctx.passes, len(ctx)
     uniforms = _uniforms(k, proposal.max_steps, seed).to(lm.device)
-    tables = _Tables.of(proposal, lm.device)
+    tables = Tables.of(proposal, lm.device)
     plan = _Plan(lm, ctx, tables, proposal.start, uniforms, should_stop, progress)
     try:
         for chunk in _sample_chunks(plan, batch_size, first_batch):

@@ -71,6 +71,13 @@ def test_bfloat16_on_cuda_stays_near_float32_and_keeps_the_bounds(name):
     assert abs(lattice.log_marginal - m32.lattice_estimate(200, seed=0).log_marginal) < 1.0
 
 
+def test_the_beam_on_cuda_finds_what_exact_finds(name):
+    m = Marginalizer(load_model(name, device="cuda", dtype="float32"), " Paris", QUESTION)
+    beam, exact = m.beam(64), m.exact()
+    assert sorted(beam.paths.tolist()) == sorted(exact.paths.tolist())
+    assert beam.log_noncanonical == pytest.approx(exact.log_noncanonical, abs=1e-3)
+
+
 def test_a_real_cuda_out_of_memory_error_halves_the_work():
     lm = load_model("gemma3-270m", device="cuda", dtype="float32")
     m = Marginalizer(lm, SENTENCE, QUESTION)

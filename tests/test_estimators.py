@@ -143,20 +143,21 @@ def test_options_and_methods_are_checked_before_any_work():
         with pytest.raises(MarginalError, match=word):
             EstimateOptions(**bad)
     assert Method.parse("lattice") is Method.LATTICE and Method.parse(Method.EXACT) is Method.EXACT
-    with pytest.raises(MarginalError, match="choose from canonical, lattice, proxy, exact"):
-        Method.parse("beam")
+    assert Method.parse("beam") is Method.BEAM
+    with pytest.raises(MarginalError, match="choose from canonical, lattice, proxy, beam, exact"):
+        Method.parse("beams")
 
 
-def test_chunks_start_small_and_double_without_changing_the_samples(smollm_model):
+def test_a_small_first_chunk_then_full_ones_keep_the_samples(smollm_model):
     """A first_chunk makes a large run's first estimate come early; the samples stay the same."""
     from marginal_core.estimators import chunk_sizes
 
-    assert list(chunk_sizes(30, 8, 2)) == [2, 4, 8, 8, 8]
-    assert list(chunk_sizes(5, 8, 2)) == [2, 3] and list(chunk_sizes(30, None, 4)) == [4, 8, 16, 2]
+    assert list(chunk_sizes(30, 8, 2)) == [2, 8, 8, 8, 4]
+    assert list(chunk_sizes(5, 8, 2)) == [2, 3] and list(chunk_sizes(30, None, 4)) == [4, 26]
     assert list(chunk_sizes(10, 4)) == [4, 4, 2] and list(chunk_sizes(0, 4, 2)) == []
     m = Marginalizer(smollm_model, " Paris is the capital", None)
     parts = list(m.stream("lattice", samples=30, chunk=8, first_chunk=2))
-    assert [p.num_samples for p in parts] == [2, 6, 14, 22, 30]
+    assert [p.num_samples for p in parts] == [2, 10, 18, 26, 30]
     assert parts[-1].paths.tolist() == m.lattice_estimate(30).paths.tolist()
     proxy = list(m.stream("proxy", samples=12, chunk=8, first_chunk=3))
     assert [p.num_samples for p in proxy] == [3, 11, 12]  # the proxy's first batch, then full ones

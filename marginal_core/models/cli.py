@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH
 from marginal_core.cache import cache_root
 from marginal_core.errors import run_cli
 from marginal_core.models.devices import DTYPES
@@ -13,7 +14,7 @@ from marginal_core.models.caches import is_done, model_cache_dir
 from marginal_core.models.loading import warm
 from marginal_core.models.registry import DEFAULT_MODEL, EMBEDDED_MODELS, known_models
 
-__all__ = ["add_device_arguments", "main"]
+__all__ = ["add_beam_width", "add_device_arguments", "main"]
 
 PROG = "python -m marginal_core.models"
 
@@ -25,6 +26,12 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
         "--dtype", choices=DTYPES, default="auto",
         help="weights' precision (default auto: bfloat16 on CUDA and on CPUs with fast bf16, else float32)",
     )
+
+
+def add_beam_width(parser: argparse.ArgumentParser) -> None:
+    """--beam-width, for every command that may run the beam."""
+    parser.add_argument("--beam-width", type=int, default=DEFAULT_BEAM_WIDTH,
+                        help=f"the beam's prefixes per lattice state, 1 to {MAX_BEAM_WIDTH} (default {DEFAULT_BEAM_WIDTH})")
 
 
 def _list() -> None:

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from marginal_core.errors import run_cli
-from marginal_core.models.cli import add_device_arguments
+from marginal_core.models.cli import add_beam_width, add_device_arguments
 from marginal_core.tasks.evaluator import EvalOptions, evaluate
 
 _SUMMARY_DROP = ("markdown", "timing", "out", "methods")
@@ -29,7 +29,8 @@ def _result(report: dict[str, Any]) -> dict[str, Any]:
 
 def _options(args: argparse.Namespace) -> EvalOptions:
     return EvalOptions(model=args.model, samples=args.samples, methods=args.methods, seed=args.seed,
-                       max_len=args.max_len, limit=args.limit, device=args.device, dtype=args.dtype)
+                       max_len=args.max_len, limit=args.limit, device=args.device, dtype=args.dtype,
+                       beam_width=args.beam_width)
 
 
 def eval_qa_command(args: argparse.Namespace) -> dict[str, Any]:
@@ -54,7 +55,8 @@ def _common(p: argparse.ArgumentParser, default_samples: int) -> None:
     p.add_argument("--limit", type=int, help="only the first N items")
     p.add_argument("--samples", type=int, default=default_samples,
                    help=f"k: lattice samples and proxy samples per scored text (default: {default_samples})")
-    p.add_argument("--methods", default="canonical,lattice,proxy", help="comma list of canonical, lattice, proxy")
+    p.add_argument("--methods", default="canonical,lattice,proxy", help="comma list of canonical, lattice, proxy, beam")
+    add_beam_width(p)
     p.add_argument("--seed", type=int, default=0, help="seed of every sampler (default: 0)")
     p.add_argument("--max-len", type=int, help="lattice length bound L (default: canonical length + margin)")
     add_device_arguments(p)

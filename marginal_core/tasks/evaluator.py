@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, check_width
 from marginal_core.errors import MarginalError
 from marginal_core.jsonsafe import json_float
 from marginal_core.progress import StopCheck, tqdm_bar
 from marginal_core.tasks.store import ResultStore
-from marginal_core.tasks.task import SCORE_COLUMNS, TASK_METHODS, Item, Request, Task, parse_methods
+from marginal_core.tasks.task import DEFAULT_TASK_METHODS, SCORE_COLUMNS, Item, Request, Task, parse_methods
 
 if TYPE_CHECKING:
     from marginal_core.models import LoadedModel
@@ -44,12 +45,13 @@ class EvalOptions:
 
     model: str | None = None
     samples: int = 100
-    methods: str | Sequence[str] = TASK_METHODS
+    methods: str | Sequence[str] = DEFAULT_TASK_METHODS
     seed: int = 0
     max_len: int | None = None
     limit: int | None = None
     device: str | None = None
     dtype: str = "auto"
+    beam_width: int = DEFAULT_BEAM_WIDTH
     show_bar: bool = True
     max_items: int | None = None
 
@@ -59,6 +61,7 @@ class EvalOptions:
             raise MarginalError("--samples must be at least 1")
         if self.limit is not None and self.limit < 0:
             raise MarginalError("--limit must be at least 0")
+        check_width(self.beam_width)
 
 
 class Cancelled(Exception):
@@ -74,6 +77,7 @@ def score_continuation(
     samples: int,
     seed: int,
     max_len: int | None = None,
+    beam_width: int = DEFAULT_BEAM_WIDTH,
     should_stop: StopCheck | None = None,
 ) -> tuple[Rows, Rows]:
     """Rows (one per method) and sample records for one continuation given its context.
@@ -93,7 +97,8 @@ def score_continuation(
     }
     rows, records = [], []
     for method in methods:
-        est = m.estimate(method, samples=samples, max_len=max_len, seed=seed, should_stop=should_stop)
+        est = m.estimate(method, samples=samples, max_len=max_len, seed=seed, beam_width=beam_width,
+                         should_stop=should_stop)
         if est.run.cancelled:
             raise Cancelled()
         rows.append(
@@ -140,7 +145,7 @@ def score_requests(
             continue
         r, s = score_continuation(
             lm, req.context, req.continuation, methods, samples=options.samples, seed=options.seed,
-            max_len=options.max_len, should_stop=should_stop,
+            max_len=options.max_len, beam_width=options.beam_width, should_stop=should_stop,
         )
         key = {"item": item.id, "choice": req.choice, **req.columns}
         rows += [{**key, **row} for row in r]
@@ -158,6 +163,8 @@ class _Run:
         self.items = task.load(options)
         self.model = lm.name if lm is not None else (options.model or DEFAULT_MODEL)
         identity = {**task.identity(options, self.model), **self.precision()}
+        if "beam" in options.methods:  # runs without the beam keep the identity they had before it
+            identity["beam_width"] = options.beam_width
         self.store = ResultStore(out, identity, [*task.columns, *SCORE_COLUMNS])
         self.records = self.store.items() if task.keeps_records else {}
 

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from marginal_core.models import LoadedModel
     from marginal_core.tasks.evaluator import EvalOptions
 
-TASK_METHODS = ("canonical", "lattice", "proxy")
+TASK_METHODS = ("canonical", "lattice", "proxy", "beam")  # what a task may run
+DEFAULT_TASK_METHODS = ("canonical", "lattice", "proxy")  # what it runs unless told
 
 # Columns every row of every task has, after the task's own leading columns.
 SCORE_COLUMNS = [

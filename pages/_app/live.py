@@ -1,7 +1,7 @@
 """Live runs: an estimator's stream drawn as it goes, with a Stop that stops the work.
 
-A lattice or exact run goes in chunks that start at a few samples and double up to about a
-tenth of k, so its first estimate comes within a second whatever k is, its plots grow, and a
+A lattice or exact run goes in a first chunk of a few samples and then chunks of about a tenth
+of k, so its first estimate comes within a second whatever k is, its plots grow, and a
 stopped run keeps the chunks it finished (in the session; a finished result is kept for every
 session). A proxy run goes in a few large batches: each batch costs one sweep of sequential
 passes almost whatever its size, so a small first batch would not come sooner, only add a sweep.
@@ -40,7 +40,7 @@ _UNFINISHED = "_unfinished_runs"
 # Seconds between redraws of a progress bar from within a chunk (each redraw is sent to the
 # browser, and is where Streamlit can end a script run).
 REDRAW_S = 0.25
-# Samples in a live lattice or exact run's first chunk; later chunks double up to live_chunk(k).
+# Samples in a live lattice or exact run's first chunk; later chunks are live_chunk(k).
 FIRST_CHUNK = 4
 # A live proxy run's batches: a quarter of k, at least PROXY_BATCH (one batch for the default k)
 # and at most the library's default batch.
@@ -60,6 +60,13 @@ def proxy_batch(k: int) -> int:
     from marginal_core.proxy import DEFAULT_BATCH_SIZE
 
     return int(min(DEFAULT_BATCH_SIZE, max(PROXY_BATCH, math.ceil(k / 4))))
+
+
+def _done_text(est: Estimate) -> str:
+    """How far a run got: samples scored of those asked for, or a beam's paths and steps."""
+    if est.run.covered is not None:
+        return f"{est.num_samples:,} paths completed, step {est.run.covered:,} of {est.run.requested:,}"
+    return f"{est.num_samples:,} of {est.run.requested:,} samples scored"
 
 
 def _requested(m: Marginalizer, method: str, samples: int) -> int:
@@ -147,8 +154,10 @@ class Unfinished:
     estimate: Estimate | None = None
 
     def describe(self) -> str:
-        """'after 100 of 600 samples', or that nothing had been scored yet."""
+        """'after 100 of 600 samples scored', or that nothing had been scored yet."""
         e = self.estimate
+        if e is not None and e.run.covered is not None:  # a beam: steps, and the paths completed
+            return f"after {_done_text(e)}" + ("" if e.num_samples else " (no path was complete yet)")
         if e is None or not e.num_samples:
             return f"before its first chunk was scored, of {self.requested:,} samples asked for (nothing was kept)"
         return f"after {e.num_samples:,} of {e.run.requested or self.requested:,} samples"
@@ -189,8 +198,7 @@ def run_live(
     try:
         for est in live_stream(m, method, should_stop=bar.should_stop, progress=bar.progress, **options):
             runs[key] = Unfinished(requested, est)
-            bar.update(est.run.fraction,
-                       f"{label}: {est.num_samples:,} of {est.run.requested:,} samples scored in {est.seconds:.1f} s")
+            bar.update(est.run.fraction, f"{label}: {_done_text(est)} in {est.seconds:.1f} s")
             if on_update is not None:
                 on_update(est)
     except Exception:  # refused (e.g. a text past the context window) or failed: not a stopped run

@@ -1,0 +1,173 @@
+"""The beam: the most probable non-canonical tokenizations, found by the proxy's walk with a
+top-W choice in place of a draw (docs/design.md, "The estimators").
+
+Rows are distinct prefixes of equal length in tokens, extended one token per forward pass from
+the context's shared KV cache (``proxy.extend``), constrained to the proxy's proposal automaton,
+whose paths are the lattice's non-canonical tokenizations. At each step every allowed extension
+of every row is scored exactly (log p over the whole vocabulary, in float64), a prefix that
+reaches the end of the text is kept as a complete path, and the others compete per automaton
+state (a byte offset, off or on the canonical path): each state extends at most W prefixes over
+the whole walk, the most probable first among those that reach it at the same step. Prefixes
+with fewer tokens reach a state first, so the state's budget goes to them.
+
+Every complete path is a distinct tokenization with its exact log p, so the log-sum-exp of those
+found so far is a lower bound on the non-canonical marginal at every step, growing with W and
+exact once W covers every prefix of every state.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from marginal_core.beam_width import check_width
+from marginal_core.errors import MarginalError
+from marginal_core.lattice import Lattice, PathBatch
+from marginal_core.lm.adapter import LM, ContextState
+from marginal_core.lm.oom import is_oom
+from marginal_core.progress import Progress, StopCheck
+from marginal_core.proposal import proposal_of
+from marginal_core.proxy import Tables, extend
+
+if TYPE_CHECKING:
+    from marginal_core.models import LoadedModel
+
+@dataclass(frozen=True, eq=False)
+class BeamResult:
+    """The complete paths found so far, in the order found, with their log p and the walk's state.
+
+    ``steps`` of at most ``max_steps`` tokens are done; ``forward_passes`` counts model calls
+    (a prefill of the context included when the walk made it). ``cancelled`` is True when
+    should_stop ended the walk; ``done`` is False for the results yielded before the last.
+    """
+
+    paths: PathBatch
+    log_p: np.ndarray
+    width: int
+    steps: int
+    max_steps: int
+    forward_passes: int
+    seconds: float
+    cancelled: bool = False
+    done: bool = True
+
+
+@dataclass
+class _Beam:
+    """The walk's rows: automaton state, log p and tokens of each live prefix."""
+
+    state: torch.Tensor  # [R]
+    log_p: torch.Tensor  # [R] float64
+    tokens: torch.Tensor  # [R, step]
+
+
+def _ranks(key: torch.Tensor) -> torch.Tensor:
+    """Each element's rank among the elements of the same key, keys already grouped (sorted)."""
+    first = torch.searchsorted(key, key)
+    return torch.arange(len(key), device=key.device) - first
+
+
+def _choose(
+    beam: _Beam, lp: torch.Tensor, tables: Tables, extended: torch.Tensor, width: int
+) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]:
+    """Split one step's extensions into complete paths (rows, tokens, log p) and the chosen
+    ones to extend (parent rows, columns, states, log p), charging each state's budget."""
+    tok, nxt = tables.tokens[beam.state], tables.next_state[beam.state]
+    score = beam.log_p[:, None] + lp
+    valid = torch.isfinite(lp) & (nxt >= 0)
+    final = valid & tables.final[nxt.clamp(min=0)]
+    rows, cols = final.nonzero(as_tuple=True)
+    complete = (rows, tok[rows, cols], score[rows, cols])
+    rows, cols = (valid & ~final).nonzero(as_tuple=True)
+    states, values = nxt[rows, cols], score[rows, cols]
+    order = torch.argsort(values, descending=True, stable=True)
+    order = order[torch.argsort(states[order], stable=True)]  # by state, best first within each
+    rows, cols, states, values = rows[order], cols[order], states[order], values[order]
+    keep = _ranks(states) < (width - extended[states])
+    rows, cols, states, values = rows[keep], cols[keep], states[keep], values[keep]
+    extended.index_add_(0, states, torch.ones_like(states))
+    return complete, (rows, cols, states, values)
+
+
+def beam_stream(
+    lm: LM | LoadedModel,
+    lattice: Lattice,
+    width: int,
+    context: Sequence[int] | ContextState,
+    *,
+    progress: Progress | None = None,
+    should_stop: StopCheck | None = None,
+) -> Iterator[BeamResult]:
+    """The complete paths found so far after each step that found some; the last result is final.
+
+    context is token ids (prefilled here) or a ContextState to share. progress gets (steps done,
+    most steps); should_stop is polled before every pass, and a stopped walk keeps its paths.
+    A text whose only tokenization is the canonical one gets no paths and no passes.
+    """
+    started = time.perf_counter()
+    check_width(width)
+    proposal = proposal_of(lattice, include_canonical=False)
+    found_tokens: list[np.ndarray] = []
+    found_lp: list[np.ndarray] = []
+    passes = step = 0
+
+    def result(done: bool, cancelled: bool = False) -> BeamResult:
+        paths = PathBatch.from_paths([tuple(t) for t in found_tokens])
+        log_p = np.array(found_lp, dtype=np.float64)
+        return BeamResult(paths, log_p, width, step, proposal.max_steps, passes,
+                          time.perf_counter() - started, cancelled, done)
+
+    if proposal.empty:
+        yield result(True)
+        return
+    lm = LM.of(lm)
+    if isinstance(context, ContextState):
+        ctx = context
+    else:
+        ctx = lm.prefill(context)
+        passes = ctx.passes
+    device = lm.device
+    tables = Tables.of(proposal, device)
+    extended = torch.zeros(len(proposal.width), dtype=torch.long, device=device)
+    extended[proposal.start] = 1
+    beam = _Beam(torch.tensor([proposal.start], device=device), torch.zeros(1, dtype=torch.float64, device=device),
+                 torch.zeros((1, 0), dtype=torch.long, device=device))
+    cache, hidden = copy.deepcopy(ctx.cache), ctx.last_hidden
+    with torch.inference_mode():
+        while True:
+            tok = tables.tokens[beam.state]
+            lp = lm.allowed_logprobs(hidden, tok, tables.width[beam.state])
+            (rows, last, scores), (parent, cols, states, values) = _choose(beam, lp, tables, extended, width)
+            step += 1
+            if len(rows):
+                paths = torch.cat([beam.tokens[rows], last[:, None]], dim=1).cpu().numpy()
+                found_tokens.extend(paths)
+                found_lp.extend(scores.cpu().tolist())
+            if progress is not None:
+                progress(step, proposal.max_steps)
+            if not len(parent):
+                break
+            if should_stop is not None and should_stop():
+                yield result(False, cancelled=True)
+                return
+            if len(rows):
+                yield result(False)
+            feed = tok[parent, cols]
+            beam = _Beam(states, values, torch.cat([beam.tokens[parent], feed[:, None]], dim=1))
+            try:
+                hidden = extend(lm, cache, parent, feed, len(tok))
+            except (RuntimeError, MemoryError) as err:
+                if not is_oom(err):
+                    raise
+                raise MarginalError(
+                    f"a beam of width {width} ({len(parent)} prefixes at step {step}) does not fit in "
+                    f"memory on {device.type}; use a smaller beam width"
+                ) from err
+            passes += 1
+    yield result(True)
