@@ -18,6 +18,7 @@ import statistics
 
 import numpy as np
 
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
 from marginal_core.errors import TooManyPathsError
 from marginal_core.estimators import Marginalizer
 from marginal_core.models import load_model
@@ -71,9 +72,10 @@ def text_sets() -> dict[str, list[tuple[str | None, str]]]:
 
 def run_case(
     lm, context: str | None, text: str, k: int, seed: int, exact_budget: int,
-    peer: GenlmPeer | None = None, widths: tuple[int, ...] = (),
+    beams: tuple[int, ...] = (), peer: GenlmPeer | None = None, widths: tuple[int, ...] = (),
 ) -> dict:
-    """One text: lattice and proxy at equal k, exact where feasible, the peer at each width."""
+    """One text: lattice and proxy at equal k, our beam at each width, exact where feasible, the
+    peer at each of its widths."""
     m = Marginalizer(lm, text, context)
     m.canonical_score()  # scored once, outside both methods' timings
     lattice = m.lattice_estimate(k, seed=seed)
@@ -83,7 +85,10 @@ def run_case(
         exact = m.exact(budget=exact_budget).log_noncanonical
     except TooManyPathsError:
         exact = math.nan
-    peers = {}
+    peers: dict = {"text": text}
+    for w in beams:
+        beam = m.beam(w)
+        peers[f"beam{w}"], peers[f"beam{w}_s"] = beam.log_noncanonical, beam.seconds
     for run in peer.run(m, widths) if peer else []:
         peers[f"genlm{run.width}"] = run.bound
         peers[f"genlm{run.width}_s"] = run.seconds
@@ -123,36 +128,50 @@ def summarize(model: str, name: str, rows: list[dict], k: int) -> list[str]:
     ]
 
 
-def bound_columns(k: int, widths: tuple[int, ...]) -> list[tuple[str, str]]:
+def bound_columns(k: int, beams: tuple[int, ...], widths: tuple[int, ...]) -> list[tuple[str, str]]:
     """(heading, row key) of each method in the bounds table, ours first, then the peer's."""
-    return [(f"lattice k={k}", "lattice"), (f"proxy k={k}", "proxy")] + [
-        (f"genlm K={w}", f"genlm{w}") for w in widths
-    ]
+    return (
+        [(f"lattice k={k}", "lattice"), (f"proxy k={k}", "proxy")]
+        + [(f"beam W={w}", f"beam{w}") for w in beams]
+        + [(f"genlm K={w}", f"genlm{w}") for w in widths]
+    )
+
+
+def _versus(columns: list[tuple[str, str]]) -> tuple[tuple[str, str], tuple[str, str]] | None:
+    """Our widest beam (else the lattice) and the peer's widest beam, when there is a peer."""
+    ours = [c for c in columns if c[1].startswith("beam")] or [columns[0]]
+    peer = [c for c in columns if c[1].startswith("genlm")]
+    return (ours[-1], peer[-1]) if peer else None
 
 
 def bounds_table(columns: list[tuple[str, str]]) -> list[str]:
     """The heading of the bounds table."""
     heads = " | ".join(f"{h}: log p~ (s)" for h, _ in columns)
-    widest = [h for h, key in columns if key.startswith("genlm")][-1:] or ["peer"]
+    versus = _versus(columns)
+    extra = f" | {versus[0][0]} vs {versus[1][0]}: bound >= / seconds <= (texts) | genlm float32 shift (max nats)" \
+        if versus else ""
     return [
-        f"| model | texts | n | {heads} | exact log p (n) | {widest[0]} < lattice on "
-        "| genlm float32 shift (max nats) |",
-        "|" + "---|" * (len(columns) + 6),
+        f"| model | texts | n | {heads} | exact log p (n){extra} |",
+        "|" + "---|" * (len(columns) + 4 + 2 * bool(versus)),
     ]
 
 
 def bounds_row(model: str, name: str, rows: list[dict], columns: list[tuple[str, str]]) -> str:
-    """One model and text set: each method's mean estimate and total seconds, the texts where the
-    widest peer beam's bound stays below the lattice bound, and genlm's own float32 error."""
+    """One model and text set: each method's mean estimate and total seconds; with a peer, on how
+    many texts our widest beam's bound reaches the peer's widest and in no more time, and how far
+    genlm's own float32 weights are from our float64 scores."""
     cells = [f"{_mean([r[key] for r in rows])} ({sum(r[key + '_s'] for r in rows):.1f})" for _, key in columns]
-    peer = [key for _, key in columns if key.startswith("genlm")]
-    below = f"{sum(r[peer[-1]] < r['lattice'] - 1e-9 for r in rows)}/{len(rows)}" if peer else "n/a"
-    shift = max((r[key + "_f32"] for r in rows for key in peer), default=math.nan)
     exact_n = sum(math.isfinite(r["exact"]) for r in rows)
-    return (
-        f"| {model} | {name} | {len(rows)} | " + " | ".join(cells)
-        + f" | {_mean([r['exact'] for r in rows])} ({exact_n}) | {below} | {shift:.1e} |"
-    )
+    exact = f"{_mean([r['exact'] for r in rows])} ({exact_n})"
+    line = f"| {model} | {name} | {len(rows)} | " + " | ".join(cells) + f" | {exact}"
+    versus = _versus(columns)
+    if versus:
+        (_, ours), (_, theirs) = versus
+        reach = sum(r[ours] >= r[theirs] - 1e-9 for r in rows)
+        quicker = sum(r[ours + "_s"] <= r[theirs + "_s"] for r in rows)
+        shift = max(r[key + "_f32"] for r in rows for _, key in columns if key.startswith("genlm"))
+        line += f" | {reach}/{len(rows)} / {quicker}/{len(rows)} | {shift:.1e}"
+    return line + " |"
 
 
 def main() -> None:
@@ -167,9 +186,13 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto", help="auto, float32 or bfloat16 (default auto)")
     parser.add_argument("--peer", choices=["genlm"], help="run genlm-bytes' beam beside ours (own venv, built once)")
     parser.add_argument("--peer-widths", default="4,16", help="the peer's beam widths K")
+    parser.add_argument("--beam-widths", default=f"{DEFAULT_BEAM_WIDTH},16",
+                        help=f"our beam's widths W (default: the default {DEFAULT_BEAM_WIDTH} and 16; 0 for none)")
+    parser.add_argument("--per-text", action="store_true", help="the bounds table gets a row per text too")
     args = parser.parse_args()
     widths = tuple(int(w) for w in args.peer_widths.split(",")) if args.peer else ()
-    columns = bound_columns(args.samples, widths)
+    beams = tuple(sorted({int(w) for w in args.beam_widths.split(",")} - {0}))
+    columns = bound_columns(args.samples, beams, widths)
     bounds: list[str] = []
     print(
         "| model | texts | n | k | lattice s | proxy s | proxy/lattice time (median, range) "
@@ -182,24 +205,27 @@ def main() -> None:
         print(f"{model}: {lm.device}, {str(lm.dtype).removeprefix('torch.')}", flush=True)
         peer = GenlmPeer(model, lm.tokenizer) if args.peer else None
         # kernels and caches (ours and the peer's), outside the timings
-        run_case(lm, None, "A warm-up text.", 8, args.seed, 1, peer, widths[:1])
+        run_case(lm, None, "A warm-up text.", 8, args.seed, 1, beams[:1], peer, widths[:1])
         for name in args.sets.split(","):
             cases = text_sets()[name][: args.limit]
-            rows = [run_case(lm, c, t, args.samples, args.seed, args.exact_budget, peer, widths) for c, t in cases]
+            rows = [
+                run_case(lm, c, t, args.samples, args.seed, args.exact_budget, beams, peer, widths) for c, t in cases
+            ]
             print("\n".join(summarize(model, name, rows, args.samples)), flush=True)
+            if args.per_text:
+                bounds.extend(bounds_row(model, repr(r["text"][:28]), [r], columns) for r in rows)
             bounds.append(bounds_row(model, name, rows, columns))
         if peer:
             peer.close()
     print("log p~ = mean log non-canonical marginal estimate; gaps are estimate minus exact (nats).")
-    if args.peer:
-        print("\n" + "\n".join(bounds_table(columns) + bounds))
-        print(
-            "Each cell: the mean log non-canonical estimate over the texts (every method but the proxy is a "
-            "lower bound) and the total seconds, canonical path excluded; genlm's bound is the logsumexp of "
-            "the distinct complete tokenizations its beam ends with (each surviving state's final token "
-            "committed), rescored with our float64 scorer; the shift is genlm's own float32 trie weight of "
-            "a path minus ours."
-        )
+    print("\n" + "\n".join(bounds_table(columns) + bounds))
+    print(
+        "Each cell: the mean log non-canonical estimate over the texts (every method but the proxy is a "
+        "lower bound) and the total seconds, canonical path excluded (it is scored once, outside every clock)."
+        + (" genlm's bound is the logsumexp of the distinct complete tokenizations its beam ends with (each "
+           "surviving state's final token committed), rescored with our float64 scorer; the shift is genlm's "
+           "own float32 trie weight of a path minus our score of it." if args.peer else "")
+    )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 hf_logging.disable_progress_bar()
-warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+warnings.filterwarnings("ignore", message="Sparse (CSR tensor support|invariant checks)")
 
 # No UTF-8 text holds the byte 0xFF, so a token spelled this way is never on a path, while its
 # probability still counts in the trie's root mass (the softmax stays over the full vocabulary).
