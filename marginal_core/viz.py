@@ -6,7 +6,8 @@ plotly and pandas are imported by the functions that need them, so ``import marg
 works without them.
 
 Colours are fixed so that every view tells the same story: the canonical tokenization is blue,
-the off-by-one set orange, uniform lattice samples green, proxy samples purple, exact grey.
+the off-by-one set orange, uniform lattice samples green, proxy samples purple, beam paths
+brown, exact grey. A mass-flow drawing colours arcs by their share of the mass instead.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from marginal_core.errors import MarginalError
-from marginal_core.lattice import Lattice, Path, format_count
+from marginal_core.lattice import Lattice, Path, PathBatch, format_count
 
 if TYPE_CHECKING:
     import graphviz
@@ -50,6 +51,9 @@ __all__ = [
     "window_arcs",
     "window_nodes",
     "fit_window",
+    "MassFlow",
+    "mass_flow",
+    "flow_of",
     "lattice_graph",
     "lattice_dot",
     "dot_to_svg",
@@ -68,6 +72,7 @@ COLORS = {
     "uniform": "#2ca02c",
     "lattice": "#2ca02c",
     "proxy": "#9467bd",
+    "beam": "#8c564b",
     "exact": "#444444",
     "rest": "#8c8c8c",
     "other": "#4d4d4d",
@@ -79,6 +84,7 @@ KIND_LABELS = {
     "uniform": "uniform (length ≤ L)",
     "rest": "rest",
     "proxy": "proxy (constrained LM)",
+    "beam": "beam",
     "exact": "exact",
 }
 # Chip backgrounds for consecutive tokens (pastel, readable with dark text).
@@ -310,6 +316,117 @@ def fit_window(
 
 
 # --------------------------------------------------------------------------------------------
+# Where the mass flows
+
+
+@dataclass(frozen=True, eq=False)
+class MassFlow:
+    """Per arc: the share of the scored paths' mass on paths through it, and the most probable
+    scored path through it (None, share 0, where no scored path uses the arc).
+
+    ``lower_bound`` marks scores of some paths only (a method's samples): the shares are of the
+    mass found, whose total is a lower bound on the marginal; otherwise every path was scored.
+    """
+
+    share: np.ndarray
+    best: tuple[Path | None, ...]
+    best_log_p: np.ndarray
+    log_total: float
+    num_paths: int
+    source: str
+    lower_bound: bool
+
+
+def _path_arcs(lattice: Lattice, paths: PathBatch) -> np.ndarray:
+    """The lattice arc each token of each path takes (flat, aligned with ``paths.ids``)."""
+    tokens, first = np.unique(lattice.arc_token, return_index=True)
+    widths = (lattice.arc_end - lattice.arc_start)[first]
+    ids = paths.ids.astype(np.int64)
+    at = np.clip(np.searchsorted(tokens, ids), 0, max(len(tokens) - 1, 0))
+    if len(ids) and not np.array_equal(tokens[at], ids):
+        raise ValueError("a path holds a token that is on no arc of this lattice")
+    bounds = np.concatenate([[0], np.cumsum(widths[at])])  # byte offsets, counted over the whole batch
+    starts = bounds[:-1] - np.repeat(bounds[paths.offsets[:-1]], paths.lengths)
+    radix = int(lattice.arc_token.max(initial=0)) + 1
+    keys = lattice.arc_start.astype(np.int64) * radix + lattice.arc_token
+    order = np.argsort(keys)
+    found = np.searchsorted(keys[order], starts * radix + ids)
+    arcs = order[np.clip(found, 0, max(len(order) - 1, 0))]
+    if len(ids) and not np.array_equal(keys[arcs], starts * radix + ids):
+        raise ValueError("a path is not a path of this lattice")
+    return arcs
+
+
+def mass_flow(
+    lattice: Lattice, paths: Sequence[Path], log_p: Sequence[float], *, source: str = "exact",
+    lower_bound: bool = False,
+) -> MassFlow:
+    """Each arc's share of the mass on the given scored paths (repeats counted once) and the
+    best of them through it: share = sum of p over the paths using the arc / sum over all."""
+    first: dict[Path, float] = {}
+    for path, lp in zip(map(tuple, paths), log_p):
+        first.setdefault(path, float(lp))
+    unique = list(first)
+    scores = np.fromiter(first.values(), dtype=np.float64, count=len(unique))
+    batch = PathBatch.from_paths(unique)
+    arcs = _path_arcs(lattice, batch)
+    owner = np.repeat(np.arange(len(unique)), batch.lengths)
+    log_total = float(np.logaddexp.reduce(scores)) if len(scores) else -math.inf
+    weight = np.exp(scores - log_total) if len(scores) else scores
+    share = np.bincount(arcs, weights=weight[owner], minlength=lattice.num_arcs)
+    order = np.argsort(-scores[owner], kind="stable")  # each arc's best path comes first
+    used, at = np.unique(arcs[order], return_index=True)
+    best: list[Path | None] = [None] * lattice.num_arcs
+    best_log_p = np.full(lattice.num_arcs, -math.inf)
+    for arc, path in zip(used.tolist(), owner[order][at].tolist()):
+        best[arc], best_log_p[arc] = unique[path], scores[path]
+    return MassFlow(share, tuple(best), best_log_p, log_total, len(unique), source, lower_bound)
+
+
+def flow_of(lattice: Lattice, estimate: Estimate) -> MassFlow:
+    """The mass flow of an estimate's distinct scored paths plus the canonical one: of every
+    path for exact, else of the paths the method found (a lower bound)."""
+    paths = [lattice.canonical, *estimate.paths.tolist()]
+    log_p = [estimate.log_p_canonical, *np.asarray(estimate.log_p, dtype=float).tolist()]
+    return mass_flow(lattice, paths, log_p, source=estimate.method, lower_bound=estimate.method != "exact")
+
+
+# Arc colours of a mass-flow drawing, by the log10 of the share: FLOW_COLORS[0] at FLOW_FLOOR and
+# below, FLOW_COLORS[-1] at 1, interpolated between.
+FLOW_COLORS = ("#e3e3e3", "#fdae61", "#d7191c")
+FLOW_FLOOR = 1e-6
+
+
+def flow_color(share: float) -> str:
+    """An arc's colour in a mass-flow drawing, by the order of magnitude of its share."""
+    t = 1 - min(1.0, max(0.0, math.log10(max(share, FLOW_FLOOR)) / math.log10(FLOW_FLOOR)))
+    x = t * (len(FLOW_COLORS) - 1)
+    i = min(int(x), len(FLOW_COLORS) - 2)
+    a, b = (np.array([int(c[k : k + 2], 16) for k in (1, 3, 5)]) for c in FLOW_COLORS[i : i + 2])
+    rgb = np.rint(a + (b - a) * (x - i)).astype(int)
+    return "#" + "".join(f"{v:02x}" for v in rgb)
+
+
+def _flow_attrs(lattice: Lattice, flow: MassFlow, arc: int, piece: str, what: str) -> dict[str, str]:
+    """An arc's look in a mass-flow drawing: width and colour by its share, hover naming the
+    share and the best path through it."""
+    if flow.best[arc] is None:
+        return {"color": COLORS["greyed"], "fontcolor": COLORS["greyed"], "style": "dashed", "penwidth": "1",
+                "tooltip": _dot_text(what, "on no scored path")}
+    share = float(flow.share[arc])
+    shown = format_small(share, 1, percent=True)
+    of = "of the marginal" if not flow.lower_bound else f"of the mass the {flow.source} found (a lower bound)"
+    return {
+        "color": flow_color(share),
+        "fontcolor": "#333333",
+        "penwidth": f"{0.8 + 7 * share:.2f}",
+        "label": _dot_text(piece, shown),
+        "tooltip": _dot_text(what, f"{shown} {of}",
+                             f"best path: {segmented(lattice, flow.best[arc])} (log p {flow.best_log_p[arc]:.3f})"),
+    }
+
+
+# --------------------------------------------------------------------------------------------
 # The lattice drawing
 
 
@@ -319,14 +436,17 @@ def lattice_graph(
     max_len: int | None = None,
     window: tuple[int, int] | None = None,
     max_arcs: int = MAX_DRAW_ARCS,
+    flow: MassFlow | None = None,
 ) -> graphviz.Digraph:
     """The lattice as a left-to-right graphviz drawing.
 
     Nodes are byte offsets labelled with the text around them; arcs are labelled with their
     token's piece. Canonical arcs are thick and blue, off-by-one split arcs orange, other arcs
     dark grey. With ``max_len`` arcs on no path of at most that many tokens are greyed and
-    dashed. ``window`` (byte start, byte end) draws only the arcs inside that span. Raises
-    TooLargeToDrawError when more than ``max_arcs`` arcs would be drawn.
+    dashed. With a ``flow`` (:func:`mass_flow`) arcs are instead as wide and as red as their
+    share of the mass, labelled with it, their hover naming it and the best path through them
+    (arcs on no scored path dashed). ``window`` (byte start, byte end) draws only the arcs
+    inside that span. Raises TooLargeToDrawError when more than ``max_arcs`` arcs would be drawn.
     """
     import graphviz
 
@@ -370,7 +490,9 @@ def lattice_graph(
             "class": role,
         }
         attrs["weight"] = "0"  # only the invisible chain decides the node order
-        if not ok[arc]:
+        if flow is not None:
+            attrs.update(_flow_attrs(lattice, flow, arc, piece, f"token {token} “{piece}”, bytes {start}–{end}"))
+        elif not ok[arc]:
             attrs["style"] = "dashed"
             attrs["class"] = f"{role} greyed"
             if role != "canonical":
