@@ -24,20 +24,24 @@ def page() -> None:
         "Each estimate of log p(text) as samples come in. The **lattice** estimate (Algorithm 1) is a "
         "sum over distinct scored tokenizations, so it only grows; the **proxy** estimate is an "
         "importance-sampling average, unbiased but noisy and slow (every sample is generated token by "
-        "token). Dotted: the canonical tokenization alone; dashed: the exact marginal, where the "
+        "token). The **beam** keeps the most probable prefixes (W per lattice state) and scores each path "
+        "it completes exactly, so it is a lower bound too; its points are the paths completed so far. Dotted: the canonical tokenization alone; dashed: the exact marginal, where the "
         "lattice is small enough to enumerate."
     )
 
     lat = loaders.require_lattice(inp)
-    c = st.columns([1, 1, 1, 2, 1])
-    k = widgets.samples_k(c[0], help="Samples for each method.")
+    c = st.columns([1, 1, 1, 1, 2, 1])
+    k = widgets.samples_k(c[0], help="Samples for the lattice and the proxy.")
     L = widgets.length_bound(c[1], lat)
     seed = widgets.seed(c[2])
-    methods = c[3].multiselect("Methods", ["lattice", "proxy"], default=["lattice", "proxy"], key="methods",
+    W = widgets.beam_width(c[3])
+    methods = c[4].multiselect("Methods", ["lattice", "proxy", "beam"], default=["lattice", "proxy"], key="methods",
                                bind="query-params")
-    exact = widgets.exact_toggle(c[4], lat, "Exact line")
+    exact = widgets.exact_toggle(c[5], lat, "Exact line")
 
-    keys = {"lattice": inp.key("lattice", k, L, seed), "proxy": inp.key("proxy", k, seed), "exact": inp.key("exact")}
+    keys = {"lattice": inp.key("lattice", k, L, seed), "proxy": inp.key("proxy", k, seed), "beam": inp.key("beam", W),
+            "exact": inp.key("exact")}
+    labels = {"beam": f"beam (W = {W})"}
     wanted = list(methods) + (["exact"] if exact else [])
 
     b = st.columns([1, 1, 3, 3], vertical_alignment="center")
@@ -63,7 +67,7 @@ def page() -> None:
             empty_plots()
             return
         log_p_canonical = next(iter(shown.values())).log_p_canonical
-        traces = [viz.RunTrace.of(r, label=name) for name, r in shown.items() if name != "exact"]
+        traces = [viz.RunTrace.of(r, label=labels.get(name, name)) for name, r in shown.items() if name != "exact"]
         log_exact = None
         if "exact" in shown and shown["exact"].run.done:
             e = shown["exact"]
@@ -75,7 +79,9 @@ def page() -> None:
         for name, r in shown.items():
             row = {"method": name, **r.summary()}
             row["log_p_canonical"] = r.log_p_canonical
-            row["done"] = "yes" if r.run.done else f"stopped at {r.num_samples}/{r.run.requested}"
+            row["done"] = "yes" if r.run.done else (
+                f"stopped at step {r.run.covered}/{r.run.requested}" if r.run.covered is not None
+                else f"stopped at {r.num_samples}/{r.run.requested}")
             rows.append(row)
         table_spot.dataframe(pd.DataFrame(rows), hide_index=True)
 
@@ -102,7 +108,7 @@ def page() -> None:
 
                 with status.container():
                     finished[name] = live.run_live(keys[name], m, name, f"Scoring: {name}", on_update=update, samples=k,
-                                                   seed=seed, max_len=L, budget=APP_EXACT_BUDGET)
+                                                   seed=seed, max_len=L, budget=APP_EXACT_BUDGET, beam_width=W)
             status.success("Done: " + ", ".join(f"{n} {r.seconds:.1f} s" for n, r in finished.items()))
         draw(finished)
         return

@@ -1,4 +1,4 @@
-"""Samplers: the off-by-one set, uniform lattice samples and proxy samples side by side."""
+"""Samplers: the off-by-one set, uniform lattice samples, proxy samples and the beam's paths side by side."""
 
 from __future__ import annotations
 
@@ -41,15 +41,17 @@ def page() -> None:
         "**off-by-one** set (the canonical tokenization with one token split in two), then distinct "
         "paths drawn **uniformly** among those of at most *L* tokens. The **proxy** baseline instead "
         "*generates* tokenizations with the model constrained to the lattice (canonical excluded), "
-        "one forward pass per token, and often draws the same ones again."
+        "one forward pass per token, and often draws the same ones again. The **beam** walks the same way but "
+        "keeps the W most probable prefixes per lattice state instead of drawing, and keeps every path it completes."
     )
 
     lat = loaders.require_lattice(inp)
-    c = st.columns(4)
+    c = st.columns(5)
     k = widgets.samples_k(c[0])
     L = widgets.length_bound(c[1], lat)
     seed = widgets.seed(c[2])
     pk = widgets.proxy_samples(c[3])
+    W = widgets.beam_width(c[4])
 
     samples = None
     with guard("sampling the lattice"):
@@ -57,28 +59,30 @@ def page() -> None:
     if samples is None:
         st.stop()
 
-    lat_key, proxy_key = inp.key("lattice", k, L, seed), inp.key("proxy", pk, seed)
-    scored, proxy = results.cached(lat_key), results.cached(proxy_key)
-    if scored is None or proxy is None:
+    lat_key, proxy_key, beam_key = inp.key("lattice", k, L, seed), inp.key("proxy", pk, seed), inp.key("beam", W)
+    scored, proxy, beam = results.cached(lat_key), results.cached(proxy_key), results.cached(beam_key)
+    if scored is None or proxy is None or beam is None:
         b = st.columns([3, 1, 4])
-        score = b[0].button("Score with the model and draw proxy samples", type="primary", key="score")
+        score = b[0].button("Score with the model, draw proxy samples, run the beam", type="primary", key="score")
         live.stop_button(b[1])
         if score:
             m = loaders.require_marginalizer(inp)
             with guard("scoring"):
                 scored = live.run_live(lat_key, m, "lattice", "Scoring lattice samples", samples=k, max_len=L, seed=seed)
                 proxy = live.run_live(proxy_key, m, "proxy", "Drawing proxy samples", samples=pk, seed=seed)
+                beam = live.run_live(beam_key, m, "beam", f"Running the beam (W = {W})", beam_width=W)
         else:
-            stopped = [f"{what} {run.describe()}" for what, key in (("scoring", lat_key), ("the proxy", proxy_key))
+            stopped = [f"{what} {run.describe()}" for what, key in (("scoring", lat_key), ("the proxy", proxy_key),
+                                                                     ("the beam", beam_key))
                        if (run := live.unfinished(key)) is not None]
             if stopped:
                 st.warning("Stopped " + "; ".join(stopped) + ". Press the button to start again.")
             st.caption("The lattice samples below are drawn without the model; press the button to score them "
-                       "(log p) and to draw proxy samples (which needs the model).")
+                       "(log p), to draw proxy samples and to run the beam (which need the model).")
 
     kinds = samples.kinds
     paths = samples.paths.tolist()
-    columns = st.columns([1, 1, 1.35])
+    columns = st.columns([1, 1, 1.35, 1])
     if scored is not None:
         table = viz.samples_frame(lat, scored)
         off = table[table["kind"] == "off_by_one"].drop(columns="kind")
@@ -100,24 +104,36 @@ def page() -> None:
         else:
             st.markdown("#### Proxy (constrained LM)")
             st.info("Proxy samples need the model: press the button above.")
+    with columns[3]:
+        if beam is not None:
+            st.markdown(f"#### Beam, W = {W} ({beam.num_samples:,} paths)")
+            show_table(viz.samples_frame(lat, beam).drop(columns="kind").sort_values("log_p", ascending=False))
+        else:
+            st.markdown(f"#### Beam, W = {W}")
+            st.info("The beam needs the model: press the button above.")
 
     st.caption(f"Canonical: {viz.code_span(viz.segmented(lat, lat.canonical))} ({len(lat.canonical)} tokens). "
-               "log p and log q are natural logs; “draws” counts how often the proxy drew a tokenization.")
+               "log p and log q are natural logs; “draws” counts how often the proxy drew a tokenization; the beam's "
+               "paths are distinct, most probable first.")
 
     groups = {"off_by_one": [len(p) for p, t in zip(paths, kinds) if t == "off_by_one"],
               "uniform": [len(p) for p, t in zip(paths, kinds) if t == "uniform"]}
     if proxy is not None:
         groups["proxy"] = proxy.paths.lengths.tolist()
+    if beam is not None:
+        groups["beam"] = beam.paths.lengths.tolist()
     st.plotly_chart(viz.length_histogram(groups, canonical_len=len(lat.canonical)), key="lengths")
 
-    if scored is not None and proxy is not None:
+    if scored is not None and proxy is not None and beam is not None:
         s, p = scored, proxy
-        m = st.columns(4)
+        m = st.columns(5)
         m[0].metric("Lattice: log p(text) ≥", viz.format_log(s.log_marginal), help=f"{s.seconds:.1f} s")
         m[1].metric("Proxy: log p(text) ≈", viz.format_log(p.log_marginal), help=f"{p.seconds:.1f} s")
-        m[2].metric("Proxy re-draws", f"{1 - p.num_distinct / max(p.num_samples, 1):.0%}",
+        m[2].metric("Beam: log p(text) ≥", viz.format_log(beam.log_marginal), help=f"{beam.seconds:.1f} s")
+        m[3].metric("Proxy re-draws", f"{1 - p.num_distinct / max(p.num_samples, 1):.0%}",
                     help="Share of proxy draws that repeat an earlier tokenization.")
-        m[3].metric("Forward passes (lattice / proxy)", f"{s.forward_passes} / {p.forward_passes}")
+        m[4].metric("Forward passes (lattice / proxy / beam)",
+                    f"{s.forward_passes} / {p.forward_passes} / {beam.forward_passes}")
 
 
 if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)

@@ -325,8 +325,9 @@ def test_lattice_page_windows_a_long_text():
 # Samplers, mass, rank correlation, running estimates
 
 
-def test_samplers_page_shows_three_samplers_scored():
-    at = app("pages/samplers.py", model=SMOL, text=SHORT, k="12", pk="10")
+def test_samplers_page_shows_four_samplers_scored():
+    """Off-by-one, uniform, proxy and (issue 11 item 1) the beam's complete paths with their log p."""
+    at = app("pages/samplers.py", model=SMOL, text=SHORT, k="12", pk="10", W="2", dtype="float32")
     assert_clean(at)
     off, uni = at.dataframe[0].value, at.dataframe[1].value
     assert len(off) == 4 and (off["tokens"] == 3).all()  # " Paris." has 4 one-token splits
@@ -337,8 +338,13 @@ def test_samplers_page_shows_three_samplers_scored():
     off, uni, proxy = (d.value for d in at.dataframe[:3])
     assert off["log_p"].notna().all() and uni["log_p"].notna().all()
     assert {"log_q", "draws"} <= set(proxy.columns) and proxy["draws"].sum() == 10
-    assert [t.name for t in plotly(at)[0].data][-1] == "proxy (constrained LM)"
-    assert "Proxy re-draws" in metrics(at)
+    beam = at.dataframe[3].value
+    assert "log_q" not in beam.columns and beam["log_p"].notna().all() and len(beam) >= 1
+    assert beam["log_p"].is_monotonic_decreasing and beam["tokenization"].is_unique
+    assert [t.name for t in plotly(at)[0].data][-2:] == ["proxy (constrained LM)", "beam"]
+    shown = metrics(at)
+    assert "Proxy re-draws" in shown and math.isfinite(float(shown["Beam: log p(text) ≥"]))
+    assert any(m.value.startswith(f"#### Beam, W = 2 ({len(beam)} paths") for m in at.markdown)
 
 
 def test_sample_tables_show_long_tokenizations_whole():
@@ -439,6 +445,25 @@ def test_running_page_plots_lattice_proxy_and_exact():
     exact = table.set_index("method").loc["exact", "log_marginal"]
     lattice = table.set_index("method").loc["lattice", "log_marginal"]
     assert lattice <= exact + 1e-4
+
+
+def test_running_page_plots_the_beam_beside_exact():
+    """Issue 11 item 1: the beam on the running page, keyed by its width (URL key W), its points
+    the paths completed, a row in the summary table, a lower bound of the exact marginal."""
+    at = app("pages/running.py", model=SMOL, text=SHORT, dtype="float32", methods="beam", W="2")
+    assert_clean(at)
+    assert at.number_input(key="W").value == 2 and at.multiselect(key="methods").value == ["beam"]
+    click(at, "run")
+    assert_clean(at)
+    by_samples, by_seconds = plotly(at)
+    assert [t.name for t in by_samples.data] == ["beam (W = 2)", "canonical", "exact"]
+    table = at.dataframe[0].value.set_index("method")
+    assert set(table.index) == {"beam", "exact"} and table.loc["beam", "done"] == "yes"
+    paths = int(table.loc["beam", "num_samples"])
+    assert values(by_samples.data[0].x) == list(range(1, paths + 1))  # one point per completed path
+    seconds = values(by_seconds.data[0].x)
+    assert seconds[0] == 0 and all(a <= b for a, b in zip(seconds, seconds[1:]))
+    assert table.loc["beam", "log_marginal"] <= table.loc["exact", "log_marginal"] + 1e-4
 
 
 def test_live_streams_match_the_library_estimators():

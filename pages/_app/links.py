@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
 # Every number input bound to the URL, by its URL key (pages/_app/widgets.py and the pages).
-NUMBER_KEYS = ("k", "pk", "L", "seed", "first", "span", "per", "tk", "qa_limit", "qa_k", "qa_seed", "mt_limit",
+NUMBER_KEYS = ("k", "pk", "W", "L", "seed", "first", "span", "per", "tk", "qa_limit", "qa_k", "qa_seed", "mt_limit",
                "mt_candidates", "mt_k", "mt_seed")
 _LINKED = "_linked_numbers"
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH
 from marginal_core.viz import count_label
 from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, exact_feasible
 
@@ -31,6 +32,16 @@ def proxy_samples(where: DeltaGenerator) -> int:
     return int(where.number_input("Proxy samples", min_value=1, max_value=MAX_SAMPLES, value=DEFAULT_SAMPLES,
                                   step=50, key="pk", bind="query-params",
                                   help="Tokenizations drawn from the model constrained to the lattice."))
+
+
+def beam_width(where: DeltaGenerator, *, disabled: bool = False) -> int:
+    """The beam's width W (URL key W): prefixes it extends per lattice state."""
+    return int(where.number_input(
+        "Beam width W", min_value=1, max_value=MAX_BEAM_WIDTH, value=DEFAULT_BEAM_WIDTH, step=1, key="W",
+        bind="query-params", disabled=disabled,
+        help="Prefixes the beam extends per lattice state; its lower bound grows with W (exact once W covers "
+        f"every prefix). 1 to {MAX_BEAM_WIDTH:,}.",
+    ))
 
 
 def length_bound(where: DeltaGenerator, lat: Lattice, *, disabled: bool = False) -> int:
