@@ -21,23 +21,30 @@ def page() -> None:
     st.markdown(
         "How much of the text's probability is on the canonical tokenization, on its one-token splits "
         "(off-by-one) and on everything else? Shares are of the mass **found**: every tokenization "
-        "when the lattice is small enough to enumerate (exact), otherwise the lattice sampler's "
-        "samples (a lower bound of the rest)."
+        "when the lattice is small enough to enumerate (exact), otherwise the paths a method found: the "
+        "lattice sampler's samples or the beam's complete paths (each a lower bound of the rest)."
     )
 
     lat = loaders.require_lattice(inp)
-    c = st.columns(4)
+    c = st.columns([1.3, 1.2, 1, 1, 1, 1])
     exact = widgets.exact_toggle(c[0], lat, "Exact (every tokenization)")
-    k = widgets.samples_k(c[1], disabled=exact)
-    L = widgets.length_bound(c[2], lat, disabled=exact)
-    seed = widgets.seed(c[3], disabled=exact)
+    source = c[1].segmented_control("Found by", ["lattice", "beam"], default="lattice", key="source",
+                                    bind="query-params", disabled=exact,
+                                    help="Without exact: the lattice sampler's samples or the beam's complete paths.")
+    method = "exact" if exact else (source or "lattice")
+    k = widgets.samples_k(c[2], disabled=method != "lattice")
+    L = widgets.length_bound(c[3], lat, disabled=method != "lattice")
+    seed = widgets.seed(c[4], disabled=method != "lattice")
+    W = widgets.beam_width(c[5], disabled=method != "beam")
 
-    key = inp.key("exact") if exact else inp.key("lattice", k, L, seed)
+    keys = {"exact": inp.key("exact"), "lattice": inp.key("lattice", k, L, seed), "beam": inp.key("beam", W)}
+    key = keys[method]
     est = results.cached(key)
     if est is None:
         b = st.columns([2, 1, 5])
-        compute = b[0].button("Score every tokenization" if exact else f"Score {k} lattice samples", type="primary",
-                              key="compute")
+        what = {"exact": "Score every tokenization", "lattice": f"Score {k} lattice samples",
+                "beam": f"Run the beam (W = {W})"}
+        compute = b[0].button(what[method], type="primary", key="compute")
         live.stop_button(b[1])
         if not compute:
             if (stopped := live.unfinished(key)) is not None:
@@ -46,10 +53,8 @@ def page() -> None:
             st.stop()
         m = loaders.require_marginalizer(inp)
         with guard("scoring"):
-            if exact:
-                est = live.run_live(key, m, "exact", "Scoring", budget=APP_EXACT_BUDGET)
-            else:
-                est = live.run_live(key, m, "lattice", "Scoring", samples=k, max_len=L, seed=seed)
+            est = live.run_live(key, m, method, "Scoring", samples=k, max_len=L, seed=seed, budget=APP_EXACT_BUDGET,
+                                beam_width=W)
 
     if est is None:
         st.stop()
@@ -73,7 +78,14 @@ def page() -> None:
                                 log_y), key="splits")
     if not exact and math.isfinite(est.log_noncanonical):
         st.caption("Sampled shares over-weight the canonical path: the rest of the lattice holds more mass than the "
-                   "samples found. Switch to exact on a short text to see the true shares.")
+                   f"{'samples' if method == 'lattice' else 'beam'} found. Switch to exact on a short text to see the "
+                   "true shares.")
+    found = {name: r for name, k_ in keys.items() if (r := results.cached(k_)) is not None}
+    if len(found) > 1:
+        labels = {"exact": "exact", "lattice": f"lattice (k = {k}, L = {L})", "beam": f"beam (W = {W})"}
+        st.caption("Non-canonical mass found, log: " + "; ".join(
+            f"{labels[name]} {viz.format_log(r.log_noncanonical)} ({r.num_distinct:,} paths, {r.seconds:.1f} s)"
+            for name, r in found.items()) + ".")
 
 
 if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)

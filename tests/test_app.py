@@ -397,6 +397,25 @@ def test_mass_page_exact_on_a_short_text():
     assert set(figures[0].data[0].x) <= {"canonical", "off-by-one", "rest"}
 
 
+def test_mass_page_shares_of_the_beams_paths():
+    """Issue 11 item 1: the mass found by the beam, beside the exact mass once both are known."""
+    at = app("pages/mass.py", model=SMOL, text=SHORT, dtype="float32", exact="false", source="beam", W="2")
+    assert_clean(at)
+    assert at.number_input(key="k").disabled and not at.number_input(key="W").disabled
+    if any(b.key == "compute" for b in at.button):  # not there when an earlier test ran this beam
+        click(at, "compute")
+    assert_clean(at)
+    shown = metrics(at)
+    shares = [float(shown[k].rstrip("%")) for k in ("Canonical share", "Off-by-one share", "Rest")]
+    assert math.isclose(sum(shares), 100, abs_tol=0.05) and "log p(text) ≥" in shown
+    at.toggle(key="exact").set_value(True).run()
+    if any(b.key == "compute" for b in at.button):
+        click(at, "compute")
+    assert_clean(at)
+    (found,) = [c.value for c in at.caption if c.value.startswith("Non-canonical mass found")]
+    assert "exact" in found and "beam (W = 2)" in found
+
+
 def test_a_link_keeps_the_exact_toggle_and_the_arcs_filter():
     """Issue 13 item 5h: the mass page's Exact toggle and the lattice page's "only arcs inside
     the window" were not in the URL, so a shared link showed another view."""
