@@ -127,11 +127,8 @@ def beam_stream(
         yield result(True)
         return
     lm = LM.of(lm)
-    if isinstance(context, ContextState):
-        ctx = context
-    else:
-        ctx = lm.prefill(context)
-        passes = ctx.passes
+    ctx = lm.state_of(context)
+    passes = 0 if ctx is context else ctx.passes
     device = lm.device
     tables = Tables.of(proposal, device)
     extended = torch.zeros(len(proposal.width), dtype=torch.long, device=device)

@@ -367,10 +367,8 @@ def proxy_stream(
         yield result(True)
         return
     lm = LM.of(lm)
-    if isinstance(context, ContextState):
-        ctx = context
-    else:
-        ctx = lm.prefill(context)
+    ctx = lm.state_of(context)
+    if ctx is not context:
         passes, positions = ctx.passes, len(ctx)
     uniforms = _uniforms(k, proposal.max_steps, seed).to(lm.device)
     tables = Tables.of(proposal, lm.device)

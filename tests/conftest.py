@@ -56,3 +56,9 @@ def smollm_model():
     from marginal_core.models import load_model
 
     return load_model(SMOL, device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module", params=[SMOL, GEMMA])
+def lm(request):
+    """Each embedded model in turn, on the CPU in fp32 (the test runs once per model)."""
+    return request.getfixturevalue("smollm_model" if request.param == SMOL else "gemma_model")

@@ -14,11 +14,6 @@ from marginal_core.estimators import EstimateOptions, Marginalizer, Method
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 
 
-@pytest.fixture(scope="module", params=["smollm2-135m", "gemma3-270m"])
-def lm(request):
-    return request.getfixturevalue("smollm_model" if request.param.startswith("smol") else "gemma_model")
-
-
 @pytest.mark.parametrize("context", [None, QUESTION])
 def test_a_wide_beam_finds_every_path_with_its_exact_score(lm, context):
     m = Marginalizer(lm, " Paris", context)

@@ -35,11 +35,6 @@ def brute_force_log_p(lm, context: list[int], path: tuple[int, ...]) -> float:
     return sum(float(log_probs[start + i, t]) for i, t in enumerate(path))
 
 
-@pytest.fixture(scope="module", params=["smollm2-135m", "gemma3-270m"])
-def lm(request):
-    return request.getfixturevalue("smollm_model" if request.param.startswith("smol") else "gemma_model")
-
-
 @pytest.mark.parametrize("context", [None, QUESTION])
 def test_exact_equals_brute_force(lm, context):
     m = Marginalizer(lm, " Paris", context)

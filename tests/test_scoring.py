@@ -24,11 +24,6 @@ QUESTION = "Which animal is quick?"
 TOL = 1e-4
 
 
-@pytest.fixture(scope="module", params=["smollm2-135m", "gemma3-270m"])
-def lm(request):
-    return request.getfixturevalue("smollm_model" if request.param.startswith("smol") else "gemma_model")
-
-
 @pytest.fixture(scope="module")
 def paths(lm) -> list[tuple[int, ...]]:
     """The canonical tokenization and 30 Algorithm-1 samples of TEXT (they share prefixes)."""
