@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import base64
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import counts, inputs, loaders, widgets
+from pages._app import counts, inputs, live, loaders, results, widgets
+from pages._app.defaults import APP_EXACT_BUDGET, exact_feasible
 from pages._app.errors import guard, show_error
+
+if TYPE_CHECKING:
+    from marginal_core.lattice import Lattice
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -31,6 +36,53 @@ def _scroll_box(dot: str) -> None:
             f'border-radius:6px;padding:4px"><img src="{source}" alt="the whole lattice" '
             'style="max-width:none;height:auto;display:block"></div>')
     st.caption("Scroll the drawing both ways; Download SVG opens it in a viewer that zooms.")
+
+
+def _mass_flow(inp: inputs.Inputs, lat: Lattice, L: int) -> viz.MassFlow | None:
+    """The mass flow to draw: exact while the lattice has at most APP_EXACT_BUDGET paths, else
+    the paths a chosen method found (a lower bound); None until scored (a button scores it)."""
+    count = lat.count()
+    c = st.columns([1.3, 1, 1, 1, 2])
+    exact = exact_feasible(count)
+    source = c[0].segmented_control(
+        "Mass from", ["lattice", "beam"], default="beam", key="flow_source", bind="query-params", disabled=exact,
+        help=f"Exact (every tokenization scored) up to {APP_EXACT_BUDGET:,} tokenizations; beyond, the paths the "
+        "lattice sampler or the beam found.")
+    method = "exact" if exact else (source or "beam")
+    k = widgets.samples_k(c[1], disabled=method != "lattice")
+    seed = widgets.seed(c[2], disabled=method != "lattice")
+    W = widgets.beam_width(c[3], disabled=method != "beam")
+    key = {"exact": inp.key("exact"), "lattice": inp.key("lattice", k, L, seed), "beam": inp.key("beam", W)}[method]
+    est = results.cached(key)
+    if est is None:
+        b = st.columns([2, 1, 5])
+        what = {"exact": "Score every tokenization", "lattice": f"Score {k} lattice samples",
+                "beam": f"Run the beam (W = {W})"}[method]
+        score = b[0].button(what, type="primary", key="flow_score")
+        live.stop_button(b[1])
+        if not score:
+            if (stopped := live.unfinished(key)) is not None:
+                st.warning(f"Stopped {stopped.describe()}. Press the button to start again.")
+            st.caption("Press the button to score the tokenizations with the model; until then the arcs are "
+                       "coloured by role.")
+            return None
+        m = loaders.require_marginalizer(inp)
+        with guard("scoring for the mass flow"):
+            est = live.run_live(key, m, method, "Scoring", samples=k, max_len=L, seed=seed, budget=APP_EXACT_BUDGET,
+                                beam_width=W)
+        if est is None:
+            return None
+    flow = viz.flow_of(lat, est)
+    if flow.lower_bound:
+        said = (f"the share of the mass the {method} found on the tokenizations through it ({flow.num_paths:,} "
+                f"distinct paths, canonical included; log p(text) ≥ {viz.format_log(flow.log_total)}, a lower "
+                "bound). Dashed: arcs on no path found.")
+    else:
+        said = (f"its share of p(text), exact: all {flow.num_paths:,} tokenizations scored "
+                f"(log p(text) = {viz.format_log(flow.log_total)}).")
+    st.caption(f"Arc width and colour (grey ≤ {viz.FLOW_FLOOR:.0e}, orange about 1e-3, red all of it): " + said
+               + " Hover an arc for its share and the most probable tokenization through it.")
+    return flow
 
 
 def page() -> None:
@@ -62,6 +114,12 @@ def page() -> None:
     if lat.min_len <= L < len(lat.canonical):  # below min_len, the L widget says so
         st.info(f"The canonical tokenization has {len(lat.canonical)} tokens, more than L = {L}: its arcs are dashed.")
 
+    arcs_by = st.segmented_control(
+        "Arcs by", ["role", "mass flow"], default="role", key="arcs_by", bind="query-params",
+        help="Mass flow: each arc as wide and as red as the share of the text's probability on the tokenizations "
+        "through it (needs the model).")
+    flow = _mass_flow(inp, lat, L) if arcs_by == "mass flow" else None
+
     window = None
     too_big = lat.num_arcs > viz.MAX_DRAW_ARCS
     if too_big or lat.num_nodes > viz.READABLE_NODES:
@@ -92,7 +150,7 @@ def page() -> None:
 
     dot = None
     try:
-        dot = viz.lattice_dot(lat, max_len=L, window=window)
+        dot = viz.lattice_dot(lat, max_len=L, window=window, flow=flow)
     except viz.TooLargeToDrawError as exc:
         st.warning(f"{exc}.")
     except Exception as exc:  # noqa: BLE001
@@ -113,6 +171,9 @@ def page() -> None:
 
     st.subheader("Arcs")
     frame = viz.arcs_frame(lat, L)
+    if flow is not None:
+        frame["mass_share"] = flow.share
+        frame["best_path"] = [None if p is None else viz.segmented(lat, p) for p in flow.best]
     if window is not None and st.toggle("Only arcs inside the window", value=True, key="only_window",
                                         bind="query-params"):
         frame = frame[(frame["start"] >= window[0]) & (frame["end"] <= window[1])]

@@ -277,6 +277,30 @@ def test_lattice_page_draws_the_lattice_with_downloads_and_arcs():
     assert not at.dataframe[0].value["within_L"].all()
 
 
+def test_lattice_page_mass_flow_mode():
+    """Issue 11 item 5: arcs drawn by their share of the mass: exact on a small lattice, the
+    beam's paths (a lower bound) on one past the exact budget."""
+    at = app("pages/lattice.py", model=SMOL, text=SHORT, dtype="float32", arcs_by="mass flow")
+    assert_clean(at)
+    if any(b.key == "flow_score" for b in at.button):  # not there when an earlier test scored it exactly
+        click(at, "flow_score")
+    assert_clean(at)
+    dot = at.get("graphviz_chart")[0].proto.spec
+    assert "of the marginal" in dot and "best path:" in dot and "lower bound" not in dot
+    arcs = at.dataframe[0].value
+    assert arcs["mass_share"].between(0, 1).all() and arcs["best_path"].notna().all()
+    long_text = " The capital of France is Paris."  # past the exact budget under SmolLM2
+    at = app("pages/lattice.py", model=SMOL, text=long_text, dtype="float32", arcs_by="mass flow", W="1")
+    assert_clean(at)
+    assert at.segmented_control(key="flow_source").value == "beam"
+    if any(b.key == "flow_score" for b in at.button):
+        click(at, "flow_score")
+    assert_clean(at)
+    dot = at.get("graphviz_chart")[0].proto.spec
+    assert "of the mass the beam found (a lower bound)" in dot
+    assert any("a lower bound" in c.value for c in at.caption)
+
+
 def test_the_length_bound_follows_the_text_unless_set_by_hand():
     """Issue 13 item 3: a new text gets its own default L (canonical length + 10); an L set by
     hand stays, and one below the shortest tokenization says so and offers the smallest feasible L."""
