@@ -361,6 +361,16 @@ def test_describe_error_is_friendly():
     assert live.live_chunk(100) == 50 and live.live_chunk(100_000) == 500
 
 
+def test_a_stopped_live_run_says_how_far_it_got_in_its_own_unit(qa):
+    """Samples for the lattice; for the beam, steps and paths completed (it asks for no samples)."""
+    est = fake_estimate(qa, k=10)
+    est = dataclasses.replace(est, run=RunState(40, ((10, 1.0),), done=False, cancelled=True))
+    assert live.Unfinished(40, est).describe() == "after 10 of 40 samples"
+    assert live.Unfinished(40, beam=True).describe() == "before the beam's first step (nothing was kept)"
+    beam = dataclasses.replace(est, method="beam", run=RunState(7, ((10, 1.0),), done=False, cancelled=True, covered=3))
+    assert live.Unfinished(40, beam, beam=True).describe() == "after 10 paths completed, step 3 of 7"
+
+
 def test_running_figure_of_the_noncanonical_mass(qa):
     est = fake_estimate(qa)
     est = dataclasses.replace(est, run=RunState(est.num_samples, checkpoints=((est.num_samples, 1.0),)))

@@ -152,12 +152,15 @@ class Unfinished:
 
     requested: int
     estimate: Estimate | None = None
+    beam: bool = False
 
     def describe(self) -> str:
         """'after 100 of 600 samples scored', or that nothing had been scored yet."""
         e = self.estimate
         if e is not None and e.run.covered is not None:  # a beam: steps, and the paths completed
             return f"after {_done_text(e)}" + ("" if e.num_samples else " (no path was complete yet)")
+        if self.beam:
+            return "before the beam's first step (nothing was kept)"
         if e is None or not e.num_samples:
             return f"before its first chunk was scored, of {self.requested:,} samples asked for (nothing was kept)"
         return f"after {e.num_samples:,} of {e.run.requested or self.requested:,} samples"
@@ -192,12 +195,13 @@ def run_live(
         return done
     runs = _unfinished_runs()
     requested = _requested(m, method, options.get("samples", DEFAULT_SAMPLES))
-    runs[key] = Unfinished(requested)
-    bar = Bar(label)
+    beam = method == "beam"
+    runs[key] = Unfinished(requested, beam=beam)
+    bar = Bar(label, "steps" if beam else "samples")
     est = None
     try:
         for est in live_stream(m, method, should_stop=bar.should_stop, progress=bar.progress, **options):
-            runs[key] = Unfinished(requested, est)
+            runs[key] = Unfinished(requested, est, beam)
             bar.update(est.run.fraction, f"{label}: {_done_text(est)} in {est.seconds:.1f} s")
             if on_update is not None:
                 on_update(est)
