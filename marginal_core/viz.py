@@ -54,6 +54,7 @@ __all__ = [
     "MassFlow",
     "mass_flow",
     "flow_of",
+    "flow_color",
     "lattice_graph",
     "lattice_dot",
     "dot_to_svg",

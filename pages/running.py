@@ -25,8 +25,9 @@ def page() -> None:
         "sum over distinct scored tokenizations, so it only grows; the **proxy** estimate is an "
         "importance-sampling average, unbiased but noisy and slow (every sample is generated token by "
         "token). The **beam** keeps the most probable prefixes (W per lattice state) and scores each path "
-        "it completes exactly, so it is a lower bound too; its points are the paths completed so far. Dotted: the canonical tokenization alone; dashed: the exact marginal, where the "
-        "lattice is small enough to enumerate."
+        "it completes exactly, so it is a lower bound too; its points are the paths completed so far. "
+        "Dotted: the canonical tokenization alone; dashed: the exact marginal, where the lattice is small "
+        "enough to enumerate."
     )
 
     lat = loaders.require_lattice(inp)

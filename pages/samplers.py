@@ -113,8 +113,8 @@ def page() -> None:
             st.info("The beam needs the model: press the button above.")
 
     st.caption(f"Canonical: {viz.code_span(viz.segmented(lat, lat.canonical))} ({len(lat.canonical)} tokens). "
-               "log p and log q are natural logs; “draws” counts how often the proxy drew a tokenization; the beam's "
-               "paths are distinct, most probable first.")
+               "log p and log q are natural logs; “draws” counts how often the proxy drew a tokenization; "
+               "the beam's paths are distinct, most probable first.")
 
     groups = {"off_by_one": [len(p) for p, t in zip(paths, kinds) if t == "off_by_one"],
               "uniform": [len(p) for p, t in zip(paths, kinds) if t == "uniform"]}
