@@ -148,7 +148,7 @@ def bounds_table(columns: list[tuple[str, str]]) -> list[str]:
     """The heading of the bounds table."""
     heads = " | ".join(f"{h}: log p~ (s)" for h, _ in columns)
     versus = _versus(columns)
-    extra = f" | {versus[0][0]} vs {versus[1][0]}: bound >= / seconds <= (texts) | genlm float32 shift (max nats)" \
+    extra = f" | {versus[0][0]} vs {versus[1][0]}: bound >= (worst gap, nats) / seconds <= (texts) | genlm float32 shift (max nats)" \
         if versus else ""
     return [
         f"| model | texts | n | {heads} | exact log p (n){extra} |",
@@ -167,10 +167,11 @@ def bounds_row(model: str, name: str, rows: list[dict], columns: list[tuple[str,
     versus = _versus(columns)
     if versus:
         (_, ours), (_, theirs) = versus
-        reach = sum(r[ours] >= r[theirs] - 1e-9 for r in rows)
+        gaps = [r[ours] - r[theirs] for r in rows]
+        reach = sum(g >= -1e-9 for g in gaps)
         quicker = sum(r[ours + "_s"] <= r[theirs + "_s"] for r in rows)
         shift = max(r[key + "_f32"] for r in rows for _, key in columns if key.startswith("genlm"))
-        line += f" | {reach}/{len(rows)} / {quicker}/{len(rows)} | {shift:.1e}"
+        line += f" | {reach}/{len(rows)} (worst {min(gaps):+.1e}) / {quicker}/{len(rows)} | {shift:.1e}"
     return line + " |"
 
 
