@@ -4,7 +4,7 @@ For each model and text set, at equal k: wall time of each method and their rati
 in the same run), the estimate each reaches at equal wall time (the proxy's running estimate
 after the share of its samples it had drawn when the lattice method finished), each estimate's
 gap to exact where exact is feasible, and the share of texts where the proxy underestimates.
-With --peer genlm, a second table puts genlm-bytes' beam (bench/peers/genlm.py, in its own
+With --peer genlm, a second table puts genlm-bytes' beam (bench/peers/genlm_peer.py, in its own
 virtualenv) beside them: each method's mean bound and total seconds, at each --peer-widths K.
 Run: .venv/bin/python bench/estimators.py [--samples 1000] [--models gemma3-270m,smollm2-135m]
      [--device cuda] [--dtype auto] [--limit N] [--peer genlm [--peer-widths 4,16]]
@@ -23,7 +23,7 @@ from marginal_core.errors import TooManyPathsError
 from marginal_core.estimators import Marginalizer
 from marginal_core.models import load_model
 
-from peers.genlm import GenlmPeer
+from peers.genlm_peer import GenlmPeer
 
 QUESTION = "Question: {q}\nAnswer:"
 QA = [

@@ -1,6 +1,6 @@
 """genlm-bytes' byte-level beam over one text, run inside the peer's own virtualenv.
 
-Standalone (it imports nothing from marginal_core): bench/peers/genlm.py starts it with the
+Standalone (it imports nothing from marginal_core): bench/peers/genlm_peer.py starts it with the
 venv's python and talks JSON lines over stdin/stdout. The first line loads the model and the
 vocabulary; every later line is one text at one or more beam widths. Only the beam is timed:
 loading, building the byte trie and prefilling the context happen before the clock starts.

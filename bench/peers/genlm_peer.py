@@ -94,7 +94,7 @@ class GenlmPeer:
         python = ensure_venv()
         vocab, folder = vocabulary(tokenizer), model_cache_dir(model)
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        # -P: the runner's folder stays off sys.path, where this module would shadow genlm itself
+        # -P: the runner's folder stays off sys.path, so nothing beside it can shadow genlm
         self.process = subprocess.Popen([str(python), "-P", str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         text=True, env=env)
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
