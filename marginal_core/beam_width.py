@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from marginal_core.errors import MarginalError
 
-DEFAULT_BEAM_WIDTH = 16
+DEFAULT_BEAM_WIDTH = 32
 MAX_BEAM_WIDTH = 1024
 
 
