@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import viz
+from marginal_core.mass_flow import MassFlow, flow_of
 from pages._app import counts, inputs, live, loaders, results, widgets
 from pages._app.defaults import APP_EXACT_BUDGET, exact_feasible
 from pages._app.errors import guard, show_error
@@ -38,7 +39,7 @@ def _scroll_box(dot: str) -> None:
     st.caption("Scroll the drawing both ways; Download SVG opens it in a viewer that zooms.")
 
 
-def _mass_flow(inp: inputs.Inputs, lat: Lattice, L: int) -> viz.MassFlow | None:
+def _mass_flow(inp: inputs.Inputs, lat: Lattice, L: int) -> MassFlow | None:
     """The mass flow to draw: exact while the lattice has at most APP_EXACT_BUDGET paths, else
     the paths a chosen method found (a lower bound); None until scored (a button scores it)."""
     count = lat.count()
@@ -72,7 +73,7 @@ def _mass_flow(inp: inputs.Inputs, lat: Lattice, L: int) -> viz.MassFlow | None:
                                 beam_width=W)
         if est is None:
             return None
-    flow = viz.flow_of(lat, est)
+    flow = flow_of(lat, est)
     if flow.lower_bound:
         said = (f"the share of the mass the {method} found on the tokenizations through it ({flow.num_paths:,} "
                 f"distinct paths, canonical included; log p(text) ≥ {viz.format_log(flow.log_total)}, a lower "

@@ -22,12 +22,12 @@ from marginal_core.errors import MarginalError, UnknownModelError
 from marginal_core.models import (
     DEFAULT_MODEL,
     LoadedModel,
-    default_dtype,
     gguf_path,
     known_models,
     load_model,
     load_tokenizer,
     resolve_device,
+    resolve_dtype,
 )
 
 GEMMA = "gemma3-270m"
@@ -81,8 +81,7 @@ def test_registry_lists_both_embedded_models_default_first():
 def test_device_and_dtype_resolution():
     assert resolve_device("cpu") == "cpu"
     assert resolve_device(None) in {"cuda", "mps", "cpu"}
-    assert default_dtype("cpu") == torch.float32
-    assert default_dtype("cuda") == torch.bfloat16
+    assert resolve_dtype("float32", "cuda") == torch.float32  # auto's choice: tests/test_precision.py
     if not torch.cuda.is_available():
         with pytest.raises(MarginalError):
             resolve_device("cuda")

@@ -20,6 +20,7 @@ from marginal_core import analysis, viz
 from marginal_core.errors import MarginalError
 from marginal_core.estimators import Estimate, RunState
 from marginal_core.lattice import build_lattice
+from marginal_core.mass_flow import flow_of
 from marginal_core.sampling import lattice_samples
 from pages._app import defaults, errors, live, table1
 
@@ -405,7 +406,7 @@ def cut_sums(lat, flow) -> list[float]:
 
 def test_mass_flow_shares_sum_to_one_over_every_cut_and_name_the_best_path(paris):
     lat, exact, beam = paris
-    flow = viz.flow_of(lat, exact)
+    flow = flow_of(lat, exact)
     assert flow.num_paths == lat.count() and not flow.lower_bound
     assert flow.log_total == pytest.approx(exact.log_marginal, abs=1e-9)
     assert np.allclose(cut_sums(lat, flow), 1.0, rtol=0, atol=1e-9)
@@ -415,7 +416,7 @@ def test_mass_flow_shares_sum_to_one_over_every_cut_and_name_the_best_path(paris
         assert flow.share[arc] == pytest.approx(np.exp(np.logaddexp.reduce(list(through.values())) - flow.log_total))
         assert flow.best[arc] == max(through, key=through.get)
     # A method's samples: shares of the mass it found (a lower bound), still 1 over every cut.
-    found = viz.flow_of(lat, beam)
+    found = flow_of(lat, beam)
     assert found.lower_bound and found.source == "beam" and found.num_paths == beam.num_distinct + 1
     assert np.allclose(cut_sums(lat, found), 1.0, rtol=0, atol=1e-9)
     assert found.log_total <= flow.log_total + 1e-9
@@ -432,7 +433,7 @@ def _uses(lat, path, start: int, token: int) -> bool:
 
 def test_mass_flow_drawing_sizes_colours_and_names_each_arc(paris):
     lat, exact, beam = paris
-    flow = viz.flow_of(lat, exact)
+    flow = flow_of(lat, exact)
     drawn = edges(viz.lattice_dot(lat, flow=flow))
     assert len(drawn) == lat.num_arcs
     canonical = [attrs for a, b, attrs in drawn if (a, b) == (0, lat.end)]
@@ -441,8 +442,8 @@ def test_mass_flow_drawing_sizes_colours_and_names_each_arc(paris):
     assert "of the marginal" in attrs
     widths = [float(re.search(r"penwidth=([\d.]+)", attrs).group(1)) for _, _, attrs in drawn]
     assert max(widths) == pytest.approx(0.8 + 7 * flow.share.max(), abs=0.01)
-    found = viz.lattice_dot(lat, flow=viz.flow_of(lat, beam))
+    found = viz.lattice_dot(lat, flow=flow_of(lat, beam))
     assert "of the mass the beam found (a lower bound)" in found
-    assert ("on no scored path" in found) == (viz.flow_of(lat, beam).num_paths < lat.count())
+    assert ("on no scored path" in found) == (flow_of(lat, beam).num_paths < lat.count())
     with pytest.raises(ValueError):
         viz.mass_flow(lat, [lat.canonical + lat.canonical], [0.0])  # " Paris Paris": not this text
