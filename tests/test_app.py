@@ -411,7 +411,8 @@ def test_mass_page_exact_on_a_short_text():
     at = app("pages/mass.py", model=SMOL, text=SHORT)
     assert_clean(at)
     assert at.toggle(key="exact").value
-    click(at, "compute")
+    if any(b.key == "compute" for b in at.button):  # not there when an earlier test scored these paths
+        click(at, "compute")
     assert_clean(at)
     shown = metrics(at)
     shares = [float(shown[k].rstrip("%")) for k in ("Canonical share", "Off-by-one share", "Rest")]

@@ -20,7 +20,7 @@ from marginal_core import analysis, viz
 from marginal_core.errors import MarginalError
 from marginal_core.estimators import Estimate, RunState
 from marginal_core.lattice import build_lattice
-from marginal_core.mass_flow import flow_of
+from marginal_core.mass_flow import flow_of, mass_flow
 from marginal_core.sampling import lattice_samples
 from pages._app import defaults, errors, live, table1
 
@@ -446,4 +446,4 @@ def test_mass_flow_drawing_sizes_colours_and_names_each_arc(paris):
     assert "of the mass the beam found (a lower bound)" in found
     assert ("on no scored path" in found) == (flow_of(lat, beam).num_paths < lat.count())
     with pytest.raises(ValueError):
-        viz.mass_flow(lat, [lat.canonical + lat.canonical], [0.0])  # " Paris Paris": not this text
+        mass_flow(lat, [lat.canonical + lat.canonical], [0.0])  # " Paris Paris": not this text
