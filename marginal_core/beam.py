@@ -114,7 +114,7 @@ def beam_stream(
     check_width(width)
     proposal = proposal_of(lattice, include_canonical=False)
     found_tokens: list[np.ndarray] = []
-    found_lp: list[np.ndarray] = []
+    found_lp: list[float] = []
     passes = step = 0
 
     def result(done: bool, cancelled: bool = False) -> BeamResult:
