@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the browser machinery lives with the browser test
 
 from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT  # noqa: E402
-from tests.test_browser import chromium, new_page, settle, streamlit_server  # noqa: E402
+from tests.test_browser import chromium, new_page, run_button, settle, streamlit_server  # noqa: E402
 
 OUTPUT = ROOT / "test-output" / "bench-app"
 PLOT = "[data-testid=stPlotlyChart] .scatterlayer .trace"  # an estimate plotted (the empty axes have none)
@@ -106,10 +106,7 @@ def measure(args: argparse.Namespace, browser, page, base: str) -> tuple:
     page.screenshot(path=str(OUTPUT / "home.png"))
 
     # seed 1: Home's estimate (seed 0) would be a cached result here
-    page.goto(f"{base}/running?{query}&seed=1&y=non-canonical+mass")
-    run = page.locator(".st-key-run button").first
-    run.wait_for()
-    settle(page)
+    run = run_button(page, f"{base}/running?{query}&seed=1&y=non-canonical+mass")
     clicked = time.perf_counter()
     run.click()
     page.locator(PLOT).first.wait_for()
@@ -122,11 +119,7 @@ def measure(args: argparse.Namespace, browser, page, base: str) -> tuple:
     page.screenshot(path=str(OUTPUT / "running.png"))
 
     # Another session opens the home page while a (longer) run is going.
-    page.goto(f"{base}/running?{query.replace(f'k={args.samples}', f'k={10 * args.samples}')}&seed=2")
-    run = page.locator(".st-key-run button").first
-    run.wait_for()
-    settle(page)
-    run.click()
+    run_button(page, f"{base}/running?{query.replace(f'k={args.samples}', f'k={10 * args.samples}')}&seed=2").click()
     page.locator(PLOT).first.wait_for()
     other = new_page(browser, 1400, 1100)
     opened = time.perf_counter()

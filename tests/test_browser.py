@@ -139,6 +139,15 @@ def browser_page(width: int = 1400, height: int = 1800):
         yield new_page(browser, width, height)
 
 
+def run_button(page, url: str):
+    """Open a page with a Run button and return the button once the page has settled."""
+    page.goto(url)
+    run = page.locator(".st-key-run button").first
+    run.wait_for()
+    settle(page)
+    return run
+
+
 def settle(page, extra_ms: int = 800) -> None:
     """Wait until the script run is over: no skeletons, spinners, progress bars or running status."""
     page.wait_for_timeout(800)
@@ -212,11 +221,7 @@ def test_type_a_text_and_see_its_lattice_and_plots():
         page.screenshot(path=str(OUTPUT / "lattice-L5.png"))
 
         # Running estimates grow live and stop on request, keeping what was scored.
-        page.goto(f"{base}/running?model={SMOL}&text={quote(text)}&k=600&y=non-canonical+mass")
-        run = page.locator(".st-key-run button").first
-        run.wait_for()
-        settle(page)
-        run.click()
+        run_button(page, f"{base}/running?model={SMOL}&text={quote(text)}&k=600&y=non-canonical+mass").click()
         page.get_by_text("samples scored").first.wait_for()
         page.locator("[data-testid=stPlotlyChart] .scatterlayer .trace").first.wait_for()  # an estimate plotted
         page.locator(".st-key-stop button").first.click()
@@ -334,11 +339,7 @@ def test_another_session_renders_its_home_page_while_a_run_is_going():
     text = quote("The committee postponed its decision until the next meeting.")
     with streamlit_server() as server, chromium() as browser:
         page = new_page(browser)
-        page.goto(f"{server.url}/running?model={SMOL}&text={text}&k=5000&methods=lattice&y=non-canonical+mass")
-        run = page.locator(".st-key-run button").first
-        run.wait_for()
-        settle(page)
-        run.click()
+        run_button(page, f"{server.url}/running?model={SMOL}&text={text}&k=5000&methods=lattice&y=non-canonical+mass").click()
         page.locator("[data-testid=stPlotlyChart] .scatterlayer .trace").first.wait_for()  # its first estimate
         other = new_page(browser)
         started = time.monotonic()
