@@ -94,7 +94,7 @@ def sample_command(args: argparse.Namespace) -> dict[str, Any]:
 def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
     """Estimate the marginal with each requested method."""
     from marginal_core.estimators import EstimateOptions, Marginalizer, Method
-    from marginal_core.models import load_model
+    from marginal_core.models import dtype_name, load_model
 
     methods = [Method.parse(m.strip()) for m in args.methods.split(",") if m.strip()]
     options = EstimateOptions(samples=args.samples, max_len=args.max_len, seed=args.seed, beam_width=args.beam_width)
@@ -113,7 +113,7 @@ def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
         "context": context,
         "model": args.model,
         "device": lm.device,
-        "dtype": str(lm.dtype).removeprefix("torch."),
+        "dtype": dtype_name(lm.dtype),
         "log_p_canonical": marginalizer.canonical_score().log_p,
         "methods": results,
     }

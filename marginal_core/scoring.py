@@ -96,9 +96,9 @@ def context_state(
     lm: LM, context: Sequence[int] | ContextState, stats: ScoreStats, chunk_tokens: int
 ) -> ContextState:
     """The context's KV cache: the one given, or a fresh prefill counted in stats."""
-    if isinstance(context, ContextState):
-        return context
-    state = lm.prefill(context, chunk_tokens)
+    state = lm.state_of(context, chunk_tokens)
+    if state is context:
+        return state
     stats.forward_passes += state.passes
     stats.tokens_fed += len(state)
     stats.padded_tokens += len(state)

@@ -225,10 +225,10 @@ class LM:
             self.prefills += 1
         return ContextState(ids, cache, out.last_hidden_state[0, -1:], -(-len(ids) // chunk_tokens))
 
-    def state_of(self, context: Sequence[int] | ContextState) -> ContextState:
+    def state_of(self, context: Sequence[int] | ContextState, chunk_tokens: int = PREFILL_TOKENS) -> ContextState:
         """A context's state: the one given (shared), else a fresh prefill of the ids (a caller
         that counts passes tells the two apart by identity)."""
-        return context if isinstance(context, ContextState) else self.prefill(context)
+        return context if isinstance(context, ContextState) else self.prefill(context, chunk_tokens)
 
     def generate(self, prompt_ids: Sequence[int], **options: object) -> list[list[int]]:
         """Continuations of a prompt (options as for transformers' ``generate``; padding with

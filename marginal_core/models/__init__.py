@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from marginal_core.models.caches import model_cache_dir
 from marginal_core.models.cli import main
-from marginal_core.models.devices import DTYPES, resolve_device, resolve_dtype
+from marginal_core.models.devices import DTYPES, dtype_name, resolve_device, resolve_dtype
 from marginal_core.models.loading import LoadedModel, load_model, load_text_tokenizer, load_tokenizer, warm
 from marginal_core.models.registry import (
     DEFAULT_MODEL,
@@ -45,6 +45,7 @@ __all__ = [
     "resolve_device",
     "DTYPES",
     "resolve_dtype",
+    "dtype_name",
     "load_tokenizer",
     "load_text_tokenizer",
     "load_model",

@@ -20,7 +20,7 @@ from marginal_core.errors import MarginalError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["DTYPES", "auto_dtype", "cpu_bf16_speedup", "resolve_device", "resolve_dtype"]
+__all__ = ["DTYPES", "auto_dtype", "cpu_bf16_speedup", "dtype_name", "resolve_device", "resolve_dtype"]
 
 DTYPES = ("auto", "float32", "bfloat16")
 # bf16 is chosen on a CPU whose bf16 head-shaped product is at least this much faster than fp32.
@@ -57,6 +57,11 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
     if choice not in DTYPES:
         raise MarginalError(f"unknown dtype {choice!r}: choose one of {', '.join(DTYPES)}")
     return auto_dtype(device) if choice == "auto" else getattr(torch, choice)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """A dtype as the choices name it: 'float32', 'bfloat16'."""
+    return str(dtype).removeprefix("torch.")
 
 
 def auto_dtype(device: str) -> torch.dtype:

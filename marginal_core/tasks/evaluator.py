@@ -171,13 +171,13 @@ class _Run:
     def precision(self) -> dict[str, str]:
         """The weights' dtype for the identity, left out for float32: folders written before
         precision was an option hold float32 runs and stay resumable."""
-        from marginal_core.models import resolve_device, resolve_dtype
+        from marginal_core.models import dtype_name, resolve_device, resolve_dtype
 
         if self.lm is not None:
             dtype = self.lm.dtype
         else:
             dtype = resolve_dtype(self.options.dtype, resolve_device(self.options.device))
-        name = str(dtype).removeprefix("torch.")
+        name = dtype_name(dtype)
         return {} if name == "float32" else {"dtype": name}
 
     def finished(self, item: Item) -> bool:

@@ -33,17 +33,20 @@ def resolve(device: str) -> str:
 @cache
 def resolve_dtype(choice: str, device: str) -> str:
     """The dtype name a sidebar choice runs on a resolved device ('auto' -> 'float32' or 'bfloat16')."""
+    from marginal_core.models import dtype_name
     from marginal_core.models import resolve_dtype as resolve_torch_dtype
 
-    return str(resolve_torch_dtype(choice, device)).removeprefix("torch.")
+    return dtype_name(resolve_torch_dtype(choice, device))
 
 
 def device_label(device: str, dtype: object | None = None) -> str:
     """A human description of where a model runs: 'GPU (NVIDIA H100, cuda, bfloat16)' or 'CPU'."""
     import torch
 
+    from marginal_core.models import dtype_name
+
     dev = torch.device(device)
-    kind = str(dtype).replace("torch.", "") if dtype is not None else None
+    kind = dtype if isinstance(dtype, str) or dtype is None else dtype_name(dtype)
     if dev.type == "cuda":
         name = torch.cuda.get_device_name(dev)
         return f"GPU ({name}, {device}" + (f", {kind})" if kind else ")")
