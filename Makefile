@@ -18,7 +18,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8501
 PYTEST_ARGS ?=
 
-.PHONY: setup python-deps system-deps warm app test bench
+.PHONY: setup python-deps system-deps warm app test bench paper-tables
 
 setup: python-deps system-deps warm
 
@@ -67,3 +67,9 @@ test: setup
 
 bench: setup
 	@for script in bench/*.py; do echo "== $$script"; $(PY) "$$script" || exit 1; done
+
+# The paper's Tables 1-4 on the embedded models, into docs/results.md (under an hour on a 2-core
+# CPU; `make paper-tables PAPER_ARGS=--full` takes the paper's sizes).
+PAPER_ARGS ?=
+paper-tables: setup
+	$(PY) bench/paper_tables.py $(PAPER_ARGS)
