@@ -185,11 +185,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_device_arguments(est)
     est.set_defaults(run=estimate_command)
     add_task_commands(sub)
+    sub.add_parser(
+        "lm-eval", add_help=False,
+        help="run lm-evaluation-harness with the marginal model and offline tasks (lm-eval's own arguments)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `marginal` console script."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["lm-eval"]:  # every later argument is lm-eval's own
+        from marginal_core.harness.cli import main as lm_eval_main
+
+        return run_cli(lambda: lm_eval_main(argv[1:]), "marginal lm-eval")
     args = build_parser().parse_args(argv)
 
     def command() -> None:

@@ -223,11 +223,16 @@ class Marginalizer:
     canonical path is scored once (``canonical_score``), before any method's clock starts.
     """
 
-    def __init__(self, lm: LM | LoadedModel, text: str, context: str | None = None) -> None:
+    def __init__(
+        self, lm: LM | LoadedModel, text: str, context: str | None = None, *, state: ContextState | None = None
+    ) -> None:
+        """``state``: the context's prefilled KV to share (several texts after one context)."""
         self.lm, self.text, self.context = LM.of(lm), text, context
         self.lattice: Lattice = build_lattice(text, self.lm.tokenizer)
         self.context_ids: list[int] = context_ids(self.lm.tokenizer, context)
-        self._context_state: ContextState | None = None
+        if state is not None and list(state.ids) != self.context_ids:
+            raise ValueError("the shared context state holds other ids than this context's")
+        self._context_state: ContextState | None = state
         self._canonical: CanonicalScore | None = None
 
     def context_state(self) -> ContextState:

