@@ -109,8 +109,8 @@ def test_lower_bounds_never_below_canonical(harness, tasks, marginal_canonical, 
     from marginal_core.harness.backend import MarginalLM
 
     model = MarginalLM(model=SMOL, method=method, samples=4, beam_width=2, dtype="float32", device="cpu")
-    _, lls = run(harness, model, tasks, limit=2)
-    canonical = marginal_canonical[1]["marginal_arc_easy"][:2]
+    _, lls = run(harness, model, tasks, limit=1)
+    canonical = marginal_canonical[1]["marginal_arc_easy"][:1]
     for ours, base in zip(lls["marginal_arc_easy"], canonical):
         assert all(a >= b - 1e-9 for a, b in zip(ours, base)), (method, ours, base)
     assert any(a > b for d, e in zip(lls["marginal_arc_easy"], canonical) for a, b in zip(d, e))
@@ -151,28 +151,54 @@ def test_use_cache_resumes_without_recomputing(harness, tasks, marginal_canonica
     assert (metrics, lls) == marginal_canonical
 
 
-def test_two_processes_equal_one(harness, marginal_canonical, tmp_path):
-    """lm-eval's data parallelism under accelerate (gloo on this CPU): each process scores its
-    shard, and the gathered results equal the one-process run."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "2",
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory):
+    """`marginal lm-eval` in 2 processes (torchrun, accelerate's gloo process group on this CPU):
+    its output folder."""
+    out = tmp_path_factory.mktemp("lm-eval-2p")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "ACCELERATE_USE_CPU": "true"}  # accelerate's multi-CPU state (gloo) under torchrun
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
            "-m", "marginal_core.harness", "--model", "marginal",
            "--model_args", f"model={SMOL},method=canonical,dtype=float32",
            "--tasks", "marginal_arc_easy", "--limit", str(DOCS), "--device", "cpu",
-           "--output_path", str(tmp_path), "--log_samples", "--use_cache", str(tmp_path / "cache")]
+           "--output_path", str(out), "--log_samples", "--use_cache", str(out / "cache")]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def test_two_processes_equal_one(two_processes, marginal_canonical):
+    """lm-eval's data parallelism: each process scores its shard (its own cache file holds its
+    requests), and the gathered results equal the one-process run."""
     from sqlitedict import SqliteDict
 
-    shards = [len(SqliteDict(str(tmp_path / f"cache_rank{r}.db"))) for r in (0, 1)]
+    from marginal_core.harness.results import find_runs, read_questions
+
+    shards = [len(SqliteDict(str(two_processes / f"cache_rank{r}.db"))) for r in (0, 1)]
     assert min(shards) > 0 and sum(shards) == sum(map(len, marginal_canonical[1]["marginal_arc_easy"]))
-    samples = sorted(tmp_path.rglob("samples_marginal_arc_easy_*.jsonl"))
-    results = sorted(tmp_path.rglob("results_*.json"))
-    assert len(samples) == 1 and len(results) == 1
-    docs = sorted((json.loads(line) for line in samples[0].read_text().splitlines()), key=lambda d: d["doc_id"])
-    lls = [[float(r[0]) for r in d["filtered_resps"]] for d in docs]
-    metrics = {k.split(",")[0]: v for k, v in json.loads(results[0].read_text())["results"]["marginal_arc_easy"].items()
-               if k.startswith("acc")}
-    assert lls == marginal_canonical[1]["marginal_arc_easy"]
-    assert metrics == marginal_canonical[0]["marginal_arc_easy"]
+    (run,) = find_runs(two_processes)
+    questions = read_questions(run, "marginal_arc_easy")
+    assert [[c.loglikelihood for c in q.choices] for q in questions] == marginal_canonical[1]["marginal_arc_easy"]
+    assert {k: run.metrics["marginal_arc_easy"][k] for k in ("acc", "acc_norm")} == marginal_canonical[0]["marginal_arc_easy"]
+
+
+def test_the_app_opens_an_lm_eval_folder(two_processes):
+    from streamlit.testing.v1 import AppTest
+
+    def page(folder: str) -> AppTest:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+        for key, value in {"model": SMOL, "qa_source": "an lm-eval results folder", "qa_lm_eval": folder}.items():
+            at.query_params[key] = value
+        at.switch_page("pages/qa.py")
+        return at.run()
+
+    at = page(str(two_processes))
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["method"] == "canonical" and shown["acc"].endswith("%") and shown["acc_norm"].endswith("%")
+    questions, choices = at.dataframe
+    assert len(questions.value) == DOCS and len(choices.value) == 4
+    assert choices.value["gold"].sum() == 1
+    bad = page(str(two_processes / "nothing-here"))
+    assert not bad.exception and [e.value for e in bad.error] == [f"no such folder: {two_processes / 'nothing-here'}"]
