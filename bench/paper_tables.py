@@ -180,7 +180,6 @@ def table1_part(out: Path, model: str, sizes: Sizes) -> Part:
 
         path.parent.mkdir(parents=True, exist_ok=True)
         bar = tqdm_bar(len(todo), f"table 1 {model}")
-        started = time.time()
         try:
             for target, qid, text in todo:
                 m = Marginalizer(lm, text)
@@ -195,19 +194,27 @@ def table1_part(out: Path, model: str, sizes: Sizes) -> Part:
                 bar.update(1)
         finally:
             bar.close()
-            _log_wall(path.with_suffix(".wall"), time.time() - started)
 
     return Part("1", model, SENTENCE_SOURCE, path, len(todo), 3 * sizes.t1_sentences, seconds, run)
 
 
-def _log_wall(path: Path, seconds: float) -> None:
-    """Add a session's wall seconds to a part's running total."""
-    total = float(path.read_text()) if path.is_file() else 0.0
-    path.write_text(f"{total + seconds:.1f}\n")
+def times_file(out: Path) -> Path:
+    return out / "times.json"
 
 
-def _wall(path: Path) -> float | None:
-    return float(path.read_text()) if path.is_file() else None
+def _key(table: str, model: str, folder: Path) -> str:
+    return f"{table} {model} {folder.name}"
+
+
+def log_time(out: Path, part: Part, wall: float, cpu: float) -> None:
+    """Add a session's wall and CPU seconds (this process, every thread) to its part's totals."""
+    path = times_file(out)
+    times = json.loads(path.read_text()) if path.is_file() else {}
+    old = times.get(_key(part.table, part.model, part.out), {"wall": 0.0, "cpu": 0.0})
+    times[_key(part.table, part.model, part.out)] = {"wall": round(old["wall"] + wall, 1),
+                                                     "cpu": round(old["cpu"] + cpu, 1)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(times, indent=1) + "\n")
 
 
 def table1_rows(out: Path, models: Sequence[str], sizes: Sizes) -> list[list[str]]:
@@ -393,24 +400,30 @@ def commit() -> str:
         return "unknown"
 
 
-def _wall_cell(seconds: float | None) -> str:
+def _minutes(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 60:.1f} min"
 
 
-def walls(out: Path, models: Sequence[str], sizes: Sizes, qa: dict, mt: dict) -> list[list[str]]:
-    """Wall time of each part, summed over every session that worked on it."""
-    rows = [["1", model, SENTENCE_SOURCE, _wall_cell(_wall(t1_file(out, model, sizes.t1_samples).with_suffix(".wall")))]
-            for model in models if t1_file(out, model, sizes.t1_samples).is_file()]
-    rows += [["2, 3", m, d, _wall_cell(r.get("wall_seconds"))] for (m, d), r in qa.items()]
-    rows += [["4, 3", m, d, _wall_cell(r.get("wall_seconds"))] for (m, d), r in mt.items()]
+def walls(out: Path, parts: Sequence[Part]) -> list[list[str]]:
+    """Wall and CPU time of each part, summed over every session that worked on it."""
+    path = times_file(out)
+    times = json.loads(path.read_text()) if path.is_file() else {}
+    rows = []
+    for p in parts:
+        t = times.get(_key(p.table, p.model, p.out))
+        if t:
+            rows.append([p.table, p.model, p.dataset, f"{p.total - p.todo} of {p.total}",
+                         _minutes(t["wall"]), _minutes(t["cpu"])])
     return rows
 
 
-def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: Sizes, run_info: dict[str, Any]) -> str:
+def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: Sizes, run_info: dict[str, Any],
+            parts: Sequence[Part]) -> str:
     """The markdown between the markers: how it was made, then Tables 1-4 beside the paper."""
     qa, mt = qa_reports(out, models, sizes), mt_reports(out, mt_models, sizes)
     lines = [
-        f"Command: `{run_info['command']}` (commit {commit()}), on {machine()}, {run_info['date']}; "
+        f"Command: `{run_info['command']}` (commit {commit()}), on {machine()}, {run_info['threads']}, "
+        f"{run_info['date']}; "
         f"load average {run_info['load_start']:.1f} at the start, {run_info['load_end']:.1f} at the end and "
         f"{run_info['load_max']:.1f} at most between parts (the machine was shared with other work); this "
         f"invocation took {run_info['wall'] / 60:.1f} min.",
@@ -467,9 +480,12 @@ def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: S
         *markdown_table(["direction", "model", "metric", "sentences", "Canon", "Proxy", "Lattice", "Beam", "first",
                          "speedup"], table4_rows(mt), "lllrrrrrrr"),
         "",
-        "### Wall time of each part",
+        "### Time of each part",
         "",
-        *markdown_table(["table", "model", "data", "wall time"], walls(out, models, sizes, qa, mt), "lllr"),
+        "Summed over every session that worked on the part; CPU is this process's CPU time over all its "
+        "threads, which is about what the part takes alone on a quiet machine with one thread.",
+        "",
+        *markdown_table(["table", "model", "data", "done", "wall", "CPU"], walls(out, parts), "lllrrr"),
         "",
         f"Results folders: `{_shown(out)}` (rerun the command to resume or extend them).",
     ]
@@ -518,7 +534,7 @@ def print_plan(parts: Sequence[Part], sizes: Sizes) -> None:
           f"(load now {os.getloadavg()[0]:.1f})", flush=True)
 
 
-def run_parts(parts: Sequence[Part], loads: list[float]) -> bool:
+def run_parts(out: Path, parts: Sequence[Part], loads: list[float]) -> bool:
     """Run the parts that have work left, each model loaded once, noting the load average after
     each; False when stopped."""
     from marginal_core.models import load_model
@@ -531,7 +547,11 @@ def run_parts(parts: Sequence[Part], loads: list[float]) -> bool:
             if p.model not in loaded:  # both embedded models fit in memory together
                 loaded[p.model] = load_model(p.model, dtype="float32")
             print(f"table {p.table} {p.model} {p.dataset}: {p.todo} to run", file=sys.stderr, flush=True)
-            p.run(loaded[p.model])
+            wall, cpu = time.time(), time.process_time()
+            try:
+                p.run(loaded[p.model])
+            finally:
+                log_time(out, p, time.time() - wall, time.process_time() - cpu)
             loads.append(os.getloadavg()[0])
     except KeyboardInterrupt:
         print("\nstopped: the finished items are kept; writing the tables from them", file=sys.stderr)
@@ -553,6 +573,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     for field in ("t1_sentences", "t1_samples", "qa_questions", "qa_samples", "mt_sentences", "mt_samples"):
         p.add_argument("--" + field.replace("_", "-"), type=int, help=f"override the size {field}")
     return p.parse_args(argv)
+
+
+def _torch_threads() -> str:
+    """Torch's intra-op threads, in words ('not loaded' when nothing ran)."""
+    torch = sys.modules.get("torch")
+    return "torch not loaded" if torch is None else f"{torch.get_num_threads()} torch threads"
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -578,11 +604,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     loads = [load_start]
     if not args.render_only:
-        run_parts(parts, loads)
+        run_parts(args.out, parts, loads)
     loads.append(os.getloadavg()[0])
-    info = {"command": command, "date": date.today().isoformat(), "load_start": load_start,
+    info = {"threads": _torch_threads(), "command": command, "date": date.today().isoformat(), "load_start": load_start,
             "load_end": loads[-1], "load_max": max(loads), "wall": time.time() - started}
-    write_section(section(args.out, models, mt_models, sizes, info), args.results)
+    parts = plan(args.out, models, mt_models, sizes, tables)  # again, for what is now done
+    write_section(section(args.out, models, mt_models, sizes, info, parts), args.results)
     print(f"wrote the paper-tables section of {args.results}")
     return 0
 
