@@ -170,7 +170,8 @@ def two_processes(tmp_path_factory):
 
 def test_two_processes_equal_one(two_processes, marginal_canonical):
     """lm-eval's data parallelism: each process scores its shard (its own cache file holds its
-    requests), and the gathered results equal the one-process run."""
+    requests), and the gathered results equal the one-process run: the same metrics, the same
+    log-likelihoods up to float32 rounding."""
     from sqlitedict import SqliteDict
 
     from marginal_core.harness.results import find_runs, read_questions
@@ -179,7 +180,10 @@ def test_two_processes_equal_one(two_processes, marginal_canonical):
     assert min(shards) > 0 and sum(shards) == sum(map(len, marginal_canonical[1]["marginal_arc_easy"]))
     (run,) = find_runs(two_processes)
     questions = read_questions(run, "marginal_arc_easy")
-    assert [[c.loglikelihood for c in q.choices] for q in questions] == marginal_canonical[1]["marginal_arc_easy"]
+    ours = [c.loglikelihood for q in questions for c in q.choices]
+    one = [x for doc in marginal_canonical[1]["marginal_arc_easy"] for x in doc]
+    # torchrun runs each process on one thread: float32 sums in another order than this process's
+    assert len(ours) == len(one) and max(abs(a - b) for a, b in zip(ours, one)) < 1e-4
     assert {k: run.metrics["marginal_arc_easy"][k] for k in ("acc", "acc_norm")} == marginal_canonical[0]["marginal_arc_easy"]
 
 

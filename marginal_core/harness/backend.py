@@ -101,7 +101,8 @@ class MarginalLM(HarnessLM):
 
     def _distribute(self, device: str | None) -> str | None:
         """Join lm-eval's data parallelism when launched with several processes (accelerate,
-        torchrun): rank and world size from the process group, each process on its own device."""
+        torchrun): rank and world size from the process group, each process on its own device
+        (lm-eval passes --device, cuda:0 by default, to every process alike)."""
         from accelerate import Accelerator
 
         accelerator = Accelerator()
@@ -109,9 +110,9 @@ class MarginalLM(HarnessLM):
             return _available(device)
         self.accelerator = accelerator
         self._rank, self._world_size = accelerator.process_index, accelerator.num_processes
-        if device is None or device in ("cuda", "npu", "xpu", "mps"):
-            return str(accelerator.device)
-        return device
+        if accelerator.device.type == "cpu":
+            return "cpu"
+        return str(accelerator.device)  # this process's GPU, whatever --device says (as lm-eval's hf)
 
     # ---------------------------------------------------------------- lm-eval's collectives
 
