@@ -4,7 +4,6 @@ processes, and resuming with --use_cache."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,18 +16,26 @@ from tests.conftest import SMOL
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = 3  # ARC-Easy documents scored by each backend
 TOL = 1e-3  # nats
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
 @pytest.fixture(scope="module")
 def harness():
-    """lm-eval with marginal's backend and task folder registered, the hub switched off."""
-    os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
+    """lm-eval with marginal's backend and task folder registered, the hub switched off while
+    this module runs."""
+    saved = {k: os.environ.get(k) for k in OFFLINE}
+    os.environ.update(OFFLINE)
     import lm_eval
 
     from marginal_core.harness import register
 
     register()
-    return lm_eval
+    yield lm_eval
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +52,7 @@ def run(harness, model, tasks, limit=DOCS, **kwargs):
     log-likelihoods by task)."""
     out = harness.simple_evaluate(model=model, tasks=["marginal_arc_easy"], limit=limit, log_samples=True,
                                   task_manager=tasks, **kwargs)
-    metrics = {t: {k.split(",")[0]: v for k, v in r.items() if k.startswith("acc")} for t, r in out["results"].items()}
+    metrics = {t: {k: r[f"{k},none"] for k in ("acc", "acc_norm")} for t, r in out["results"].items()}
     lls = {t: [[float(r[0]) for r in s["filtered_resps"]] for s in samples] for t, samples in out["samples"].items()}
     return metrics, lls
 
@@ -152,12 +159,11 @@ def test_use_cache_resumes_without_recomputing(harness, tasks, marginal_canonica
 
 
 @pytest.fixture(scope="module")
-def two_processes(tmp_path_factory):
+def two_processes(harness, tmp_path_factory):
     """`marginal lm-eval` in 2 processes (torchrun, accelerate's gloo process group on this CPU):
     its output folder."""
     out = tmp_path_factory.mktemp("lm-eval-2p")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "ACCELERATE_USE_CPU": "true"}  # accelerate's multi-CPU state (gloo) under torchrun
+    env = {**os.environ, **OFFLINE, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true"}  # accelerate's multi-CPU state (gloo) under torchrun
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
            "-m", "marginal_core.harness", "--model", "marginal",
            "--model_args", f"model={SMOL},method=canonical,dtype=float32",
@@ -206,3 +212,21 @@ def test_the_app_opens_an_lm_eval_folder(two_processes):
     assert choices.value["gold"].sum() == 1
     bad = page(str(two_processes / "nothing-here"))
     assert not bad.exception and [e.value for e in bad.error] == [f"no such folder: {two_processes / 'nothing-here'}"]
+
+
+def test_rolling_and_generation_work(harness, smollm_model):
+    from lm_eval.api.instance import Instance
+
+    from marginal_core.errors import MarginalError
+    from marginal_core.harness.backend import MarginalLM
+
+    lm = MarginalLM(model=SMOL, dtype="float32", device="cpu")
+    text = "The cat sat on the mat."
+    (rolling,) = lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (text,), 0)], disable_tqdm=True)
+    ((unconditional, greedy),) = lm.loglikelihood([Instance("loglikelihood", {}, ("", text), 0)], disable_tqdm=True)
+    assert rolling == unconditional < 0 and greedy is False  # the text after BOS, as lm-eval conditions it
+    request = Instance("generate_until", {}, ("Paris is the capital of", {"until": ["."], "max_gen_toks": 8}), 0)
+    (generated,) = lm.generate_until([request], disable_tqdm=True)
+    assert generated.strip() and "." not in generated
+    with pytest.raises(MarginalError, match="greedily"):
+        lm.generate_until([Instance("generate_until", {}, ("Paris", {"do_sample": True}), 0)], disable_tqdm=True)
