@@ -12,7 +12,8 @@ then rewrites the section of docs/results.md between the paper-tables markers:
 
 Every run resumes (the task folders keep finished items, Table 1 keeps finished sentences in a
 JSON-lines file), so Ctrl-C keeps what is done and a rerun only adds what is missing. The
-default sizes finish in under an hour on a quiet 2-core CPU; --full takes the paper's sizes.
+default sizes take about an hour of one-thread CPU time (--dry-run prints the plan); --full
+takes the paper's sizes.
 """
 
 from __future__ import annotations
@@ -99,19 +100,19 @@ class Sizes:
     mt_data: str  # "packaged" (30 sentences in tasks/data) or "wmt24pp" (needs the hub)
 
 
-DEFAULT = Sizes(t1_sentences=3, t1_samples=50, qa_questions=20, qa_samples=100,
-                mt_sentences=4, mt_samples=50, candidates=4, beam_width=32, mt_data="packaged")
+DEFAULT = Sizes(t1_sentences=2, t1_samples=50, qa_questions=5, qa_samples=100,
+                mt_sentences=2, mt_samples=50, candidates=4, beam_width=32, mt_data="packaged")
 FULL = Sizes(t1_sentences=15, t1_samples=1000, qa_questions=250, qa_samples=1000,
              mt_sentences=150, mt_samples=1000, candidates=4, beam_width=32, mt_data="wmt24pp")
 
-# Seconds per unit at k = 100 on a quiet 2-core CPU, per model, extrapolated from the
-# estimator bench (docs/results.md: proxy k=100 about 13 s on a 60-character sentence, a Q&A
-# answer about 1.3 s by all methods): one Table 1 sentence by length, one Q&A question (all
-# methods), one translation sentence (its candidates generated, then all methods). Scaled
-# linearly with k for the plan.
+# CPU seconds (one thread) per unit at k = 100, per model: one Table 1 sentence by length, one
+# Q&A question (four answers by all methods), one translation sentence (its candidates generated,
+# then all methods). Measured on this machine's AMD EPYC (the "Time of each part" table of
+# docs/results.md) where a part finished, otherwise extrapolated (Gemma 3 about twice SmolLM2:
+# its 262k-token softmax). Scaled linearly with k for the plan.
 UNIT_SECONDS = {
-    "smollm2-135m": {"t1": {50: 10.0, 100: 20.0, 300: 80.0}, "qa": 6.0, "mt": 120.0},
-    "gemma3-270m": {"t1": {50: 20.0, 100: 40.0, 300: 160.0}, "qa": 12.0, "mt": 200.0},
+    "smollm2-135m": {"t1": {50: 30.0, 100: 50.0, 300: 300.0}, "qa": 38.0, "mt": 250.0},
+    "gemma3-270m": {"t1": {50: 60.0, 100: 100.0, 300: 600.0}, "qa": 75.0, "mt": 500.0},
 }
 
 
@@ -530,8 +531,8 @@ def print_plan(parts: Sequence[Part], sizes: Sizes) -> None:
     for p in parts:
         print(f"  table {p.table:<2} {p.model:<14} {p.dataset:<14} {p.todo:>4} of {p.total:<4} to run, "
               f"about {p.seconds / 60:5.1f} min")
-    print(f"estimated: {sum(p.seconds for p in parts) / 60:.0f} min on a quiet 2-core CPU "
-          f"(load now {os.getloadavg()[0]:.1f})", flush=True)
+    print(f"estimated: {sum(p.seconds for p in parts) / 60:.0f} min of one-thread CPU time, about the wall time "
+          f"on a quiet machine (load now {os.getloadavg()[0]:.1f})", flush=True)
 
 
 def run_parts(out: Path, parts: Sequence[Part], loads: list[float]) -> bool:
