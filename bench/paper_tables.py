@@ -423,11 +423,12 @@ def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: S
     """The markdown between the markers: how it was made, then Tables 1-4 beside the paper."""
     qa, mt = qa_reports(out, models, sizes), mt_reports(out, mt_models, sizes)
     lines = [
-        f"Command: `{run_info['command']}` (commit {commit()}), on {machine()}, {run_info['threads']}, "
+        ("Rendered from the results folders by" if run_info["render_only"] else "Command:")
+        + f" `{run_info['command']}` (commit {commit()}), on {machine()}, {run_info['threads']}, "
         f"{run_info['date']}; "
         f"load average {run_info['load_start']:.1f} at the start, {run_info['load_end']:.1f} at the end and "
         f"{run_info['load_max']:.1f} at most between parts (the machine was shared with other work); this "
-        f"invocation took {run_info['wall'] / 60:.1f} min.",
+        f"invocation took {run_info['wall'] / 60:.1f} min." + _unfinished(parts),
         "",
         "**What differs from the paper.** Models: ours are SmolLM2 135M and Gemma 3 270M (float32, CPU); the "
         "paper's are Llama 2 7B/13B and Gemma 3 1B/4B/12B/27B on H100 GPUs. Sizes: "
@@ -491,6 +492,13 @@ def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: S
         f"Results folders: `{_shown(out)}` (rerun the command to resume or extend them).",
     ]
     return "\n".join(lines)
+
+
+def _unfinished(parts: Sequence[Part]) -> str:
+    """A sentence saying how much of the plan is missing, if any."""
+    left, total = sum(p.todo for p in parts), sum(p.total for p in parts)
+    return "" if not left else (f" **Unfinished:** {total - left} of {total} planned items are done; the tables "
+                                "show those (rerun the command to finish).")
 
 
 def _shown(out: Path) -> str:
@@ -607,7 +615,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.render_only:
         run_parts(args.out, parts, loads)
     loads.append(os.getloadavg()[0])
-    info = {"threads": _torch_threads(), "command": command, "date": date.today().isoformat(), "load_start": load_start,
+    info = {"threads": _torch_threads(), "render_only": args.render_only, "command": command, "date": date.today().isoformat(), "load_start": load_start,
             "load_end": loads[-1], "load_max": max(loads), "wall": time.time() - started}
     parts = plan(args.out, models, mt_models, sizes, tables)  # again, for what is now done
     write_section(section(args.out, models, mt_models, sizes, info, parts), args.results)
