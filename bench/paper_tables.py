@@ -229,8 +229,9 @@ def table1_rows(out: Path, models: Sequence[str], sizes: Sizes) -> list[list[str
         for target in LENGTHS:
             rhos = [r["rho"] for r in got if r["target"] == target and r["rho"] is not None]
             distinct = [r["distinct"] for r in got if r["target"] == target]
+            spread = f" ± {np.std(rhos):.2f}" if len(rhos) > 1 else ""
             cells.append("-" if not rhos else
-                         f"{np.mean(rhos):.2f} ± {np.std(rhos):.2f} (n={len(rhos)}, {np.mean(distinct):.0f} distinct)")
+                         f"{np.mean(rhos):.2f}{spread} (n={len(rhos)}, {np.mean(distinct):.0f} distinct)")
         rows.append([f"**{model}** (ours, k={sizes.t1_samples})", *cells])
     rows += [[f"{m} (paper, 1000 distinct)", *(f"{a:.2f} ± {b:.2f}" for a, b in v)] for m, v in PAPER_T1.items()]
     return rows
