@@ -86,6 +86,23 @@ def test_offline_tasks_load_without_network(harness, tasks):
     assert not obqa.doc_to_text(obqa.test_docs()[0]).startswith("Question:")  # lm-eval's: the bare stem
 
 
+def test_runs_of_our_tasks_alone_skip_lm_evals_catalogue(harness):
+    """`marginal lm-eval --tasks marginal_...` indexes marginal's task folder only; any other
+    task name (or none) keeps lm-eval's whole catalogue."""
+    from lm_eval.tasks import TaskManager
+
+    from marginal_core.harness import own_tasks, register
+    from marginal_core.harness.cli import _named_tasks
+
+    assert _named_tasks(["--model", "marginal", "--tasks=marginal_arc_easy,marginal_qa"]) == ["marginal_arc_easy", "marginal_qa"]
+    try:
+        register(catalogue=False)
+        indexed = set(TaskManager().all_tasks)
+        assert own_tasks() <= indexed and all(name.startswith("marginal_") for name in indexed)
+    finally:
+        register()
+
+
 def test_missing_data_names_the_package(harness, monkeypatch):
     import importlib.util
 

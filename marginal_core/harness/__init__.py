@@ -16,14 +16,24 @@ from __future__ import annotations
 from pathlib import Path
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
+_CATALOGUE = True  # whether task managers index lm-eval's own catalogue too (see register)
 
 
-def register() -> None:
+def own_tasks() -> set[str]:
+    """The names of marginal's offline tasks and their group (the task files' names)."""
+    return {path.stem for path in TASKS_DIR.glob("*.yaml")}
+
+
+def register(catalogue: bool = True) -> None:
     """Register the ``marginal`` model and the task folder with lm-eval (idempotent).
 
     lm-eval 0.4.13 discovers no plugins, so the task folder joins every TaskManager's
-    include_path, which is where lm-eval's own command line looks for tasks.
+    include_path, which is where lm-eval's own command line looks for tasks. Without
+    ``catalogue``, task managers index this folder alone, not lm-eval's thousands of task files
+    (minutes on a cold disk), for runs that name only marginal's tasks.
     """
+    global _CATALOGUE
+    _CATALOGUE = catalogue
     import lm_eval.tasks
 
     import marginal_core.harness.backend  # noqa: F401  (registers the model)
@@ -38,6 +48,8 @@ def register() -> None:
         paths = [p for p in paths if p is not None]
         if str(TASKS_DIR) not in map(str, paths):
             paths.insert(0, TASKS_DIR)
+        if not _CATALOGUE:
+            kwargs["include_defaults"] = False
         plain_init(self, *args, include_path=paths, **kwargs)
 
     init._marginal = True  # type: ignore[attr-defined]

@@ -9,9 +9,10 @@ import sys
 def main(args: list[str]) -> int | None:
     """Run ``lm-eval ARGS`` (exactly lm-eval's arguments) after registering marginal's backend
     and tasks; returns lm-eval's exit status."""
-    from marginal_core.harness import register
+    from marginal_core.harness import own_tasks, register
 
-    register()
+    named = set(_named_tasks(args))
+    register(catalogue=not named or not named <= own_tasks())
     from lm_eval.__main__ import cli_evaluate
 
     argv = sys.argv
@@ -23,3 +24,13 @@ def main(args: list[str]) -> int | None:
     finally:
         sys.argv = argv
     return 0
+
+
+def _named_tasks(args: list[str]) -> list[str]:
+    """The task names of ``--tasks A,B`` (or ``--tasks=A,B``) in lm-eval's arguments; none if absent."""
+    for i, arg in enumerate(args):
+        if arg == "--tasks" and i + 1 < len(args):
+            return args[i + 1].split(",")
+        if arg.startswith("--tasks="):
+            return arg.split("=", 1)[1].split(",")
+    return []
