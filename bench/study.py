@@ -28,6 +28,7 @@ from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
 from marginal_core.errors import TooManyPathsError
 from marginal_core.estimators import Estimate, Marginalizer
 from marginal_core.models import load_model
+from marginal_core.models.cli import add_device_arguments
 
 from estimators import text_sets
 from peers.genlm_peer import GenlmPeer
@@ -163,8 +164,7 @@ def main() -> None:
     parser.add_argument("--peer-widths", default="4,16")
     parser.add_argument("--exact-budget", type=int, default=5000, help="most paths a short text may have")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
-    parser.add_argument("--dtype", default="auto", help="auto, float32 or bfloat16 (default auto)")
+    add_device_arguments(parser)
     args = parser.parse_args()
     ints = lambda s: tuple(int(x) for x in s.split(",") if x)  # noqa: E731
     budgets = Budgets(ints(args.lattice_ks), ints(args.beam_widths), ints(args.proxy_ks),
