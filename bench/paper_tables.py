@@ -285,28 +285,11 @@ def task_part(table: str, model: str, dataset: str, folder: Path, sizes: Sizes) 
     return Part(table, model, dataset, folder, todo, n, seconds, run)
 
 
-def qa_reports(out: Path, models: Sequence[str], sizes: Sizes) -> dict[tuple[str, str], dict[str, Any]]:
-    from marginal_core.tasks.report import qa_report
-
-    found = {}
-    for model in models:
-        for dataset in QA_SETS:
-            folder = qa_out(out, model, dataset, sizes)
-            if _done_items(folder):
-                found[model, dataset] = qa_report(folder, methods=METHODS)
-    return found
-
-
-def mt_reports(out: Path, models: Sequence[str], sizes: Sizes) -> dict[tuple[str, str], dict[str, Any]]:
-    from marginal_core.tasks.report import mt_report
-
-    found = {}
-    for model in models:
-        for direction in MT_SETS:
-            folder = mt_out(out, model, direction, sizes)
-            if _done_items(folder):
-                found[model, direction] = mt_report(folder, methods=METHODS, comet=False)
-    return found
+def reports(models: Sequence[str], sets: Sequence[str], folder_of: Callable[[str, str], Path],
+            report: Callable[[Path], dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(model, set) -> the report of each results folder that has finished items."""
+    return {(model, name): report(folder_of(model, name)) for model in models for name in sets
+            if _done_items(folder_of(model, name))}
 
 
 def _pct(x: float | None) -> str:
@@ -422,7 +405,11 @@ def walls(out: Path, parts: Sequence[Part]) -> list[list[str]]:
 def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: Sizes, run_info: dict[str, Any],
             parts: Sequence[Part]) -> str:
     """The markdown between the markers: how it was made, then Tables 1-4 beside the paper."""
-    qa, mt = qa_reports(out, models, sizes), mt_reports(out, mt_models, sizes)
+    from marginal_core.tasks.report import mt_report, qa_report
+
+    qa = reports(models, QA_SETS, lambda m, d: qa_out(out, m, d, sizes), lambda f: qa_report(f, methods=METHODS))
+    mt = reports(mt_models, MT_SETS, lambda m, d: mt_out(out, m, d, sizes),
+                 lambda f: mt_report(f, methods=METHODS, comet=False))
     lines = [
         ("Rendered from the results folders by" if run_info["render_only"] else "Command:")
         + f" `{run_info['command']}` (commit {commit()}), on {machine()}, {run_info['threads']}, "
