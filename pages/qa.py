@@ -7,14 +7,12 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from marginal_core.tasks import qa
-from marginal_core.tasks.report import complete_items, load_rows, qa_report
-from marginal_core.tasks.store import read_samples
+from marginal_core.tasks.report import load_rows, qa_report
 from marginal_core.tasks.task import TASK_METHODS
-from pages._app import inputs, loaders, tables
+from pages._app import inputs, loaders
 from pages._app.errors import show_error
-from pages._app.live import stop_button
-from pages._app.task_tables import SAMPLE_TEXT_WIDTHS, choices_table, qa_questions_table, samples_table
-from pages._app.tasks import app_folder, run_task, speed_metrics, time_note
+from pages._app.task_tables import choices_table, qa_questions_table
+from pages._app.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
 
 LOCAL = "local file…"
 HERE, LM_EVAL = "scored here", "an lm-eval results folder"
@@ -27,8 +25,9 @@ def page() -> None:
     st.markdown(
         "Each answer is scored as lm-evaluation-harness scores a choice: the probability of "
         "`\" {answer}\"` after `\"Question: {question}\\nAnswer:\"`, zero-shot. **Canon** ranks "
-        "answers by the canonical tokenization's probability; **Lattice** and **Proxy** by the "
-        "marginal over tokenizations (canonical + their non-canonical estimate, k samples each). "
+        "answers by the canonical tokenization's probability; **Lattice**, **Proxy** and **Beam** by the "
+        "marginal over tokenizations (canonical + their non-canonical estimate: k samples each for "
+        "Lattice and Proxy, the best-first beam at its default width for Beam). "
         "`acc` takes the most probable answer, `acc_norm` the most probable per byte. The model is "
         "the one in the sidebar; results are kept on disk, so a stopped run continues where it "
         "stopped and a larger number of questions only scores the new ones."
@@ -69,31 +68,21 @@ def page() -> None:
         st.stop()
     folder = app_folder("qa", dataset=dataset, model=inp.model, samples=k, seed=seed)
 
-    b = st.columns([1, 1, 6])
-    run = b[0].button("▶ Run", type="primary", key="qa_run")
-    stop_button(b[1])
-    note = b[2].empty()
+    prior = ("expect minutes per question on a CPU"
+             + (" (the proxy draws each of its k samples token by token)" if "proxy" in methods else "")
+             + ", much less on a GPU")
+    size = (f"{len(questions)} questions × about {len(questions[0].choices) if questions else 0} answers × "
+            f"{len(methods)} methods")
 
-    def describe_run() -> None:
-        """The run's size and, from earlier runs in its folder where there are any, its time."""
-        ids = [q.id for q in questions]
-        done = len(complete_items(load_rows(folder), methods, ids)) if (folder / "rows.csv").is_file() else 0
-        prior = ("expect minutes per question on a CPU"
-                 + (" (the proxy draws each of its k samples token by token)" if "proxy" in methods else "")
-                 + ", much less on a GPU")
-        note.caption(f"{len(questions)} questions × about {len(questions[0].choices) if questions else 0} answers × "
-                     f"{len(methods)} methods: {time_note(folder, len(questions) - done, 'question', prior)} · "
-                     f"results in `{folder}`")
-
-    describe_run()
-    if run:
+    def start() -> None:
         lm = loaders.model(inp.model, inp.device, inp.dtype)
         run_task(
             lambda **watch: qa.run_qa(dataset, folder, lm=lm, limit=limit, samples=k, methods=methods, seed=seed,
                                       show_bar=False, **watch),
             "questions", "scoring the questions", lambda q: q.question,
         )
-        describe_run()
+
+    run_row("qa", folder, [q.id for q in questions], methods, size, "question", prior, start)
 
     if not (folder / "rows.csv").is_file():
         st.caption("Press Run to score the questions; a progress bar counts them, and Stop keeps those finished.")
@@ -124,14 +113,7 @@ def page() -> None:
     st.markdown(f"**{q.question}**  \nGold: **{q.choices[q.gold]}**")
     rows = load_rows(folder)
     st.dataframe(choices_table(rows, q.id), hide_index=True)
-    d = st.columns(2)
-    answer = d[0].selectbox("Answer", range(len(q.choices)), format_func=lambda i: q.choices[i], key="qa_answer",
-                            bind="query-params")
-    method = d[1].selectbox("Samples of", [x for x in methods], key="qa_sample_method", bind="query-params")
-    record = read_samples(folder, q.id).get((q.id, answer, method))
-    st.caption("The distinct tokenizations the method scored for this answer (proxy: with log q and how often "
-               "each was drawn), most probable first.")
-    tables.wrapped_dataframe(samples_table(record, loaders.vocabulary(inp.model)), SAMPLE_TEXT_WIDTHS)
+    samples_view(folder, q.id, "Answer", q.choices, methods, ("qa_answer", "qa_sample_method"), inp.model)
 
 
 def lm_eval_page(sidebar_model: str) -> None:

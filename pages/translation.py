@@ -5,14 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 from marginal_core.tasks import mt
-from marginal_core.tasks.report import complete_items, load_rows, mt_report
-from marginal_core.tasks.store import read_items, read_samples
+from marginal_core.tasks.report import load_rows, mt_report
+from marginal_core.tasks.store import read_items
 from marginal_core.tasks.task import TASK_METHODS
-from pages._app import inputs, loaders, tables
+from pages._app import inputs, loaders
 from pages._app.errors import show_error
-from pages._app.live import stop_button
-from pages._app.task_tables import SAMPLE_TEXT_WIDTHS, choices_table, mt_sentences_table, samples_table
-from pages._app.tasks import app_folder, run_task, speed_metrics, time_note
+from pages._app.task_tables import choices_table, mt_sentences_table
+from pages._app.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
 
 LOCAL = "local file…"
 
@@ -24,7 +23,7 @@ def page() -> None:
     st.markdown(
         "The model (sidebar) samples distinct candidate translations of each sentence after a zero-shot "
         "prompt; each method keeps the candidate it finds most probable: **Canon** by the canonical "
-        "tokenization, **Lattice** and **Proxy** by the marginal over tokenizations. The kept "
+        "tokenization, **Lattice**, **Proxy** and **Beam** by the marginal over tokenizations. The kept "
         "translations are scored against the references with **chrF** (COMET-22 is used only where "
         "`unbabel-comet` and its model are installed). `en-de` and `en-cs` are 30 sentences each "
         "shipped with the project."
@@ -59,30 +58,20 @@ def page() -> None:
         st.stop()
     folder = app_folder("mt", dataset=dataset, model=inp.model, samples=k, seed=seed, candidates=n, target=target)
 
-    b = st.columns([1, 1, 6])
-    run = b[0].button("▶ Run", type="primary", key="mt_run")
-    stop_button(b[1])
-    note = b[2].empty()
+    prior = ("expect minutes per sentence on a CPU (its candidates are generated, then each scored"
+             + (", the proxy drawing each of its k samples token by token" if "proxy" in methods else "")
+             + "), much less on a GPU")
 
-    def describe_run() -> None:
-        """The run's size and, from earlier runs in its folder where there are any, its time."""
-        ids = [p.id for p in pairs]
-        done = len(complete_items(load_rows(folder), methods, ids)) if (folder / "rows.csv").is_file() else 0
-        prior = ("expect minutes per sentence on a CPU (its candidates are generated, then each scored"
-                 + (", the proxy drawing each of its k samples token by token" if "proxy" in methods else "")
-                 + "), much less on a GPU")
-        note.caption(f"{len(pairs)} sentences × {n} candidates × {len(methods)} methods: "
-                     f"{time_note(folder, len(pairs) - done, 'sentence', prior)} · results in `{folder}`")
-
-    describe_run()
-    if run:
+    def start() -> None:
         lm = loaders.model(inp.model, inp.device, inp.dtype)
         run_task(
             lambda **watch: mt.run_mt(dataset, folder, lm=lm, limit=limit, candidates=n, samples=k, methods=methods,
                                       seed=seed, target_language=target, show_bar=False, **watch),
             "sentences", "translating", lambda p: p.source,
         )
-        describe_run()
+
+    run_row("mt", folder, [p.id for p in pairs], methods, f"{len(pairs)} sentences × {n} candidates × "
+            f"{len(methods)} methods", "sentence", prior, start)
 
     if not (folder / "rows.csv").is_file():
         st.caption("Press Run to generate and rerank translations; a progress bar counts the sentences, and Stop "
@@ -115,14 +104,8 @@ def page() -> None:
         return
     st.markdown(f"**{p.source}**  \nReference: *{p.reference}*")
     st.dataframe(choices_table(load_rows(folder), p.id), hide_index=True)
-    cands = items[p.id]["candidates"]
-    d = st.columns(2)
-    cand = d[0].selectbox("Candidate", range(len(cands)), format_func=lambda i: cands[i], key="mt_cand",
-                          bind="query-params")
-    method = d[1].selectbox("Samples of", methods, key="mt_sample_method", bind="query-params")
-    record = read_samples(folder, p.id).get((p.id, cand, method))
-    tables.wrapped_dataframe(samples_table(record, loaders.vocabulary(inp.model)), SAMPLE_TEXT_WIDTHS)
-
+    samples_view(folder, p.id, "Candidate", items[p.id]["candidates"], methods, ("mt_cand", "mt_sample_method"),
+                 inp.model)
 
 if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
     from app import main

@@ -1,6 +1,6 @@
-"""What the downstream task pages share: where the app keeps their results folders, running a
-task under a progress bar with Stop, how long the items left will take, and the speed figures of
-a task report."""
+"""What the downstream task pages share: where the app keeps their results folders, the Run row
+(running a task under a progress bar with Stop, how long the items left will take), the speed
+figures of a task report, and the samples behind one score."""
 
 from __future__ import annotations
 
@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from marginal_core.cache import cache_root
-from marginal_core.tasks.store import read_sessions
+from marginal_core.tasks.report import complete_items, load_rows
+from marginal_core.tasks.store import read_samples, read_sessions
+from pages._app import loaders, tables
 from pages._app.errors import guard
-from pages._app.live import Bar
+from pages._app.live import Bar, stop_button
+from pages._app.task_tables import SAMPLE_TEXT_WIDTHS, samples_table
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
@@ -43,6 +46,40 @@ def run_task(run: Callable[..., object], unit: str, doing: str, describe: Callab
     if bar.token.is_set():
         st.stop()
     bar.empty()
+
+
+def run_row(key: str, folder: Path, ids: list[str], methods: list[str], size: str, unit: str, prior: str,
+            start: Callable[[], None]) -> None:
+    """The Run and Stop buttons, with the run's size, the time its items left will take and its
+    folder beside them; Run calls start() and then refreshes that note."""
+    b = st.columns([1, 1, 6])
+    run = b[0].button("▶ Run", type="primary", key=f"{key}_run")
+    stop_button(b[1])
+    note = b[2].empty()
+
+    def describe() -> None:
+        done = len(complete_items(load_rows(folder), methods, ids)) if (folder / "rows.csv").is_file() else 0
+        note.caption(f"{size}: {time_note(folder, len(ids) - done, unit, prior)} · results in `{folder}`")
+
+    describe()
+    if run:
+        start()
+        describe()
+
+
+def samples_view(folder: Path, item: str, label: str, choices: list[str], methods: list[str],
+                 keys: tuple[str, str], model: str) -> None:
+    """Pick one choice of an item and a method; the distinct tokenizations that method scored for
+    it (proxy: with log q and how often each was drawn), most probable first. ``keys`` name the
+    two pickers in the URL."""
+    d = st.columns(2)
+    choice = d[0].selectbox(label, range(len(choices)), format_func=lambda i: choices[i], key=keys[0],
+                            bind="query-params")
+    method = d[1].selectbox("Samples of", methods, key=keys[1], bind="query-params")
+    record = read_samples(folder, item).get((item, choice, method))
+    st.caption("The distinct tokenizations the method scored for this choice (proxy: with log q and how often "
+               "each was drawn), most probable first.")
+    tables.wrapped_dataframe(samples_table(record, loaders.vocabulary(model)), SAMPLE_TEXT_WIDTHS)
 
 
 def duration(seconds: float) -> str:
