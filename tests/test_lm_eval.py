@@ -49,12 +49,13 @@ def tasks(harness):
 
 def run(harness, model, tasks, limit=DOCS, **kwargs):
     """lm-eval's simple_evaluate of marginal_arc_easy; returns (metrics by task, per-doc choice
-    log-likelihoods by task)."""
+    log-likelihoods by task, per-doc choice is_greedy by task)."""
     out = harness.simple_evaluate(model=model, tasks=["marginal_arc_easy"], limit=limit, log_samples=True,
                                   task_manager=tasks, **kwargs)
     metrics = {t: {k: r[f"{k},none"] for k in ("acc", "acc_norm")} for t, r in out["results"].items()}
     lls = {t: [[float(r[0]) for r in s["filtered_resps"]] for s in samples] for t, samples in out["samples"].items()}
-    return metrics, lls
+    greedy = {t: [[bool(r[1]) for r in s["filtered_resps"]] for s in samples] for t, samples in out["samples"].items()}
+    return metrics, lls, greedy
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +120,9 @@ def test_canonical_agrees_with_lm_evals_hf_backend(harness, tasks, marginal_cano
 
     folder = model_cache_dir(SMOL)
     hf_args = {"pretrained": str(folder / "model"), "tokenizer": str(folder / "tokenizer"), "dtype": "float32"}
-    hf_metrics, hf_lls = run(harness, "hf", tasks, model_args=hf_args, device="cpu", batch_size=8)
-    metrics, lls = marginal_canonical
-    assert metrics == hf_metrics
+    hf_metrics, hf_lls, hf_greedy = run(harness, "hf", tasks, model_args=hf_args, device="cpu", batch_size=8)
+    metrics, lls, greedy = marginal_canonical
+    assert metrics == hf_metrics and greedy == hf_greedy
     ours, theirs = lls["marginal_arc_easy"], hf_lls["marginal_arc_easy"]
     assert len(ours) == DOCS and [len(d) for d in ours] == [len(d) for d in theirs]
     worst = max(abs(a - b) for da, db in zip(ours, theirs) for a, b in zip(da, db))
@@ -133,7 +134,7 @@ def test_lower_bounds_never_below_canonical(harness, tasks, marginal_canonical, 
     from marginal_core.harness.backend import MarginalLM
 
     model = MarginalLM(model=SMOL, method=method, samples=4, beam_width=2, dtype="float32", device="cpu")
-    _, lls = run(harness, model, tasks, limit=1)
+    _, lls, _ = run(harness, model, tasks, limit=1)
     canonical = marginal_canonical[1]["marginal_arc_easy"][:1]
     for ours, base in zip(lls["marginal_arc_easy"], canonical):
         assert all(a >= b - 1e-9 for a, b in zip(ours, base)), (method, ours, base)
@@ -158,8 +159,8 @@ def test_use_cache_resumes_without_recomputing(harness, tasks, marginal_canonica
     from marginal_core.harness.backend import MarginalLM
 
     class Stopping(MarginalLM):
-        def _marginals(self, pairs, what, disable_tqdm):
-            for n, done in enumerate(super()._marginals(pairs, what, disable_tqdm)):
+        def _marginals(self, *args):
+            for n, done in enumerate(super()._marginals(*args)):
                 if n == 5:
                     raise Interrupted()
                 yield done
@@ -169,10 +170,10 @@ def test_use_cache_resumes_without_recomputing(harness, tasks, marginal_canonica
     with pytest.raises(Interrupted):
         run(harness, Stopping(**args), tasks, use_cache=cache)
     resumed = MarginalLM(**args)
-    metrics, lls = run(harness, resumed, tasks, use_cache=cache)
-    total = sum(len(d) for d in lls["marginal_arc_easy"])
+    resumed_run = run(harness, resumed, tasks, use_cache=cache)
+    total = sum(len(d) for d in resumed_run[1]["marginal_arc_easy"])
     assert resumed.scored == total - 5  # the five finished requests came from the cache
-    assert (metrics, lls) == marginal_canonical
+    assert resumed_run == marginal_canonical
 
 
 @pytest.fixture(scope="module")
@@ -247,3 +248,23 @@ def test_rolling_and_generation_work(harness, smollm_model):
     assert generated.strip() and "." not in generated
     with pytest.raises(MarginalError, match="greedily"):
         lm.generate_until([Instance("generate_until", {}, ("Paris", {"do_sample": True}), 0)], disable_tqdm=True)
+
+
+def test_is_greedy_holds_for_the_greedy_continuation_only(harness, smollm_model):
+    """is_greedy (what LAMBADA-style accuracy reads) is true for the model's own greedy tokens,
+    for every method, and false once a token the model would not pick follows them."""
+    from lm_eval.api.instance import Instance
+
+    from marginal_core.context import context_ids
+    from marginal_core.harness.backend import MarginalLM
+    from marginal_core.lm.adapter import LM
+
+    context = "The capital of France is"
+    adapter = LM.of(smollm_model)
+    ids = adapter.generate(context_ids(adapter.tokenizer, context), max_new_tokens=3, do_sample=False)[0]
+    greedy = adapter.tokenizer.decode(ids)
+    assert adapter.tokenizer.encode(greedy, add_special_tokens=False) == ids  # its canonical tokenization
+    requests = [Instance("loglikelihood", {}, (context, text), i) for i, text in enumerate([greedy, greedy + " zebra"])]
+    for method in ("canonical", "beam"):
+        lm = MarginalLM(model=SMOL, method=method, beam_width=2, dtype="float32", device="cpu")
+        assert [g for _, g in lm.loglikelihood(requests, disable_tqdm=True)] == [True, False], method

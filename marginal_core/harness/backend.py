@@ -138,9 +138,11 @@ class MarginalLM(HarnessLM):
 
     # ---------------------------------------------------------------- requests
 
-    def _marginals(self, pairs: Sequence[tuple[str | None, str]], what: str, disable_tqdm: bool) -> Iterator[tuple[int, float]]:
-        """(index, log marginal) of each (context, continuation) as it is scored, grouped by
-        context so that each distinct context is prefilled once."""
+    def _marginals(self, pairs: Sequence[tuple[str | None, str]], what: str, disable_tqdm: bool,
+                   greedy: bool = False) -> Iterator[tuple[int, float, bool]]:
+        """(index, log marginal, is_greedy) of each (context, continuation) as it is scored,
+        grouped by context so that each distinct context is prefilled once. is_greedy is checked
+        (on the canonical tokenization, as lm-eval's hf does) only where asked, else False."""
         from marginal_core.context import context_ids
         from marginal_core.estimators import Marginalizer
         from marginal_core.lm.adapter import LM
@@ -156,31 +158,33 @@ class MarginalLM(HarnessLM):
                     m = Marginalizer(lm, pairs[i][1], context, state=state)
                     est = m.estimate(self.method, samples=self.samples, max_len=self.max_len, seed=self.seed,
                                      beam_width=self.beam_width)
+                    is_greedy = greedy and lm.is_greedy(state, m.lattice.canonical)
                     self.scored += 1
                     bar.update(1)
-                    yield i, float(est.log_marginal)
+                    yield i, float(est.log_marginal), is_greedy
 
     def _answer(self, requests: list[Any], pairs: Sequence[tuple[str | None, str]], what: str,
-                disable_tqdm: bool, result: Callable[[float], Any]) -> list[Any]:
+                disable_tqdm: bool, result: Callable[[float, bool], Any], greedy: bool = False) -> list[Any]:
         """Each request's result, handed to lm-eval's cache as soon as it is scored, so that a
         run restarted with --use_cache recomputes only what an interrupted one had not finished."""
         out: list[Any] = [None] * len(requests)
-        for i, value in self._marginals(pairs, what, disable_tqdm):
-            out[i] = result(value)
+        for i, value, is_greedy in self._marginals(pairs, what, disable_tqdm, greedy):
+            out[i] = result(value, is_greedy)
             self.cache_hook.add_partial(what, requests[i].args, out[i])
         return out
 
     def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        """(log marginal, False) per request: a marginal over tokenizations has no greedy token
-        sequence, so is_greedy is never claimed."""
+        """(log marginal, is_greedy) per request. is_greedy, which tasks such as LAMBADA score, is
+        whether greedy decoding produces the continuation's canonical tokenization, as with hf:
+        the question of which continuation the model generates is the same for every method."""
         pairs = [split_pair(*req.args) for req in requests]
-        return self._answer(requests, pairs, "loglikelihood", disable_tqdm, lambda v: (v, False))
+        return self._answer(requests, pairs, "loglikelihood", disable_tqdm, lambda v, g: (v, g), greedy=True)
 
     def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
         """The log marginal of each whole text after BOS; a text longer than the model's window is
         refused (ContextWindowError) rather than cut into rolling windows."""
         pairs = [(None, req.args[0]) for req in requests]
-        return self._answer(requests, pairs, "loglikelihood_rolling", disable_tqdm, float)
+        return self._answer(requests, pairs, "loglikelihood_rolling", disable_tqdm, lambda v, _: float(v))
 
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
         """Greedy continuations through the LM adapter, cut at the first stop string (``until``)

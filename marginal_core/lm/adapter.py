@@ -230,6 +230,22 @@ class LM:
         that counts passes tells the two apart by identity)."""
         return context if isinstance(context, ContextState) else self.prefill(context, chunk_tokens)
 
+    def is_greedy(self, context: ContextState, ids: Sequence[int]) -> bool:
+        """Whether each of ids is the most probable token after the context and the ids before it
+        (lm-eval's is_greedy, for this one tokenization): one pass over ids[:-1] on the shared
+        context's states, which it leaves as they were."""
+        ids = [int(t) for t in ids]
+        self.check_ids(ids)
+        hidden = context.last_hidden
+        with torch.inference_mode():
+            if len(ids) > 1:
+                cache = DynamicCache((layer.keys, layer.values) for layer in context.cache.layers)
+                positions = torch.arange(len(context), len(context) + len(ids) - 1, device=self.device)[None]
+                out = self.decoder(input_ids=torch.tensor([ids[:-1]], device=self.device), position_ids=positions,
+                                   past_key_values=cache, use_cache=True)
+                hidden = torch.cat([hidden, out.last_hidden_state[0]])
+            return self.head_logits(hidden, {}).argmax(dim=-1).tolist() == ids
+
     def generate(self, prompt_ids: Sequence[int], **options: object) -> list[list[int]]:
         """Continuations of a prompt (options as for transformers' ``generate``; padding with
         the tokenizer's pad token, else EOS), as lists of new token ids."""
