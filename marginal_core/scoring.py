@@ -160,23 +160,15 @@ class _Children:
 class _Row:
     """One batch row's piece: fed indices [start, stop), and the ancestors it carries.
 
-    ``chain`` maps the ancestors of ``fed[start]`` whose KV states the row holds to their slot in
-    the pass's carried block (see ``_Carry``).
+    ``chain`` maps the ancestors of ``fed[start]`` whose KV states the row holds to their index
+    in ``keys`` and ``values`` (one [kv_heads, len(chain), head_dim] tensor per layer).
     """
 
     start: int
     stop: int
     chain: dict[int, int] = field(default_factory=dict)
-
-
-@dataclass
-class _Carry:
-    """The KV states the first rows of the next pass carry: per layer, one [rows, kv_heads, slots,
-    head_dim] block for keys and one for values, gathered in one indexing per layer (not per row:
-    on a GPU each of those was a kernel launch). A row's slots past its chain are unused."""
-
-    keys: list[torch.Tensor]
-    values: list[torch.Tensor]
+    keys: list[torch.Tensor] = field(default_factory=list)
+    values: list[torch.Tensor] = field(default_factory=list)
 
 
 def _additive(lm: LM, allowed: np.ndarray) -> torch.Tensor:
@@ -194,40 +186,40 @@ def _mask_argument(lm: LM, masks: dict[str, torch.Tensor]) -> torch.Tensor | dic
     return masks["sliding_attention" if lm.window is not None else "full_attention"]
 
 
-def _with_carried(ctx_part: torch.Tensor, carried: torch.Tensor | None, rows: int, width: int) -> torch.Tensor:
-    """[rows, kv_heads, context + width, head_dim]: the context's states, then the first rows'
-    carried ones, zero elsewhere."""
-    heads, ctx_len, dim = ctx_part.shape[1:]
-    out = ctx_part.new_zeros(rows, heads, ctx_len + width, dim)
+def _with_carried(ctx_part: torch.Tensor, carried: list[torch.Tensor | None], width: int) -> torch.Tensor:
+    """[rows, kv_heads, context + width, head_dim]: the context's states, then each row's
+    carried ones, zero-padded."""
+    batch, heads, ctx_len, dim = len(carried), *ctx_part.shape[1:]
+    out = ctx_part.new_zeros(batch, heads, ctx_len + width, dim)
     out[:, :, :ctx_len] = ctx_part
-    if carried is not None:
-        out[: carried.shape[0], :, ctx_len : ctx_len + carried.shape[2]] = carried
+    for r, held in enumerate(carried):
+        if held is not None:
+            out[r, :, ctx_len : ctx_len + held.shape[1]] = held
     return out
 
 
-def _past(ctx: DynamicCache, carry: _Carry | None, rows: int, width: int) -> DynamicCache:
+def _past(ctx: DynamicCache, rows: list[_Row], width: int) -> DynamicCache:
     """A cache holding, per row, the context's KV states and then the row's carried ones."""
     return DynamicCache(
         (
-            _with_carried(layer.keys, carry.keys[i] if carry else None, rows, width),
-            _with_carried(layer.values, carry.values[i] if carry else None, rows, width),
+            _with_carried(layer.keys, [row.keys[i] if row.chain else None for row in rows], width),
+            _with_carried(layer.values, [row.values[i] if row.chain else None for row in rows], width),
         )
         for i, layer in enumerate(ctx.layers)
     )
 
 
 def _run_pass(
-    lm: LM, trie: Trie, plan: Pass, ctx: DynamicCache, carry: _Carry | None
+    lm: LM, trie: Trie, rows: list[_Row], plan: Pass, ctx: DynamicCache
 ) -> tuple[torch.Tensor, DynamicCache]:
     """One forward pass of the planned rows: hidden states [rows, queries, hidden] and the cache."""
     width_c, width_q = plan.widths
-    rows = len(plan.queries)
-    ids = torch.zeros(rows, width_q, dtype=torch.long)
-    pos = torch.full((rows, width_q), plan.ctx_len, dtype=torch.long)
+    ids = torch.zeros(len(rows), width_q, dtype=torch.long)
+    pos = torch.full((len(rows), width_q), plan.ctx_len, dtype=torch.long)
     for r, queries in enumerate(plan.queries):
         ids[r, : len(queries)] = torch.from_numpy(trie.token[queries])
         pos[r, : len(queries)] = torch.from_numpy(plan.ctx_len - 1 + trie.depth[queries])
-    cache = _past(ctx, carry, rows, width_c)
+    cache = _past(ctx, rows, width_c)
     masks = {kind: _additive(lm, allowed) for kind, allowed in tree_allowed(trie, plan, lm.window).items()}
     with lm.masked_attention():
         out = lm.decoder(
@@ -240,30 +232,17 @@ def _run_pass(
     return out.last_hidden_state, cache
 
 
-def _advance(trie: Trie, rows: list[_Row], plan: Pass, cache: DynamicCache) -> tuple[list[_Row], _Carry | None]:
-    """Move each row past its segment; the rows still going, and the KV states their next
-    segments' ancestors need, in their order."""
-    going, columns = [], []
+def _advance(trie: Trie, rows: list[_Row], plan: Pass, cache: DynamicCache) -> None:
+    """Move each row past its segment, keeping the KV states its next segment's ancestors need."""
     for r, row in enumerate(rows):
         row.start += plan.owned[r]
         if row.start >= row.stop:
             continue
         col, chain = plan.columns(r), trie.ancestors(int(trie.fed[row.start]))
+        index = torch.tensor([col[n] for n in chain], dtype=torch.long, device=cache.layers[0].keys.device)
         row.chain = {n: i for i, n in enumerate(chain)}
-        going.append(r)
-        columns.append([col[n] for n in chain])
-    if not any(columns):
-        return [rows[r] for r in going], None
-    width = max(map(len, columns))
-    device = cache.layers[0].keys.device
-    index = torch.tensor([c + [0] * (width - len(c)) for c in columns], dtype=torch.long, device=device)
-    which = torch.tensor(going, dtype=torch.long, device=device)[:, None]
-    # advanced indices around a slice put their dimensions first: [rows, slots, kv_heads, head_dim]
-    carry = _Carry(
-        [layer.keys[which, :, index].transpose(1, 2) for layer in cache.layers],
-        [layer.values[which, :, index].transpose(1, 2) for layer in cache.layers],
-    )
-    return [rows[r] for r in going], carry
+        row.keys = [layer.keys[r].index_select(1, index) for layer in cache.layers]
+        row.values = [layer.values[r].index_select(1, index) for layer in cache.layers]
 
 
 @dataclass
@@ -334,7 +313,6 @@ class TrieRun:
         """Feed every internal node once, in passes of rows that carry their ancestors' KV."""
         queue = [(0, len(self.trie.fed))] if len(self.trie.fed) else []
         active: list[_Row] = []
-        carry: _Carry | None = None
         while queue or active:
             if not active:
                 shape, queue = self._plan(queue)
@@ -343,7 +321,7 @@ class TrieRun:
                 active.append(_Row(*queue.pop(0)))
             plan = plan_pass(self.trie, active, passes_left, shape.per_row, len(self.context))
             try:
-                hidden, cache = _run_pass(self.lm, self.trie, plan, self.context.cache, carry)
+                hidden, cache = _run_pass(self.lm, self.trie, active, plan, self.context.cache)
                 owned = [h[len(q) - k : len(q)] for h, q, k in zip(hidden, plan.queries, plan.owned)]
                 blocks = [(1 + row.start, k) for row, k in zip(active, plan.owned)]
                 self.pending.append((torch.cat(owned), blocks))
@@ -351,10 +329,11 @@ class TrieRun:
             except (RuntimeError, MemoryError) as err:
                 self._halve(err)
                 queue = [(row.start, row.stop) for row in active] + queue
-                active, carry = [], None
+                active = []
                 continue
             self._counted(sum(map(len, plan.queries)), len(active) * plan.widths[1], sum(plan.owned))
-            active, carry = _advance(self.trie, active, plan, cache)
+            _advance(self.trie, active, plan, cache)
+            active = [row for row in active if row.start < row.stop]
             passes_left -= 1
 
 

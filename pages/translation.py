@@ -107,6 +107,7 @@ def page() -> None:
     samples_view(folder, p.id, "Candidate", items[p.id]["candidates"], methods, ("mt_cand", "mt_sample_method"),
                  inp.model)
 
+
 if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
     from app import main
 

@@ -232,19 +232,21 @@ class LM:
 
     def is_greedy(self, context: ContextState, ids: Sequence[int]) -> bool:
         """Whether each of ids is the most probable token after the context and the ids before it
-        (lm-eval's is_greedy, for this one tokenization): one pass over ids[:-1] on the shared
-        context's states, which it leaves as they were."""
+        (lm-eval's is_greedy, for this one tokenization). Most continuations fail at their first
+        token, read off the context's last hidden state; the others take one pass over ids[:-1]
+        on the shared context's states, which it leaves as they were."""
         ids = [int(t) for t in ids]
         self.check_ids(ids)
-        hidden = context.last_hidden
         with torch.inference_mode():
-            if len(ids) > 1:
-                cache = DynamicCache((layer.keys, layer.values) for layer in context.cache.layers)
-                positions = torch.arange(len(context), len(context) + len(ids) - 1, device=self.device)[None]
-                out = self.decoder(input_ids=torch.tensor([ids[:-1]], device=self.device), position_ids=positions,
-                                   past_key_values=cache, use_cache=True)
-                hidden = torch.cat([hidden, out.last_hidden_state[0]])
-            return self.head_logits(hidden, {}).argmax(dim=-1).tolist() == ids
+            if self.head_logits(context.last_hidden, {}).argmax(dim=-1).tolist() != ids[:1]:
+                return False
+            if len(ids) == 1:
+                return True
+            cache = DynamicCache((layer.keys, layer.values) for layer in context.cache.layers)
+            positions = torch.arange(len(context), len(context) + len(ids) - 1, device=self.device)[None]
+            out = self.decoder(input_ids=torch.tensor([ids[:-1]], device=self.device), position_ids=positions,
+                               past_key_values=cache, use_cache=True)
+            return self.head_logits(out.last_hidden_state[0], {}).argmax(dim=-1).tolist() == ids[1:]
 
     def generate(self, prompt_ids: Sequence[int], **options: object) -> list[list[int]]:
         """Continuations of a prompt (options as for transformers' ``generate``; padding with
