@@ -22,6 +22,7 @@ from marginal_core.models.cli import add_beam_width, add_device_arguments
 from marginal_core.progress import tqdm_progress
 from marginal_core.sampling import lattice_samples, num_candidates
 from marginal_core.tasks.cli import add_commands as add_task_commands
+from marginal_core.tasks.cli import summary as task_summary
 from marginal_core.vocab import vocabulary
 
 
@@ -122,7 +123,7 @@ def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
 def _summary(result: dict[str, Any]) -> str:
     """A readable rendering of a command's result for the terminal."""
     if "table" in result:
-        return f"{result['table'].strip()}\n\nresults: {result['out']}"
+        return task_summary(result)
     lines = []
     for key, value in result.items():
         if key == "samples":

@@ -3,6 +3,11 @@
 MARGINAL_CACHE is set only when unset, to the library's own default, so the converted
 tokenizers and dequantized weights that `make setup` warmed are reused (and subprocesses that
 tests start see the same cache).
+
+MARGINAL_AUTO_DTYPE is pinned to float32 for the whole session, whatever the shell says: every
+test, CLI subprocess and app page then runs `auto` as float32, the precision the references are
+compared in, on any CPU (one with fast bfloat16 would otherwise pick it). Tests of the bfloat16
+path set it to bfloat16 themselves (the `auto_bfloat16` fixture).
 """
 
 from __future__ import annotations
@@ -13,9 +18,17 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("MARGINAL_CACHE", str(Path.home() / ".cache" / "marginal"))
+os.environ["MARGINAL_AUTO_DTYPE"] = "float32"
 
 GEMMA = "gemma3-270m"
 SMOL = "smollm2-135m"
+
+
+@pytest.fixture
+def auto_bfloat16(monkeypatch):
+    """`auto` resolves to bfloat16 in this test and the processes it starts, as on a CPU with
+    fast bfloat16 units (AVX512-BF16, AMX) or on CUDA."""
+    monkeypatch.setenv("MARGINAL_AUTO_DTYPE", "bfloat16")
 
 
 @pytest.fixture(scope="session")

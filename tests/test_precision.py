@@ -4,6 +4,7 @@ CPU (slow on a CPU without bf16 units, so it is kept small)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ def test_dtype_choices_resolve_and_unknown_ones_name_the_choices():
 
 def test_auto_on_the_cpu_is_measured_once_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("MARGINAL_CACHE", str(tmp_path))
+    monkeypatch.delenv(devices.AUTO_DTYPE_ENV)  # the machine's own choice, unpinned
     speedup = devices.cpu_bf16_speedup()
     cached = json.loads((tmp_path / "precision.json").read_text())
     assert list(cached.values()) == [speedup] and speedup > 0
@@ -65,3 +67,110 @@ def test_bfloat16_on_the_cpu_scores_near_float32_and_keeps_the_bound(smollm_mode
     assert exact16.log_marginal >= m16.canonical().log_marginal
     paths = exact32.paths.tolist()
     assert np.array_equal(score_paths(b16, paths, m16.context_state()), exact16.log_p)
+
+
+# --------------------------------------------------------------------------------------------
+# The switch (MARGINAL_AUTO_DTYPE), and what a user whose CPU is fast at bfloat16 gets
+
+
+@pytest.mark.parametrize("measured", [0.24, 4.9])  # a CPU that hides its bf16 units, and one that shows them
+def test_the_switch_decides_auto_over_the_measurement(measured, tmp_path, monkeypatch):
+    monkeypatch.setenv("MARGINAL_CACHE", str(tmp_path))
+    monkeypatch.setattr(devices, "_time_bf16_speedup", lambda: measured)
+    monkeypatch.delenv(devices.AUTO_DTYPE_ENV)
+    assert resolve_dtype("auto", "cpu") == (torch.bfloat16 if measured >= devices.FAST_BF16 else torch.float32)
+    for forced in ("float32", "bfloat16"):
+        monkeypatch.setenv(devices.AUTO_DTYPE_ENV, forced)
+        assert resolve_dtype("auto", "cpu") == resolve_dtype(None, "cpu") == getattr(torch, forced)
+        assert resolve_dtype("float32", "cpu") == torch.float32  # an explicit dtype is never overridden
+    monkeypatch.setenv(devices.AUTO_DTYPE_ENV, "fp16")
+    with pytest.raises(MarginalError, match="MARGINAL_AUTO_DTYPE='fp16' is not a dtype"):
+        resolve_dtype("auto", "cpu")
+
+
+def test_under_auto_bfloat16_the_model_cache_gives_the_bfloat16_instance(auto_bfloat16, smollm_model):
+    auto = load_model("smollm2-135m", device="cpu")
+    assert auto is load_model("smollm2-135m", device="cpu", dtype="bfloat16")
+    assert auto.dtype == torch.bfloat16 and auto is not smollm_model
+
+
+def test_under_auto_bfloat16_the_cli_says_so_and_agrees_with_the_library(auto_bfloat16, capsys):
+    text, context = " Paris is lovely", "Question: Where?\nAnswer:"
+    argv = ["estimate", text, "--context", context, "--model", "smollm2-135m", "--device", "cpu",
+            "--methods", "canonical,lattice", "--samples", "12"]
+    assert cli_main([*argv, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["dtype"] == "bfloat16"
+    m = Marginalizer(load_model("smollm2-135m", device="cpu", dtype="bfloat16"), text, context)
+    assert got["log_p_canonical"] == pytest.approx(m.canonical_score().log_p, abs=1e-6)
+    assert got["methods"]["lattice"]["log_marginal"] == pytest.approx(m.lattice_estimate(12).log_marginal, abs=1e-6)
+    assert cli_main(argv) == 0
+    assert "dtype: bfloat16" in capsys.readouterr().out
+
+
+def test_under_auto_bfloat16_a_text_past_the_window_is_refused_as_in_float32(auto_bfloat16, monkeypatch, capsys):
+    from marginal_core.errors import ContextWindowError
+    from marginal_core.lm.adapter import LM
+
+    b16 = load_model("smollm2-135m", device="cpu", dtype="bfloat16")
+    monkeypatch.setattr(LM.of(b16).config, "max_position_embeddings", 4)
+    with pytest.raises(ContextWindowError):
+        Marginalizer(b16, " The committee postponed its decision.").estimate("lattice", samples=2)
+    assert cli_main(["estimate", " The committee postponed its decision.", "--model", "smollm2-135m",
+                     "--device", "cpu", "--methods", "lattice", "--samples", "2"]) == 2
+    assert "context window of 4 tokens" in capsys.readouterr().err
+
+
+def test_a_folder_started_in_one_dtype_refuses_to_resume_in_another(tmp_path, monkeypatch):
+    """auto resolving to another dtype (another machine) is caught like an explicit change."""
+    task, out = QATask("arc_easy"), tmp_path / "run"
+    _Run(task, out, EvalOptions(model="smollm2-135m", dtype="auto", limit=1), None)  # float32 here (pinned)
+    monkeypatch.setenv(devices.AUTO_DTYPE_ENV, "bfloat16")
+    for dtype in ("auto", "bfloat16"):
+        with pytest.raises(MarginalError, match=r"dtype: 'float32' there, 'bfloat16' now.*pass --dtype float32"):
+            _Run(task, out, EvalOptions(model="smollm2-135m", dtype=dtype, limit=1), None)
+    again = _Run(task, out, EvalOptions(model="smollm2-135m", dtype="float32", limit=1), None)
+    assert (again.device, again.dtype) == ("cpu", "float32")
+
+
+def test_under_auto_bfloat16_eval_qa_reports_its_dtype(auto_bfloat16, tmp_path, capsys):
+    from marginal_core.tasks.cli import main as tasks_main
+
+    out = tmp_path / "qa"
+    argv = ["eval-qa", "--dataset", "arc-easy", "--model", "smollm2-135m", "--device", "cpu", "--limit", "1",
+            "--methods", "canonical", "--out", str(out)]
+    assert tasks_main(argv) == 0
+    assert capsys.readouterr().out.startswith("smollm2-135m on cpu in bfloat16\n")
+    report = json.loads((out / "report.json").read_text())
+    assert (report["dtype"], report["device"]) == ("bfloat16", "cpu")
+    assert json.loads((out / "config.json").read_text())["dtype"] == "bfloat16"
+
+
+def test_under_auto_bfloat16_the_lm_eval_backend_records_its_dtype(auto_bfloat16, capsys):
+    from marginal_core.harness.backend import MarginalLM
+
+    lm = MarginalLM(model="smollm2-135m", device="cpu")
+    assert lm.get_model_info()["model_dtype"] == "bfloat16"
+    assert "smollm2-135m on cpu in bfloat16 (dtype=auto)" in capsys.readouterr().err
+
+
+def test_under_auto_bfloat16_the_app_runs_bfloat16_and_matches_the_library(auto_bfloat16):
+    """The sidebar names the dtype auto chose, and the Running estimates page's live lattice run
+    gives the library's bfloat16 estimate for the same chunks."""
+    from streamlit.testing.v1 import AppTest
+
+    from pages._app import live
+
+    app = str(Path(__file__).resolve().parent.parent / "app.py")
+    at = AppTest.from_file(app, default_timeout=600)
+    for key, value in dict(model="smollm2-135m", text=" Paris.", context="", k="15", seed="3").items():
+        at.query_params[key] = value
+    at.switch_page("pages/running.py")
+    at.run()
+    assert "Runs on: **CPU (bfloat16," in " ".join(c.value for c in at.sidebar.caption)
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error
+    table = at.dataframe[0].value.set_index("method")
+    m = Marginalizer(load_model("smollm2-135m", device="cpu", dtype="bfloat16"), " Paris.", None)
+    want = m.estimate("lattice", samples=15, seed=3, chunk=live.live_chunk(15), first_chunk=live.FIRST_CHUNK)
+    assert table.loc["lattice", "log_marginal"] == pytest.approx(want.log_marginal, abs=1e-6)

@@ -18,6 +18,7 @@ its shard of the requests and lm-eval gathers the results through this model's c
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -80,11 +81,20 @@ class MarginalLM(HarnessLM):
         check_width(self.beam_width)
         device = self._distribute(device)
 
-        from marginal_core.models import DEFAULT_MODEL, load_model
+        from marginal_core.models import DEFAULT_MODEL, dtype_name, load_model
 
         self.loaded = load_model(model or DEFAULT_MODEL, device=device, dtype=dtype)
         self._device = self.loaded.device
+        self.dtype_name = dtype_name(self.loaded.dtype)
         self.scored = 0  # requests scored by this process (those a cache answered are not)
+        print(f"marginal: {self.loaded.name} on {self._device} in {self.dtype_name} (dtype={dtype}), "
+              f"method {self.method}", file=sys.stderr)
+
+    def get_model_info(self) -> dict[str, Any]:
+        """What lm-eval records beside the results (its config section): where the model ran and
+        in which dtype ``auto`` resolved to, so that two machines' figures can be told apart."""
+        return {"model_name": self.loaded.name, "model_device": str(self._device),
+                "model_dtype": self.dtype_name, "method": self.method}
 
     @classmethod
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> MarginalLM:

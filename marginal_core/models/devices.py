@@ -3,13 +3,16 @@
 Devices: cuda, then mps, then cpu. Precision: ``auto`` is bfloat16 on CUDA and on a CPU whose
 bf16 matrix products are measurably faster than its fp32 ones (AVX512-BF16 or AMX; a virtual
 machine may hide the flags, so the CPU is asked by timing, once per CPU and torch build, and the
-answer is cached), float32 elsewhere. torch is imported only when asked.
+answer is cached), float32 elsewhere; ``$MARGINAL_AUTO_DTYPE`` (float32 or bfloat16) overrides
+that choice on every device, so that one setting pins what ``auto`` means for a whole process
+tree (the test suite pins float32). torch is imported only when asked.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import time
 from typing import TYPE_CHECKING
@@ -20,9 +23,11 @@ from marginal_core.errors import MarginalError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["DTYPES", "auto_dtype", "cpu_bf16_speedup", "dtype_name", "resolve_device", "resolve_dtype"]
+__all__ = ["AUTO_DTYPE_ENV", "DTYPES", "auto_dtype", "cpu_bf16_speedup", "dtype_name", "resolve_device", "resolve_dtype"]
 
 DTYPES = ("auto", "float32", "bfloat16")
+# The environment variable that, when set, is what ``auto`` resolves to on every device.
+AUTO_DTYPE_ENV = "MARGINAL_AUTO_DTYPE"
 # bf16 is chosen on a CPU whose bf16 head-shaped product is at least this much faster than fp32.
 FAST_BF16 = 1.5
 
@@ -65,9 +70,15 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def auto_dtype(device: str) -> torch.dtype:
-    """bf16 on CUDA that has it and on a CPU where it is fast; fp32 elsewhere (mps included)."""
+    """$MARGINAL_AUTO_DTYPE where it is set; else bf16 on CUDA that has it and on a CPU where it
+    is fast, fp32 elsewhere (mps included)."""
     import torch
 
+    forced = os.environ.get(AUTO_DTYPE_ENV, "").strip()
+    if forced:
+        if forced not in DTYPES[1:]:
+            raise MarginalError(f"{AUTO_DTYPE_ENV}={forced!r} is not a dtype: set it to float32 or bfloat16, or unset it")
+        return getattr(torch, forced)
     kind = torch.device(device).type
     if kind == "cuda" and torch.cuda.is_bf16_supported():
         return torch.bfloat16

@@ -27,6 +27,12 @@ def _result(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def summary(result: dict[str, Any]) -> str:
+    """A results folder's command result for the terminal: where it ran, the table, the folder."""
+    return (f"{result['model']} on {result['device']} in {result['dtype']}\n\n"
+            f"{result['table'].strip()}\n\nresults: {result['out']}")
+
+
 def _options(args: argparse.Namespace) -> EvalOptions:
     return EvalOptions(model=args.model, samples=args.samples, methods=args.methods, seed=args.seed,
                        max_len=args.max_len, limit=args.limit, device=args.device, dtype=args.dtype,
@@ -103,11 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def command() -> None:
         result = args.run(args)
-        if args.json:
-            print(json.dumps(result, ensure_ascii=False))
-        else:
-            print(result["table"].strip())
-            print(f"\nresults: {result['out']}")
+        print(json.dumps(result, ensure_ascii=False) if args.json else summary(result))
 
     return run_cli(command)
 

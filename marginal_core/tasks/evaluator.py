@@ -162,23 +162,24 @@ class _Run:
         self.task, self.options, self.lm = task, options, lm
         self.items = task.load(options)
         self.model = lm.name if lm is not None else (options.model or DEFAULT_MODEL)
-        identity = {**task.identity(options, self.model), **self.precision()}
+        self.device, self.dtype = self.placement()
+        identity = {**task.identity(options, self.model), **({} if self.dtype == "float32" else {"dtype": self.dtype})}
         if "beam" in options.methods:  # runs without the beam keep the identity they had before it
             identity["beam_width"] = options.beam_width
         self.store = ResultStore(out, identity, [*task.columns, *SCORE_COLUMNS])
         self.records = self.store.items() if task.keeps_records else {}
 
-    def precision(self) -> dict[str, str]:
-        """The weights' dtype for the identity, left out for float32: folders written before
-        precision was an option hold float32 runs and stay resumable."""
+    def placement(self) -> tuple[str, str]:
+        """(device, dtype name) the run scores on: the model's, or what the options resolve to
+        on this machine (``auto`` may differ between machines). The identity records a dtype
+        other than float32 only: folders written before precision was an option hold float32
+        runs and stay resumable."""
         from marginal_core.models import dtype_name, resolve_device, resolve_dtype
 
         if self.lm is not None:
-            dtype = self.lm.dtype
-        else:
-            dtype = resolve_dtype(self.options.dtype, resolve_device(self.options.device))
-        name = dtype_name(dtype)
-        return {} if name == "float32" else {"dtype": name}
+            return str(self.lm.device), dtype_name(self.lm.dtype)
+        device = resolve_device(self.options.device)
+        return device, dtype_name(resolve_dtype(self.options.dtype, device))
 
     def finished(self, item: Item) -> bool:
         record = self.records.get(item.id)
@@ -266,5 +267,6 @@ def evaluate(
     run = _Run(task, out, options, lm)
     run.loop(started, progress, should_stop)
     report = task.report(run.store.dir, [item.id for item in run.items], options.methods)
+    report.update(model=run.model, device=run.device, dtype=run.dtype)
     write_report(run.store.dir, report)
     return report

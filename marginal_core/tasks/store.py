@@ -31,6 +31,10 @@ from typing import Any
 from marginal_core.errors import MarginalError
 
 FORMAT = 1
+# Identity keys a folder leaves out when they hold their default (float32 folders predate dtype).
+IMPLIED = {"dtype": "float32"}
+DTYPE_HINT = (" (--dtype auto is bfloat16 on CUDA and on a CPU with fast bfloat16, float32 elsewhere: "
+              "pass --dtype float32 or bfloat16 to resume a folder from another machine)")
 
 
 def _fsync_append(path: Path, text: str) -> None:
@@ -102,10 +106,11 @@ class ResultStore:
                 raise MarginalError(f"{path} is not valid JSON ({err}); use a new --out folder") from err
             if old != self.identity:
                 diff = sorted(k for k in set(old) | set(self.identity) if old.get(k) != self.identity.get(k))
-                shown = ", ".join(f"{k}: {old.get(k)!r} there, {self.identity.get(k)!r} now" for k in diff)
+                shown = ", ".join(f"{k}: {_value(old, k)!r} there, {_value(self.identity, k)!r} now" for k in diff)
+                hint = DTYPE_HINT if "dtype" in diff else ""
                 raise MarginalError(
                     f"{self.dir} holds results of another setup ({shown}); "
-                    "use a new --out folder or the same options"
+                    f"use a new --out folder or the same options{hint}"
                 )
         else:
             tmp = path.with_suffix(".tmp")
@@ -194,3 +199,8 @@ def read_config(out: str | os.PathLike) -> dict[str, Any]:
     if not path.is_file():
         raise MarginalError(f"{out} is not a results folder (no config.json)")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _value(identity: dict[str, Any], key: str) -> Any:
+    """An identity's value for key, the implied default where the folder leaves it out."""
+    return identity.get(key, IMPLIED.get(key))
