@@ -18,7 +18,8 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import home, lattice, mass, qa, rank, running, samplers, translation
-from pages._app import inputs, links, live, loaders
+from marginal_core.turns import TurnCancelled
+from pages._app import inputs, links, live, loaders, machine
 
 
 def navigation() -> dict[str, list[st.Page]]:
@@ -48,8 +49,12 @@ def main() -> None:
     loaders.preload(inputs.current())  # the model loads while the page draws what needs none
     links.take_numbers()
     notice = st.container()  # above the page: what the link held that the page could not use
+    queue = st.container()  # above the page: where this session's run waits for the machine
     try:
-        page.run()
+        with machine.taking_turns(queue, live.stop_check()):
+            page.run()
+    except TurnCancelled:
+        st.stop()  # stopped while waiting: the newer run of this session shows what was kept
     finally:
         links.report_numbers(notice)
 

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from marginal_core import turns
 from marginal_core.lattice import Lattice, PathBatch
 from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.lm.oom import halved
@@ -216,9 +217,10 @@ def extend(lm: LM, cache: DynamicCache, parent: torch.Tensor, feed: torch.Tensor
     """The walk's one step, shared by the proxy and the beam: regroup the cache's `rows` rows so
     that new row i continues row parent[i] (which drops ended and duplicated prefixes), feed
     each new row its token, and return each new row's last hidden state."""
-    if not _is_identity(parent, rows):
-        cache.reorder_cache(parent)
-    result = lm.decoder(input_ids=feed[:, None], past_key_values=cache, use_cache=True)
+    with turns.unit():
+        if not _is_identity(parent, rows):
+            cache.reorder_cache(parent)
+        result = lm.decoder(input_ids=feed[:, None], past_key_values=cache, use_cache=True)
     return result.last_hidden_state[:, -1]
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from marginal_core import turns
 from marginal_core.lattice import Path, PathBatch
 from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.lm.oom import halved
@@ -289,7 +290,8 @@ class TrieRun:
         """Score whatever hidden states are still pending."""
         while self.pending:
             try:
-                self._flush(1)
+                with turns.unit():
+                    self._flush(1)
             except (RuntimeError, MemoryError) as err:
                 self._halve(err)
 
@@ -321,11 +323,12 @@ class TrieRun:
                 active.append(_Row(*queue.pop(0)))
             plan = plan_pass(self.trie, active, passes_left, shape.per_row, len(self.context))
             try:
-                hidden, cache = _run_pass(self.lm, self.trie, active, plan, self.context.cache)
-                owned = [h[len(q) - k : len(q)] for h, q, k in zip(hidden, plan.queries, plan.owned)]
-                blocks = [(1 + row.start, k) for row, k in zip(active, plan.owned)]
-                self.pending.append((torch.cat(owned), blocks))
-                self._flush(self.lm.head_rows(self.budget))
+                with turns.unit():
+                    hidden, cache = _run_pass(self.lm, self.trie, active, plan, self.context.cache)
+                    owned = [h[len(q) - k : len(q)] for h, q, k in zip(hidden, plan.queries, plan.owned)]
+                    blocks = [(1 + row.start, k) for row, k in zip(active, plan.owned)]
+                    self.pending.append((torch.cat(owned), blocks))
+                    self._flush(self.lm.head_rows(self.budget))
             except (RuntimeError, MemoryError) as err:
                 self._halve(err)
                 queue = [(row.start, row.stop) for row in active] + queue

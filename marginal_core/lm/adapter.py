@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import DynamicCache
 
+from marginal_core import turns
 from marginal_core.errors import MarginalError
 from marginal_core.lm.oom import halved
 
@@ -143,12 +144,18 @@ class LM:
 
     def head_logits(self, hidden: torch.Tensor, scratch: dict[str, torch.Tensor]) -> torch.Tensor:
         """head(hidden) in logit_dtype, softcapped where the model caps. A bias-free linear head
-        in that dtype writes into one block reused through ``scratch`` (one per call, so
-        threads never share it): a fresh block per chunk costs page faults on a CPU."""
+        in that dtype writes into one block reused through ``scratch``: the caller's (one per
+        call, so threads never share it), or, inside a run that takes turns, the device's one
+        block, which only the unit holding the device uses (so a class's waiting runs hold
+        none). A fresh block per chunk costs page faults on a CPU."""
         head = self.head
         if isinstance(head, torch.nn.Linear) and head.bias is None and self.dtype == self.logit_dtype:
+            shared = turns.current()
+            scratch = scratch if shared is None else shared.scratch()
             block = scratch.get("logits")
-            if block is None or len(block) < len(hidden):
+            if (block is None or len(block) < len(hidden) or block.shape[1] != self.vocab
+                    or block.dtype != hidden.dtype or block.device != hidden.device):
+                scratch.pop("logits", None)  # freed before the new one is allocated
                 block = scratch["logits"] = hidden.new_empty(len(hidden), self.vocab)
             logits = torch.matmul(hidden, head.weight.T, out=block[: len(hidden)])
         else:
@@ -195,7 +202,8 @@ class LM:
         in fp64, so that renormalizing over the allowed tokens loses nothing."""
         n_rows, n_cols = tokens.shape
         rows = torch.arange(n_rows, device=hidden.device).repeat_interleave(n_cols)
-        flat = self.token_logprobs(hidden, rows, tokens.reshape(-1), n_rows, dtype=torch.float64)
+        with turns.unit():
+            flat = self.token_logprobs(hidden, rows, tokens.reshape(-1), n_rows, dtype=torch.float64)
         lp = flat.reshape(n_rows, n_cols)
         pad = torch.arange(n_cols, device=tokens.device)[None, :] >= width[:, None]
         return lp.masked_fill(pad, float("-inf"))
@@ -215,9 +223,10 @@ class LM:
                 with torch.inference_mode():
                     cache = DynamicCache()
                     for start in range(0, len(ids), chunk_tokens):
-                        out = self.decoder(
-                            input_ids=tensor[:, start : start + chunk_tokens], past_key_values=cache, use_cache=True
-                        )
+                        with turns.unit():
+                            out = self.decoder(
+                                input_ids=tensor[:, start : start + chunk_tokens], past_key_values=cache, use_cache=True
+                            )
                 break
             except (RuntimeError, MemoryError) as err:
                 chunk_tokens = halved(chunk_tokens, err, self.device.type)
@@ -237,7 +246,7 @@ class LM:
         on the shared context's states, which it leaves as they were."""
         ids = [int(t) for t in ids]
         self.check_ids(ids)
-        with torch.inference_mode():
+        with torch.inference_mode(), turns.unit():
             if self.head_logits(context.last_hidden, {}).argmax(dim=-1).tolist() != ids[:1]:
                 return False
             if len(ids) == 1:
@@ -254,7 +263,7 @@ class LM:
         tok = self.tokenizer
         options.setdefault("pad_token_id", tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
         ids = torch.tensor([list(prompt_ids)], device=self.device)
-        with torch.inference_mode():
+        with torch.inference_mode(), turns.unit():
             out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **options)
         return [row[len(prompt_ids) :].tolist() for row in out]
 

@@ -9,6 +9,7 @@ import streamlit as st
 
 from marginal_core.errors import ContextWindowError, MarginalError
 from marginal_core.lm.oom import is_oom
+from marginal_core.turns import TurnCancelled
 
 
 def describe_error(exc: BaseException, doing: str = "") -> tuple[str, str]:
@@ -43,7 +44,10 @@ def describe_error(exc: BaseException, doing: str = "") -> tuple[str, str]:
 
 
 def show_error(exc: BaseException, doing: str = "") -> None:
-    """A friendly st.error / st.warning for an exception (never a traceback)."""
+    """A friendly st.error / st.warning for an exception (never a traceback); a run stopped
+    while it waited for the machine just ends (its session's newer run shows what was kept)."""
+    if isinstance(exc, TurnCancelled):
+        st.stop()
     level, message = describe_error(exc, doing)
     (st.warning if level == "warning" else st.error)(
         message, icon=":material/warning:" if level == "warning" else ":material/error:"

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from marginal_core.progress import Progress, StopCheck
+from marginal_core.turns import TurnCancelled
 from pages._app import results
 from pages._app.defaults import DEFAULT_SAMPLES
 
@@ -98,6 +99,11 @@ def begin_script_run() -> None:
     if previous is not None:
         previous.set()
     st.session_state[_TOKEN] = threading.Event()
+
+
+def stop_check() -> StopCheck:
+    """The stop check of this script run: True once a newer run of the session has started."""
+    return st.session_state.setdefault(_TOKEN, threading.Event()).is_set
 
 
 class Bar:
@@ -205,6 +211,8 @@ def run_live(
             bar.update(est.run.fraction, f"{label}: {_done_text(est)} in {est.seconds:.1f} s")
             if on_update is not None:
                 on_update(est)
+    except TurnCancelled:  # stopped at its next unit of work: keeps the chunks it finished
+        st.stop()
     except Exception:  # refused (e.g. a text past the context window) or failed: not a stopped run
         runs.pop(key, None)
         bar.empty()

@@ -1,0 +1,241 @@
+"""Taking turns on a shared device: many runs' model work, one unit at a time, fairly ordered
+(docs/design.md, "Turns").
+
+The library wraps each unit of model work (a forward pass, a chunk of the LM head) in
+:func:`unit`. Outside a run that a :class:`Turns` admitted (the CLI, the tests, a script),
+:func:`unit` does nothing. Inside one, it waits until this run may use the device: units run one
+at a time, and the next one goes to the waiting run that has used the device least so far
+(round-robin by service time), so a run that starts last still gets its first units within a
+round, and no run costs the others more than its share. A run's stop check is polled while it
+waits and before each unit; when it answers True the run gets :class:`TurnCancelled`.
+
+Runs beyond ``max_runs`` wait to be admitted, in arrival order, and their waiting callback
+hears where they stand. The holder of the device may use :meth:`Turns.scratch` for buffers that
+only a unit needs (the LM head's logits block): one per device, not one per run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from marginal_core.errors import MarginalError
+from marginal_core.progress import StopCheck
+
+__all__ = ["Place", "TurnCancelled", "Turns", "current", "unit"]
+
+# Seconds between a waiting run's stop checks and reports of its place.
+POLL_S = 0.2
+# The seconds a run, and a unit, are assumed to take before any has finished (wait estimates),
+# and the weight of each new unit in the units' moving average.
+FIRST_GUESS_S = 2.0
+FIRST_UNIT_S = 0.2
+UNIT_WEIGHT = 0.1
+
+
+class TurnCancelled(MarginalError):
+    """A run's stop check answered True while it waited for, or was about to take, its turn."""
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a waiting run stands: runs that will use the device before it, and about how many
+    seconds until its turn; ``admitted`` is False while it waits beyond the cap."""
+
+    ahead: int
+    seconds: float
+    admitted: bool
+
+    def describe(self) -> str:
+        """'3 runs ahead of yours, about 12 s' (or 'waiting to be let in: ...' beyond the cap)."""
+        runs = f"{self.ahead} run{'s' if self.ahead != 1 else ''} ahead of yours, about {self.seconds:.0f} s"
+        return runs if self.admitted else f"the machine is full; {runs}"
+
+
+Waiting = Callable[[Place | None], None]
+"""Told, a few times a second, where a waiting run stands, and None when its turn came (it may
+raise to leave the queue)."""
+
+
+@dataclass(eq=False)
+class _Run:
+    """One admitted or queued run: its owner, hooks, arrival and the device seconds it used."""
+
+    owner: Hashable
+    should_stop: StopCheck | None
+    waiting: Waiting | None
+    arrived: float = field(default_factory=time.perf_counter)
+    served: float = 0.0
+    admitted: bool = False
+    wants: bool = False
+
+    def order(self) -> tuple[float, float]:
+        return self.served, self.arrived
+
+    def stopped(self) -> bool:
+        return self.should_stop is not None and bool(self.should_stop())
+
+
+_CURRENT: ContextVar[tuple[Turns, _Run] | None] = ContextVar("marginal_turn", default=None)
+
+
+class Turns:
+    """One device's turns: at most one unit at a time, the least-served waiting run next, at most
+    ``max_runs`` runs admitted (the rest wait in arrival order)."""
+
+    def __init__(self, max_runs: int = 16) -> None:
+        if max_runs < 1:
+            raise MarginalError("max_runs must be at least 1")
+        self.max_runs = max_runs
+        self._cond = threading.Condition()
+        self._holder: _Run | None = None
+        self._admitted: list[_Run] = []
+        self._queue: list[_Run] = []
+        self._run_seconds: list[float] = []  # device seconds of recently finished runs
+        self._scratch: dict[str, Any] = {}
+        self._unit_s = FIRST_UNIT_S  # a moving average of the units' seconds (for the wait estimate)
+
+    # ------------------------------------------------------------------ runs
+
+    @contextlib.contextmanager
+    def run(self, owner: Hashable, should_stop: StopCheck | None = None,
+            waiting: Waiting | None = None) -> Iterator[None]:
+        """The block in which owner's model work takes turns (nested blocks join the outer run)."""
+        outer = _CURRENT.get()
+        if outer is not None and outer[0] is self:
+            yield
+            return
+        entry = _Run(owner, should_stop, waiting)
+        with self._cond:
+            self._queue.append(entry)
+            self._admit()
+        token = _CURRENT.set((self, entry))
+        try:
+            yield
+        finally:
+            _CURRENT.reset(token)
+            with self._cond:
+                self._leave(entry)
+
+    def _admit(self) -> None:
+        """Let queued runs in while there is room (lock held)."""
+        while self._queue and len(self._admitted) < self.max_runs:
+            entry = self._queue.pop(0)
+            entry.admitted = True
+            self._admitted.append(entry)
+        self._cond.notify_all()
+
+    def _leave(self, entry: _Run) -> None:
+        """Forget a run that ended, however it ended (lock held)."""
+        if entry in self._queue:
+            self._queue.remove(entry)
+        if entry in self._admitted:
+            self._admitted.remove(entry)
+            self._run_seconds = [*self._run_seconds[-31:], entry.served]
+        if self._holder is entry:
+            self._holder = None
+        self._admit()
+
+    # ------------------------------------------------------------------ units
+
+    @contextlib.contextmanager
+    def unit(self, entry: _Run) -> Iterator[None]:
+        """Hold the device for one unit of entry's work (waiting for the turn first); a unit
+        inside a unit is part of it."""
+        if self._holder is entry:
+            yield
+            return
+        self._take(entry)
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            with self._cond:
+                seconds = time.perf_counter() - started
+                entry.served += seconds
+                self._unit_s += UNIT_WEIGHT * (seconds - self._unit_s)
+                self._holder = None
+                self._cond.notify_all()
+
+    def _take(self, entry: _Run) -> None:
+        """Wait until entry is admitted, the device is free and entry is the next to use it;
+        a run told where it stood is told None when its turn comes."""
+        if entry.stopped():
+            raise TurnCancelled("stopped")
+        told, reported = time.perf_counter(), False
+        try:
+            while not self._took(entry):
+                with self._cond:
+                    place = self._place(entry)
+                if entry.stopped():
+                    raise TurnCancelled("stopped while waiting for its turn")
+                if entry.waiting is not None and time.perf_counter() - told >= POLL_S:
+                    told, reported = time.perf_counter(), True
+                    entry.waiting(place)
+        finally:
+            entry.wants = False
+        if reported and entry.waiting is not None:
+            entry.waiting(None)
+
+    def _took(self, entry: _Run) -> bool:
+        """Take the device for entry if it is entry's turn, else wait up to POLL_S for a change."""
+        with self._cond:
+            entry.wants = True
+            if not self._is_next(entry):
+                self._cond.wait(POLL_S)
+                if not self._is_next(entry):
+                    return False
+            self._holder, entry.wants = entry, False
+            return True
+
+    def _is_next(self, entry: _Run) -> bool:
+        """Whether entry may take the device now (lock held)."""
+        if self._holder is not None or not entry.admitted:
+            return False
+        waiting = [r for r in self._admitted if r.wants]
+        return min(waiting, key=_Run.order) is entry
+
+    def _place(self, entry: _Run) -> Place:
+        """Where entry stands now (lock held)."""
+        if entry.admitted:
+            ahead = sum(1 for r in self._admitted if r.wants and r.order() < entry.order())
+            ahead += self._holder is not None
+            return Place(ahead, ahead * self._unit_s, True)
+        position = self._queue.index(entry)
+        mean = sum(self._run_seconds) / len(self._run_seconds) if self._run_seconds else FIRST_GUESS_S
+        left = sum(max(mean - r.served, 0.0) for r in self._admitted)
+        return Place(len(self._admitted) + position, left + position * mean, False)
+
+    # ------------------------------------------------------------------ what the holder shares
+
+    def scratch(self) -> dict[str, Any]:
+        """Buffers that only the device's current unit uses (one set per device, not per run)."""
+        return self._scratch
+
+    def status(self) -> dict[str, int]:
+        """How many runs are admitted, queued, and whether a unit is running (for a status line)."""
+        with self._cond:
+            return {"admitted": len(self._admitted), "queued": len(self._queue), "busy": int(self._holder is not None)}
+
+
+def current() -> Turns | None:
+    """The Turns of the run this code executes in, if any."""
+    held = _CURRENT.get()
+    return None if held is None else held[0]
+
+
+@contextlib.contextmanager
+def unit() -> Iterator[None]:
+    """One unit of model work: waits for its turn inside a run that takes turns, else nothing."""
+    held = _CURRENT.get()
+    if held is None:
+        yield
+        return
+    turns, entry = held
+    with turns.unit(entry):
+        yield

@@ -1,0 +1,156 @@
+"""The device's turns (marginal_core.turns) with fake units, no model: order, fairness, the cap,
+stopping while queued, and a failing unit failing only its own run."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from marginal_core import turns
+from marginal_core.turns import Place, TurnCancelled, Turns
+
+UNIT_S = 0.02
+
+
+def _worker(t: Turns, owner: str, units: int, log: list[str], **hooks) -> threading.Thread:
+    def work() -> None:
+        with t.run(owner, **hooks):
+            for _ in range(units):
+                with turns.unit():
+                    log.append(owner)
+                    time.sleep(UNIT_S)
+
+    return threading.Thread(target=work, name=owner)
+
+
+def _hold_while(t: Turns, started: threading.Event, release: threading.Event) -> threading.Thread:
+    """A run that holds the device until release is set (so that others queue up behind it)."""
+    def hold() -> None:
+        with t.run("blocker"), turns.unit():
+            started.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert started.wait(5)
+    return thread
+
+
+def _wait_for(predicate, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_outside_a_run_a_unit_is_free_and_nested_runs_join_the_outer_one():
+    with turns.unit():
+        assert turns.current() is None
+    t = Turns()
+    with t.run("a"):
+        with t.run("a-again"), turns.unit(), turns.unit():  # a unit inside a unit is part of it
+            assert turns.current() is t and t.status() == {"admitted": 1, "queued": 0, "busy": 1}
+    assert t.status() == {"admitted": 0, "queued": 0, "busy": 0}
+
+
+def test_waiting_runs_take_the_device_in_rounds():
+    """Three runs queued behind a holder then share the device one unit each per round."""
+    t, log = Turns(), []
+    started, release = threading.Event(), threading.Event()
+    blocker = _hold_while(t, started, release)
+    workers = [_worker(t, name, 6, log) for name in "abc"]
+    for w in workers:
+        w.start()
+    _wait_for(lambda: t.status()["admitted"] == 4)
+    release.set()
+    for w in [blocker, *workers]:
+        w.join(10)
+    assert sorted(log) == sorted("abc" * 6)
+    for round_start in range(0, 18, 3):
+        assert sorted(log[round_start : round_start + 3]) == ["a", "b", "c"], log
+
+
+def test_a_run_that_arrives_late_gets_its_first_unit_at_once():
+    t, log = Turns(), []
+    first = _worker(t, "early", 40, log)
+    first.start()
+    _wait_for(lambda: len(log) >= 10)
+    late = _worker(t, "late", 3, log)
+    arrived = len(log)
+    late.start()
+    late.join(10)
+    first.join(10)
+    assert log.index("late") <= arrived + 2  # the unit running when it came, then its own
+    assert log[log.index("late") : log.index("late") + 3] == ["late"] * 3  # least served goes first
+
+
+def test_stop_takes_a_queued_run_out_at_once():
+    t, log, stop = Turns(), [], threading.Event()
+    started, release = threading.Event(), threading.Event()
+    blocker = _hold_while(t, started, release)
+    errors: list[BaseException] = []
+
+    def queued() -> None:
+        try:
+            with t.run("queued", should_stop=stop.is_set), turns.unit():
+                log.append("queued")
+        except TurnCancelled as err:
+            errors.append(err)
+
+    thread = threading.Thread(target=queued)
+    thread.start()
+    _wait_for(lambda: t.status()["admitted"] == 2)
+    stopped = time.monotonic()
+    stop.set()
+    thread.join(5)
+    assert time.monotonic() - stopped < 3 * turns.POLL_S
+    assert len(errors) == 1 and not log
+    assert t.status() == {"admitted": 1, "queued": 0, "busy": 1}
+    release.set()
+    blocker.join(5)
+
+
+def test_a_failing_unit_fails_only_its_own_run():
+    t, log = Turns(), []
+    failures: list[BaseException] = []
+
+    def failing() -> None:
+        try:
+            with t.run("bad"), turns.unit():
+                raise ValueError("boom")
+        except ValueError as err:
+            failures.append(err)
+
+    bad, good = threading.Thread(target=failing), _worker(t, "good", 5, log)
+    bad.start()
+    good.start()
+    bad.join(5)
+    good.join(5)
+    assert len(failures) == 1 and log == ["good"] * 5
+    assert t.status() == {"admitted": 0, "queued": 0, "busy": 0}
+
+
+def test_runs_beyond_the_cap_wait_in_order_and_hear_where_they_stand():
+    t, log = Turns(max_runs=1), []
+    places: dict[str, list[Place]] = {"second": [], "third": []}
+    started, release = threading.Event(), threading.Event()
+    blocker = _hold_while(t, started, release)
+    second = _worker(t, "second", 1, log, waiting=places["second"].append)
+    second.start()
+    _wait_for(lambda: t.status()["queued"] == 1)
+    third = _worker(t, "third", 1, log, waiting=places["third"].append)
+    third.start()
+    _wait_for(lambda: places["third"] and places["second"])
+    assert not places["second"][-1].admitted and places["second"][-1].ahead == 1
+    assert places["third"][-1].ahead == 2 and "machine is full" in places["third"][-1].describe()
+    release.set()
+    for w in (blocker, second, third):
+        w.join(10)
+    assert log == ["second", "third"]
+
+
+def test_the_cap_must_admit_someone():
+    with pytest.raises(turns.MarginalError):
+        Turns(max_runs=0)
