@@ -1,4 +1,5 @@
-# marginal: `make app` runs the Streamlit app, `make test` runs the test suite. Both set up the
+# marginal: `make app` runs the Streamlit app, `make serve-class` serves it to a class (on every
+# interface, in class mode: pages/_app/server.py), `make test` runs the test suite. They set up the
 # environment first (idempotent, and quick when nothing changed):
 #   * a virtualenv in .venv with requirements.txt, the --no-deps packages and this project
 #     (editable), reinstalled only when requirements.txt, pyproject.toml or NO_DEPS change;
@@ -18,7 +19,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8501
 PYTEST_ARGS ?=
 
-.PHONY: setup python-deps system-deps warm app test bench paper-tables
+.PHONY: setup python-deps system-deps warm app serve-class test bench paper-tables
 
 setup: python-deps system-deps warm
 
@@ -58,9 +59,18 @@ system-deps:
 warm: python-deps
 	@$(PY) -m marginal_core.models --warm
 
+# The server's MARGINAL_* variables are checked (and what it offers said) before Streamlit starts.
 app: setup
+	@$(PY) -m pages._app.server
 	$(VENV)/bin/streamlit run app.py --server.headless true --server.address $(HOST) \
 	  --server.port $(PORT) --browser.gatherUsageStats false
+
+# For a class: reachable from other machines, only the embedded models, capped k, W and text length,
+# no server path in any message. MARGINAL_ALLOWED_MODELS, MARGINAL_MAX_SAMPLES, MARGINAL_MAX_TEXT_CHARS
+# and MARGINAL_MAX_BEAM_WIDTH change what it offers; `make serve-class HOST=...` binds elsewhere.
+serve-class: HOST = 0.0.0.0
+serve-class: export MARGINAL_SERVE = class
+serve-class: app
 
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)

@@ -72,7 +72,8 @@ def mass_flow(
     owner = np.repeat(np.arange(len(unique)), batch.lengths)
     log_total = float(np.logaddexp.reduce(scores)) if len(scores) else -math.inf
     weight = np.exp(scores - log_total) if len(scores) else scores
-    share = np.bincount(arcs, weights=weight[owner], minlength=lattice.num_arcs)
+    # a share is at most 1 (an arc every path uses); the sum of the weights can round past it
+    share = np.minimum(np.bincount(arcs, weights=weight[owner], minlength=lattice.num_arcs), 1.0)
     order = np.argsort(-scores[owner], kind="stable")  # each arc's best path comes first
     used, at = np.unique(arcs[order], return_index=True)
     best: list[Path | None] = [None] * lattice.num_arcs

@@ -44,6 +44,11 @@ if TYPE_CHECKING:
 DEFAULT_MAX_BATCH_TOKENS = 1024
 # On a GPU a pass of a small model costs mostly its kernel launches: larger passes, fewer launches.
 CUDA_MAX_BATCH_TOKENS = 8192
+# A pass attends over at most this many (query, key) pairs: short texts never reach it, a long
+# text's passes get fewer tokens as its depth grows, so each stays short (a stop is heard
+# between passes).
+DEFAULT_MAX_PASS_PAIRS = 1 << 22
+CUDA_MAX_PASS_PAIRS = 1 << 26
 DEFAULT_ROW_TOKENS = 256
 DEFAULT_MAX_BATCH_BYTES = 1 << 30
 
@@ -84,6 +89,11 @@ def count_call(stats: ScoreStats, paths: list[Path], context: list[int], started
     stats.scored_tokens += lengths
     stats.plain_tokens += lengths + len(context) * len(paths)
     stats.seconds += time.perf_counter() - started
+
+
+def pass_pairs(lm: LM) -> int:
+    """The most (query, key) pairs one pass may attend over on the model's device."""
+    return CUDA_MAX_PASS_PAIRS if lm.device.type == "cuda" else DEFAULT_MAX_PASS_PAIRS
 
 
 def pass_tokens(lm: LM, asked: int | None = None) -> int:
@@ -308,7 +318,8 @@ class TrieRun:
         """The shape for the nodes in spans, and the spans cut into pieces for its rows."""
         size = sum(b - a for a, b in spans)
         extra_keys = len(self.context) + int(self.trie.depth.max(initial=0))
-        shape = plan_shape(size, self.budget, self.row_tokens, extra_keys, self.max_bytes, self.lm.activation_bytes)
+        shape = plan_shape(size, self.budget, self.row_tokens, extra_keys, self.max_bytes, self.lm.activation_bytes,
+                           pass_pairs(self.lm))
         return shape, cut(self.trie, spans, shape.per_row * shape.passes, shape.per_row // 16)
 
     def run_trie(self) -> None:

@@ -46,7 +46,8 @@ class Trie:
 
     ``fed`` lists the nodes with a child, the only ones the model must see. The hidden state that
     predicts node n's token is row ``parent_row[n]``: 0 for the context's last token, 1 + i for
-    ``fed[i]``. ``end[i]`` is path i's last node (-1 for an empty path).
+    ``fed[i]``. ``end[i]`` is path i's last node (-1 for an empty path). ``last[n]`` is the last
+    node of n's subtree, so a is an ancestor of (or is) b exactly when a <= b <= last[a].
     """
 
     token: np.ndarray
@@ -55,6 +56,7 @@ class Trie:
     end: np.ndarray
     fed: np.ndarray
     parent_row: np.ndarray
+    last: np.ndarray
 
     def ancestors(self, node: int) -> list[int]:
         """The proper ancestors of a node, root side first."""
@@ -88,13 +90,17 @@ def build_trie(paths: list[Path]) -> Trie:
     for n, p in enumerate(parent):
         if p >= 0:
             depth[n] = depth[p] + 1
+    last = np.arange(len(token), dtype=np.int64)
+    for n in range(len(token) - 1, -1, -1):  # children come after their parent in preorder
+        if parent[n] >= 0:
+            last[parent[n]] = max(last[parent[n]], last[n])
     has_child = np.zeros(len(token), dtype=bool)
     has_child[parents[parents >= 0]] = True
     fed = np.flatnonzero(has_child)
     row_of = np.zeros(len(token), dtype=np.int64)
     row_of[fed] = np.arange(1, len(fed) + 1)
     parent_row = np.where(parents >= 0, row_of[np.maximum(parents, 0)], 0)
-    return Trie(np.array(token, dtype=np.int64), parents, depth, end, fed, parent_row)
+    return Trie(np.array(token, dtype=np.int64), parents, depth, end, fed, parent_row, last)
 
 
 def path_sums(trie: Trie, node_lp: np.ndarray) -> np.ndarray:
@@ -170,12 +176,11 @@ def tree_allowed(trie: Trie, plan: Pass, window: int | None) -> dict[str, np.nda
     query_pos = np.full((n_rows, width_q), ctx_len, dtype=np.int64)
     for r, queries in enumerate(plan.queries):
         col = plan.columns(r)
-        key_pos[r, list(col.values())] = ctx_len - 1 + trie.depth[list(col)]
+        nodes, cols = np.fromiter(col.keys(), np.int64, len(col)), np.fromiter(col.values(), np.int64, len(col))
+        key_pos[r, cols] = ctx_len - 1 + trie.depth[nodes]
         query_pos[r, : len(queries)] = ctx_len - 1 + trie.depth[queries]
-        for i, node in enumerate(queries):
-            while node >= 0:
-                allowed[r, i, col[node]] = True
-                node = int(trie.parent[node])
+        q = np.asarray(queries, dtype=np.int64)[:, None]
+        allowed[r, : len(queries), cols] = ((nodes[None, :] <= q) & (q <= trie.last[nodes][None, :])).T
     masks = {"full_attention": allowed, "sliding_attention": allowed}
     if window is not None:
         masks["sliding_attention"] = allowed & (query_pos[:, :, None] - key_pos[:, None, :] < window)
@@ -192,14 +197,19 @@ class Shape:
 
 
 def plan_shape(
-    size: int, budget: int, row_tokens: int, extra_keys: int, max_bytes: int, activation_bytes: ActivationBytes
+    size: int, budget: int, row_tokens: int, extra_keys: int, max_bytes: int, activation_bytes: ActivationBytes,
+    max_pairs: int | None = None,
 ) -> Shape:
-    """The shape for size nodes under a token budget and the memory estimate, evened out so
-    that rows are about equally long and no pass is padded much."""
+    """The shape for size nodes under a token budget, the memory estimate and a cap on a pass's
+    (query, key) pairs (the attention work, which grows with a long text's depth: it keeps a
+    pass short enough to stop between), evened out so that rows are about equally long and no
+    pass is padded much."""
     while True:
         per_row = max(1, min(row_tokens, budget))
         rows = max(1, budget // per_row)
-        if budget <= 1 or activation_bytes(rows, per_row, extra_keys + per_row) <= max_bytes:
+        keys = extra_keys + per_row
+        fits = activation_bytes(rows, per_row, keys) <= max_bytes
+        if budget <= 1 or (fits and (max_pairs is None or rows * per_row * keys <= max_pairs)):
             break
         budget //= 2
     passes = -(-size // (rows * per_row))
@@ -209,14 +219,20 @@ def plan_shape(
 
 def cut(trie: Trie, spans: list[tuple[int, int]], piece: int, slack: int) -> list[tuple[int, int]]:
     """Cut spans of fed indices into pieces of about piece nodes, each cut moved (by at most
-    slack) to the shallowest node nearby, whose ancestors a row must feed again."""
+    slack) to the shallowest node nearby, whose ancestors a row must feed again. A cut whose
+    ancestors would outnumber a quarter of a piece is not made (a long text's one path stays
+    one row, fed in passes, instead of rows that each feed thousands of ancestors again)."""
     pieces = []
     for start, stop in spans:
         count, prev = -(-(stop - start) // piece), start
         for j in range(1, count):
             ideal = start + round(j * (stop - start) / count)
             lo, hi = max(ideal - slack, prev + 1), min(ideal + slack + 1, stop)
+            if lo >= hi:
+                continue
             at = lo + int(np.argmin(trie.depth[trie.fed[lo:hi]]))
+            if trie.depth[trie.fed[at]] - 1 > piece // 4:
+                continue
             pieces.append((prev, at))
             prev = at
         pieces.append((prev, stop))

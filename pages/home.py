@@ -8,7 +8,7 @@ import streamlit as st
 
 from marginal_core import viz
 from pages import lattice, running
-from pages._app import counts, inputs, live, loaders, results, widgets
+from pages._app import counts, inputs, live, loaders, results, server, widgets
 from pages._app.defaults import HOME_MAX_SAMPLES
 from pages._app.errors import guard
 
@@ -66,17 +66,18 @@ def page() -> None:
         c2.metric("p(canonical)", f"{math.exp(lpc):.3g}")
 
         row = st.columns([1, 1, 1, 2], vertical_alignment="bottom")
+        most = server.policy().cap_samples(HOME_MAX_SAMPLES)
         k = widgets.samples_k(row[0], help="Lattice samples: off-by-one first, then uniform paths of at most L "
-                              f"tokens. Here at most {HOME_MAX_SAMPLES:,}; more on *Running estimates*.")
+                              f"tokens. Here at most {most:,}; more on *Running estimates*.")
         bound = lat.default_max_len()
         key = inp.key("lattice", k, bound, 0)
         est = results.cached(key)
         if est is None:
-            too_many = k > HOME_MAX_SAMPLES
+            too_many = k > most
             estimate = row[1].button("Estimate the marginal", type="primary", key="estimate", disabled=too_many)
             live.stop_button(row[2])
             if too_many:
-                st.info(f"The estimate here takes at most {HOME_MAX_SAMPLES:,} samples (minutes on a CPU; the time "
+                st.info(f"The estimate here takes at most {most:,} samples (minutes on a CPU; the time "
                         f"grows with k). Lower k, or run k = {k:,} on *Running estimates*, which plots the estimate "
                         "as it grows and can be stopped.", icon=":material/timer:")
             if estimate:

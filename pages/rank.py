@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import inputs, live, loaders, results, widgets
+from pages._app import inputs, live, loaders, results, server, widgets
 from pages._app.errors import guard
 from pages._app.table1 import RANK_SENTENCES, rank_table
 
@@ -60,8 +60,9 @@ def page() -> None:
                                bind="query-params")
     per = int(t[1].number_input("Sentences per length", min_value=1, max_value=5, value=2, key="per",
                                 bind="query-params"))
-    tk = int(t[2].number_input("Proxy samples per sentence", min_value=3, max_value=5000, value=50, step=10, key="tk",
-                               bind="query-params"))
+    most = server.policy().cap_samples(5000)
+    tk = int(t[2].number_input("Proxy samples per sentence", min_value=3, max_value=most, value=min(50, most), step=10,
+                               key="tk", bind="query-params"))
     with st.expander("Sentences"):
         for length in sorted(lengths):
             for sentence in RANK_SENTENCES[length][:per]:

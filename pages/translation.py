@@ -8,7 +8,7 @@ from marginal_core.tasks import mt
 from marginal_core.tasks.report import load_rows, mt_report
 from marginal_core.tasks.store import read_items
 from marginal_core.tasks.task import TASK_METHODS
-from pages._app import inputs, loaders
+from pages._app import inputs, loaders, server
 from pages._app.errors import show_error
 from pages._app.task_tables import choices_table, mt_sentences_table
 from pages._app.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
@@ -31,7 +31,9 @@ def page() -> None:
     with st.expander("Prompt"):
         st.code(mt.PROMPT.format(src="English", tgt="German", source="{source}") + " {candidate}", language=None)
     c = st.columns([2, 1, 1, 1, 1, 2])
-    choice = c[0].selectbox("Dataset", list(mt.PACKAGED) + [LOCAL], key="mt_dataset", bind="query-params")
+    rules = server.policy()  # a server others reach opens none of its files and caps k
+    choice = c[0].selectbox("Dataset", list(mt.PACKAGED) + ([LOCAL] if rules.shows_server_paths else []),
+                            key="mt_dataset", bind="query-params")
     dataset, target = choice, None
     if choice == LOCAL:
         d = st.columns(2)
@@ -43,7 +45,9 @@ def page() -> None:
             st.stop()
     limit = int(c[1].number_input("Sentences", min_value=1, max_value=2000, value=5, key="mt_limit", bind="query-params"))
     n = int(c[2].number_input("Candidates", min_value=1, max_value=16, value=4, key="mt_candidates", bind="query-params"))
-    k = int(c[3].number_input("Samples k", min_value=1, max_value=10_000, value=32, key="mt_k", bind="query-params"))
+    top = rules.cap_samples(10_000)
+    k = int(c[3].number_input("Samples k", min_value=1, max_value=top, value=min(32, top), key="mt_k",
+                              bind="query-params"))
     seed = int(c[4].number_input("Seed", min_value=0, value=0, key="mt_seed", bind="query-params"))
     methods = c[5].multiselect("Methods", list(TASK_METHODS), default=list(TASK_METHODS), key="mt_methods",
                                bind="query-params")

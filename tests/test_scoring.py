@@ -85,6 +85,35 @@ def test_small_budgets_force_many_passes_and_keep_scores(lm, paths, case):
     assert stats.forward_passes > 1 and stats.tokens_fed == stats.plain_tokens
 
 
+@pytest.mark.parametrize("fixture", ["smollm_model", "gemma_model"])
+def test_a_long_texts_passes_are_bounded_and_score_as_one_pass(fixture, request, monkeypatch):
+    """Issue 20 item 4: a long path is fed in passes of at most DEFAULT_MAX_PASS_PAIRS (query,
+    key) pairs, one row carrying its KV from pass to pass (no piece that feeds thousands of
+    ancestors again), with a stop heard between passes; the scores equal one whole pass."""
+    import threading
+
+    from marginal_core import scoring, turns
+
+    loaded = request.getfixturevalue(fixture)
+    text = " " + "The committee postponed its decision until the next meeting. " * 8
+    lattice = build_lattice(text, loaded.tokenizer)
+    some = [lattice.canonical, *lattice_samples(lattice, 3, seed=0).paths.tolist()]
+    ctx = context_ids(loaded.tokenizer, None)
+    whole, one = ScoreStats(), score_paths(loaded, some[:1], ctx, max_batch_tokens=4096, row_tokens=4096)
+    np.testing.assert_allclose(one, score_paths_plain(loaded, some[:1], ctx), rtol=0, atol=TOL)
+    monkeypatch.setattr(scoring, "DEFAULT_MAX_PASS_PAIRS", 8 * len(lattice.canonical))
+    bounded = ScoreStats()
+    np.testing.assert_allclose(score_paths(loaded, some[:1], ctx, stats=bounded), one, rtol=0, atol=TOL)
+    assert bounded.forward_passes >= len(lattice.canonical) // 8 - 1
+    assert bounded.tokens_fed == len(lattice.canonical) - 1 + len(ctx)  # no ancestor fed twice
+    np.testing.assert_allclose(score_paths(loaded, some, ctx, stats=whole),
+                               score_paths_plain(loaded, some, ctx), rtol=0, atol=TOL)
+    passes, stop = [], threading.Event()
+    with pytest.raises(turns.TurnCancelled), turns.Turns().run("t", should_stop=stop.is_set):
+        score_paths(loaded, some[:1], ctx, progress=lambda done, total: (passes.append(done), stop.set()))
+    assert len(passes) == 1  # the pass under way finished, the next one never started
+
+
 def test_memory_cap_feeds_one_token_per_pass(smollm_model):
     lattice = build_lattice(TEXT, smollm_model.tokenizer)
     few = [lattice.canonical, *lattice_samples(lattice, 3, seed=0).paths.tolist()]

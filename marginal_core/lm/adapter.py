@@ -71,14 +71,11 @@ class LM:
 
     @classmethod
     def of(cls, lm: LM | LoadedModel) -> LM:
-        """The adapter of a loaded model, made once per model and shared."""
+        """The adapter of a loaded model: the one the LoadedModel owns, made once and shared."""
         if isinstance(lm, LM):
             return lm
         with _LOCK:
-            adapter = _ADAPTERS.get(id(lm.model))
-            if adapter is None or adapter.model is not lm.model:
-                adapter = _ADAPTERS[id(lm.model)] = cls(lm)
-            return adapter
+            return lm.adapter
 
     # ---------------------------------------------------------------- sizes and checks
 
@@ -269,4 +266,3 @@ class LM:
 
 
 _LOCK = threading.RLock()
-_ADAPTERS: dict[int, LM] = {}

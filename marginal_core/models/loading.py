@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -31,9 +32,14 @@ if TYPE_CHECKING:  # torch and transformers take seconds to import: only the loa
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+    from marginal_core.lm.adapter import LM
+
 __all__ = ["LoadedModel", "load_model", "load_text_tokenizer", "load_tokenizer", "warm"]
 
 SNAPSHOT_FILE = "lattice-snapshot.pkl"
+# The models (per name, device, dtype) and tokenizers kept loaded in a process, least recently
+# used first out: a server whose visitors name many models holds at most this many of each.
+MAX_MODELS = int(os.environ.get("MARGINAL_MAX_MODELS", "4") or 4)
 _LOCK = threading.RLock()
 
 
@@ -93,7 +99,7 @@ def _ensure_tokenizer_cache(src: Source, folder: Path) -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=MAX_MODELS)
 def _load_tokenizer_memo(canonical: str) -> PreTrainedTokenizerFast:
     """load_tokenizer's body, memoized on the canonical model name."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
@@ -140,7 +146,7 @@ def _fresh_snapshot(folder: Path) -> TokenizerSnapshot | None:
     return snapshot if fresh else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=MAX_MODELS)
 def _load_text_tokenizer_memo(canonical: str) -> TextTokenizer:
     """load_text_tokenizer's body, memoized on the canonical model name."""
     if resolve(canonical).gguf is None:
@@ -174,13 +180,23 @@ def load_text_tokenizer(name: str = DEFAULT_MODEL) -> TextTokenizer:
 
 @dataclass
 class LoadedModel:
-    """A causal LM ready for scoring: eval mode, on `device`, in `dtype`, with its tokenizer."""
+    """A causal LM ready for scoring: eval mode, on `device`, in `dtype`, with its tokenizer.
+
+    It owns its LM adapter (``adapter``), so the adapter lives exactly as long as the model.
+    """
 
     name: str
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerFast
     device: str
     dtype: torch.dtype
+
+    @functools.cached_property
+    def adapter(self) -> LM:
+        """The LM adapter through which the library drives this model (made on first use)."""
+        from marginal_core.lm.adapter import LM
+
+        return LM(self)
 
 
 def _dequantize_gguf(gguf: Path) -> PreTrainedModel:
@@ -225,7 +241,7 @@ def _ensure_model_cache(src: Source, folder: Path) -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=MAX_MODELS)
 def _load_model_memo(
     canonical: str, device: str, dtype: torch.dtype, attn_implementation: str | None
 ) -> LoadedModel:

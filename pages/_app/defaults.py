@@ -6,6 +6,8 @@ from __future__ import annotations
 DEFAULT_CONTEXT = "Question: What is the capital of France?\nAnswer:"
 DEFAULT_TEXT = " Paris is the capital of France."
 DEFAULT_SAMPLES = 100
+# The largest k and number of proxy samples the pages take (a server may set less: server.py).
+MAX_SAMPLES = 100_000
 # The home page's one-click estimate takes at most this many samples (minutes on a CPU; more
 # go on the running-estimates page).
 HOME_MAX_SAMPLES = 1_000

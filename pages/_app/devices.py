@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import cache
 
 
@@ -30,9 +31,17 @@ def resolve(device: str) -> str:
     return resolve_device(device_arg(device))
 
 
-@cache
 def resolve_dtype(choice: str, device: str) -> str:
-    """The dtype name a sidebar choice runs on a resolved device ('auto' -> 'float32' or 'bfloat16')."""
+    """The dtype name a sidebar choice runs on a resolved device ('auto' -> 'float32' or
+    'bfloat16'; $MARGINAL_AUTO_DTYPE, where set, decides auto)."""
+    from marginal_core.models.devices import AUTO_DTYPE_ENV
+
+    return _resolved_dtype(choice, device, os.environ.get(AUTO_DTYPE_ENV, ""))
+
+
+@cache
+def _resolved_dtype(choice: str, device: str, switch: str) -> str:
+    """resolve_dtype, once per (choice, device, switch): auto on a CPU reads the measured ratio."""
     from marginal_core.models import dtype_name
     from marginal_core.models import resolve_dtype as resolve_torch_dtype
 

@@ -1,23 +1,47 @@
-"""Errors as users see them: one friendly paragraph, never a traceback."""
+"""Errors as users see them: one friendly paragraph, never a traceback (nor, in class mode, a
+server path)."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
 from collections.abc import Iterator
 
 import streamlit as st
 
-from marginal_core.errors import ContextWindowError, MarginalError
+from marginal_core.errors import ContextWindowError, MarginalError, UnknownModelError
 from marginal_core.lm.oom import is_oom
 from marginal_core.turns import TurnCancelled
+from pages._app import server
+
+_log = logging.getLogger(__name__)
+# An absolute or home-relative path (/srv/x, ~/x, ./x, C:\x), not an id like org/name nor a URL's //host.
+_PATH = re.compile(r"(?:(?<![\w:/.~-])(?:~|\.{1,2})?/|\b[A-Za-z]:\\)[^\s'\"`()\[\]{}<>,;]+")
 
 
 def describe_error(exc: BaseException, doing: str = "") -> tuple[str, str]:
     """("error" or "warning", a one-paragraph message) for an exception shown to a user.
 
     Library errors keep their own message; out-of-memory errors and a missing graphviz binary
-    get advice; anything else gets its type and first line, never a traceback.
+    get advice; anything else gets its type and first line, never a traceback. Where the server
+    hides its paths (class mode, server.py), a model that fails to load gets no cause (it names
+    folders) and any other path is masked; the server's log keeps the whole message.
     """
+    level, message = _describe(exc, doing)
+    if server.policy().shows_server_paths:
+        return level, message
+    if isinstance(exc, UnknownModelError):
+        shown = "This server could not load the model; whoever runs it can see why in its log."
+    else:
+        shown = _PATH.sub("[server path]", message)
+    if shown != message:
+        _log.warning("shown to a visitor without server paths: %s", message)
+    return level, shown
+
+
+def _describe(exc: BaseException, doing: str) -> tuple[str, str]:
+    """describe_error's message, paths and all."""
     where = f" while {doing}" if doing else ""
     if isinstance(exc, ContextWindowError):
         return "error", (

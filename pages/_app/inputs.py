@@ -3,25 +3,33 @@
 app.py draws them on every run, before the page; pages read them back from the session state
 with :func:`current` (the widgets' values, keyed as in the URL), so a link reproduces a view. A
 text or context too long for a link (MAX_LINKED_CHARS) stays in the session and out of the URL.
+On a server that limits what visitors may ask (server.py), the sidebar offers only its models and
+its text length, and a link asking for more is answered above the page before anything loads.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import streamlit as st
 
 from marginal_core.errors import EmptyTextError
 from marginal_core.models import DEFAULT_MODEL, DTYPES, EMBEDDED_MODELS, known_models
-from pages._app import devices
+from marginal_core.viz import code_span
+from pages._app import devices, server
 from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
 from pages._app.errors import show_error
+
+if TYPE_CHECKING:
+    from streamlit.delta_generator import DeltaGenerator
 
 
 # URL characters of a text or context a link carries at most (percent-encoded: a CJK character
 # takes nine); the server answers HTTP 400 to a request line past about 128 KB.
 MAX_LINKED_CHARS = 50_000
+_LINK_CHECKED = "_link_checked_against_server"  # set once the session's first run checked its link
 
 
 @dataclass(frozen=True)
@@ -40,17 +48,19 @@ class Inputs:
 
 
 def sidebar() -> None:
-    """Model, device, precision, text and context widgets in the sidebar, bound to the URL (app.py)."""
+    """Model, device, precision, text and context widgets in the sidebar, bound to the URL (app.py).
+
+    The run ends here, with one message, on a bad server setting or a model the server does not offer.
+    """
     sb = st.sidebar
+    try:
+        policy = server.policy()
+    except server.PolicyError as exc:
+        st.error(f"This server is misconfigured: {exc}.", icon=":material/error:")
+        st.stop()
+    linked_model, long_texts = _link_beyond(policy)
     sb.markdown("### Input")
-    options = known_models()
-    chosen = st.session_state.get("model")
-    if chosen and chosen not in options:
-        options = options + [chosen]
-    sb.selectbox(
-        "Model", options, index=0, key="model", bind="query-params", accept_new_options=True,
-        help="An embedded model (works offline) or any Hugging Face model id or local folder: type it in.",
-    )
+    _model_box(sb, policy)
     sb.selectbox(
         "Device", devices.device_options(), index=0, key="device", bind="query-params",
         help="auto uses the GPU when there is one (cuda, then mps), else the CPU.",
@@ -63,11 +73,12 @@ def sidebar() -> None:
     unlinked = [key for key in ("text", "context") if not _linkable(st.session_state.get(key))]
     sb.text_area(
         "Text", value=DEFAULT_TEXT, key="text", bind=None if "text" in unlinked else "query-params", height=90,
+        max_chars=policy.max_text_chars,
         help="The text whose marginal probability is estimated. It is scored right after the context, "
         "so start it with a space when the context ends with a word or a colon. Ctrl+Enter applies.",
     )
     sb.text_area(
-        "Context (optional)", value=DEFAULT_CONTEXT, key="context", height=90,
+        "Context (optional)", value=DEFAULT_CONTEXT, key="context", height=90, max_chars=policy.max_text_chars,
         bind=None if "context" in unlinked else "query-params",
         help="What the text is conditioned on, e.g. a question. Empty: the text alone, after BOS.",
     )
@@ -88,6 +99,47 @@ def sidebar() -> None:
             show_error(exc)
         where = "cpu"
     sb.caption(f"Runs on: **{devices.device_label(where, devices.resolve_dtype(_dtype_choice(), where))}**")
+    if offer := policy.offer():
+        sb.caption(offer)
+    for key, length in long_texts.items():
+        st.warning(f"The link's {key} has {length:,} characters; this server takes up to {policy.max_text_chars:,}, "
+                   f"so the page uses its first {policy.max_text_chars:,}.", icon=":material/link_off:")
+    refused = linked_model or (None if policy.allows(name) else name)
+    if refused is not None:
+        st.error(f"This server offers only these models: {', '.join(policy.models or ())}. It does not offer "
+                 f"{code_span(refused[:100])}, so nothing was loaded: choose a model in the sidebar.",
+                 icon=":material/block:")
+        st.stop()
+
+
+def _model_box(sb: DeltaGenerator, policy: server.ServerPolicy) -> None:
+    """The model box: the server's models only, or (the local default) any id or folder typed in."""
+    if policy.models is not None:
+        sb.selectbox("Model", list(policy.models), index=0, key="model", bind="query-params",
+                     help="The models this server offers.")
+        return
+    options = known_models()
+    chosen = st.session_state.get("model")
+    if chosen and chosen not in options:
+        options = options + [chosen]
+    sb.selectbox(
+        "Model", options, index=0, key="model", bind="query-params", accept_new_options=True,
+        help="An embedded model (works offline) or any Hugging Face model id or local folder: type it in.",
+    )
+
+
+def _link_beyond(policy: server.ServerPolicy) -> tuple[str | None, dict[str, int]]:
+    """On the session's first run (a link opened), before the widgets correct it: the link's model
+    when the server does not offer it, and the lengths of its text and context past the server's
+    cap (the widgets then keep the first characters). Later runs follow the widgets."""
+    if st.session_state.get(_LINK_CHECKED):
+        return None, {}
+    st.session_state[_LINK_CHECKED] = True
+    params, cap = st.query_params, policy.max_text_chars
+    model = params.get("model")
+    long_texts = {key: len(params[key]) for key in ("text", "context")
+                  if cap is not None and key in params and len(params[key]) > cap}
+    return (None if model is None or policy.allows(model) else model), long_texts
 
 
 def _linkable(text: str | None) -> bool:

@@ -1,6 +1,7 @@
 """The numbers a shared link carries, checked around the page: a number a widget cannot take
-(k=-5, k=abc, k=1e8, L=0) is named with the value used instead, where Streamlit drops it
-silently; an infinite one is dropped before the widgets read it (they raise OverflowError)."""
+(k=-5, k=abc, k=1e8, L=0, or past the server's cap: server.py) is named with the value used
+instead, where Streamlit drops it silently; an infinite one is dropped before the widgets read it
+(they raise OverflowError)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core.viz import code_span
+from pages._app import server
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
@@ -17,6 +19,8 @@ if TYPE_CHECKING:
 # Every number input bound to the URL, by its URL key (pages/_app/widgets.py and the pages).
 NUMBER_KEYS = ("k", "pk", "W", "L", "seed", "first", "span", "per", "tk", "qa_limit", "qa_k", "qa_seed", "mt_limit",
                "mt_candidates", "mt_k", "mt_seed")
+# The numbers of samples a server caps (MARGINAL_MAX_SAMPLES), by URL key; W is capped apart.
+SAMPLE_KEYS = ("k", "pk", "tk", "qa_k", "mt_k")
 _LINKED = "_linked_numbers"
 
 
@@ -63,7 +67,16 @@ def report_numbers(where: DeltaGenerator) -> None:
             continue
         used, value = st.session_state[key], _number(text)
         if value is None or not math.isclose(value, float(used)):
-            bad.append(f"{code_span(f'{key}={text[:40]}')} (using {key} = {used:,})")
+            cap = _server_cap(key)
+            beyond = cap is not None and value is not None and value > cap
+            over = f"; this server takes {key} up to {cap:,}" if beyond else ""
+            bad.append(f"{code_span(f'{key}={text[:40]}')} (using {key} = {used:,}{over})")
     if bad:
         where.warning("The link holds numbers this page cannot take: " + "; ".join(bad) + ".",
                       icon=":material/link_off:")
+
+
+def _server_cap(key: str) -> int | None:
+    """The server's cap on a linked number (server.py), None where it sets none."""
+    rules = server.policy()
+    return rules.max_samples if key in SAMPLE_KEYS else rules.max_beam_width if key == "W" else None

@@ -40,8 +40,9 @@ def vocabulary(name: str) -> Vocabulary:
     return build(tokenizer(name))
 
 
-@st.cache_resource(show_spinner=False, max_entries=3)
 def _model(name: str, device: str, dtype: str) -> LoadedModel:
+    """The library's loaded model: ``load_model`` owns the loaded models and their adapters
+    (a bounded LRU per process), so the app keeps no second cache of its own."""
     from marginal_core.models import load_model
 
     return load_model(name, device=devices.device_arg(device), dtype=dtype)

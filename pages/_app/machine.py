@@ -3,44 +3,30 @@ Turns per server process, one run per script run, and the message a waiting sess
 
 One Turns serves the whole process (all its sessions and pages): a class of 30 shares one CPU or
 GPU, and a unit of work with the whole machine to itself finishes sooner than 30 units fighting
-for the cores. ``$MARGINAL_MAX_RUNS`` caps the runs admitted at once (default 16); the others
-wait in arrival order and say where they stand.
+for the cores. ``$MARGINAL_MAX_RUNS`` (pages/_app/server.py) caps the runs admitted at once;
+the others wait in arrival order and say where they stand.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from marginal_core.errors import MarginalError
 from marginal_core.progress import StopCheck
 from marginal_core.turns import Place, Turns
+from pages._app.server import policy
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
-MAX_RUNS_ENV = "MARGINAL_MAX_RUNS"
-DEFAULT_MAX_RUNS = 16
-
-
-def max_runs() -> int:
-    """The cap on runs admitted at once, from $MARGINAL_MAX_RUNS (default DEFAULT_MAX_RUNS)."""
-    raw = os.environ.get(MAX_RUNS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_RUNS
-    if not raw.isdigit() or int(raw) < 1:
-        raise MarginalError(f"{MAX_RUNS_ENV}={raw!r} is not a positive whole number of runs")
-    return int(raw)
-
 
 @st.cache_resource(show_spinner=False)
 def server_turns() -> Turns:
-    """The server process's one Turns."""
-    return Turns(max_runs=max_runs())
+    """The server process's one Turns, admitting the policy's max_runs at once."""
+    return Turns(max_runs=policy().max_runs)
 
 
 def _session() -> str:

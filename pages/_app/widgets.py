@@ -9,38 +9,42 @@ import streamlit as st
 
 from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH
 from marginal_core.viz import count_label
-from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, exact_feasible
+from pages._app import server
+from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, MAX_SAMPLES, exact_feasible
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
     from marginal_core.lattice import Lattice
 
-MAX_SAMPLES = 100_000
 _L_DEFAULT = "_L_default"  # the default L last put in the length-bound widget (see length_bound)
 
 
 def samples_k(where: DeltaGenerator, *, disabled: bool = False,
               help: str = "Lattice samples: off-by-one first, then uniform paths of at most L tokens.") -> int:
-    """The number of samples k of an estimate (URL key k)."""
-    return int(where.number_input("Samples k", min_value=1, max_value=MAX_SAMPLES, value=DEFAULT_SAMPLES, step=50,
+    """The number of samples k of an estimate (URL key k), up to the server's cap."""
+    top = server.policy().cap_samples(MAX_SAMPLES)
+    return int(where.number_input("Samples k", min_value=1, max_value=top, value=min(DEFAULT_SAMPLES, top), step=50,
                                   key="k", bind="query-params", disabled=disabled, help=help))
 
 
 def proxy_samples(where: DeltaGenerator) -> int:
-    """The number of proxy samples (URL key pk)."""
-    return int(where.number_input("Proxy samples", min_value=1, max_value=MAX_SAMPLES, value=DEFAULT_SAMPLES,
+    """The number of proxy samples (URL key pk), up to the server's cap."""
+    top = server.policy().cap_samples(MAX_SAMPLES)
+    return int(where.number_input("Proxy samples", min_value=1, max_value=top, value=min(DEFAULT_SAMPLES, top),
                                   step=50, key="pk", bind="query-params",
                                   help="Tokenizations drawn from the model constrained to the lattice."))
 
 
 def beam_width(where: DeltaGenerator, *, disabled: bool = False) -> int:
-    """The beam's width W (URL key W): prefixes it extends per lattice state."""
+    """The beam's width W (URL key W): prefixes it extends per lattice state, up to the server's cap
+    (at least the default width: server.py)."""
+    top = server.policy().cap_beam_width(MAX_BEAM_WIDTH)
     return int(where.number_input(
-        "Beam width W", min_value=1, max_value=MAX_BEAM_WIDTH, value=DEFAULT_BEAM_WIDTH, step=1, key="W",
+        "Beam width W", min_value=1, max_value=top, value=DEFAULT_BEAM_WIDTH, step=1, key="W",
         bind="query-params", disabled=disabled,
         help="Prefixes the beam extends per lattice state; its lower bound grows with W (exact once W covers "
-        f"every prefix). 1 to {MAX_BEAM_WIDTH:,}.",
+        f"every prefix). 1 to {top:,}.",
     ))
 
 

@@ -1,0 +1,148 @@
+"""What this server lets its visitors ask for, read from the environment (README, "Serving a class").
+
+With no variable set (``make app`` on 127.0.0.1) a visitor may load any Hugging Face id or server
+folder, within the app's own limits. ``MARGINAL_SERVE=class`` is for a server others reach: only
+the allowed models, capped k, beam width and text length, and no server path in any message or
+widget. Each cap can also be set on its own. ``python -m pages._app.server`` checks the variables
+and says what the server offers (``make app`` and ``make serve-class`` run it first).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH
+from marginal_core.errors import MarginalError
+from marginal_core.models import EMBEDDED_MODELS, known_models
+from pages._app.defaults import MAX_SAMPLES
+
+SERVE = "MARGINAL_SERVE"
+ALLOWED_MODELS = "MARGINAL_ALLOWED_MODELS"
+MAX_SAMPLES_ENV = "MARGINAL_MAX_SAMPLES"
+MAX_TEXT_CHARS_ENV = "MARGINAL_MAX_TEXT_CHARS"
+MAX_BEAM_WIDTH_ENV = "MARGINAL_MAX_BEAM_WIDTH"
+MAX_RUNS_ENV = "MARGINAL_MAX_RUNS"
+# Runs admitted to take turns on the machine at once (pages/_app/machine.py), in either mode.
+DEFAULT_MAX_RUNS = 16
+
+# Class mode's caps where its variable is unset.
+CLASS_MAX_SAMPLES = 1_000
+CLASS_MAX_TEXT_CHARS = 2_000
+CLASS_MAX_BEAM_WIDTH = 64
+# The smallest sample cap taken (the rank page draws at least 3 proxy samples a sentence, and fewer
+# than 10 say little about a marginal). The beam's cap is at least its default width, which the
+# task pages run it at.
+MIN_SAMPLES_CAP = 10
+
+
+class PolicyError(MarginalError):
+    """A server variable the app cannot take; the message names it and what it takes."""
+
+
+@dataclass(frozen=True)
+class ServerPolicy:
+    """What visitors may ask of this server. None: no limit beyond the app's own (the local default)."""
+
+    class_mode: bool = False
+    models: tuple[str, ...] | None = None  # the models offered; None: any id or folder
+    max_samples: int | None = None  # k, proxy samples and the task pages' samples
+    max_text_chars: int | None = None  # characters of the text and of the context, each
+    max_beam_width: int | None = None
+    max_runs: int = DEFAULT_MAX_RUNS  # runs taking turns at once; later ones wait in the queue
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ServerPolicy:
+        """The policy the environment sets; raises PolicyError naming a variable it cannot take."""
+        env = os.environ if env is None else env
+        mode = env.get(SERVE, "").strip().lower()
+        if mode not in ("", "local", "class"):
+            raise PolicyError(f"{SERVE}={env[SERVE]!r}: expected 'class' (a server others reach) or 'local'")
+        on = mode == "class"
+        return cls(
+            class_mode=on,
+            models=_models(env.get(ALLOWED_MODELS, ""), tuple(known_models()) if on else None),
+            max_samples=_cap(env, MAX_SAMPLES_ENV, MIN_SAMPLES_CAP, MAX_SAMPLES, CLASS_MAX_SAMPLES if on else None),
+            max_text_chars=_cap(env, MAX_TEXT_CHARS_ENV, 1, sys.maxsize, CLASS_MAX_TEXT_CHARS if on else None),
+            max_beam_width=_cap(env, MAX_BEAM_WIDTH_ENV, DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH,
+                                CLASS_MAX_BEAM_WIDTH if on else None),
+            max_runs=_cap(env, MAX_RUNS_ENV, 1, 1_000, DEFAULT_MAX_RUNS),
+        )
+
+    def allows(self, model: str) -> bool:
+        """Whether a visitor may load this model (embedded names in any case)."""
+        return self.models is None or _canonical(model) in self.models
+
+    @property
+    def shows_server_paths(self) -> bool:
+        """Whether messages and widgets may name the server's files and folders (task files, lm-eval
+        results, the paths in an error): not in class mode."""
+        return not self.class_mode
+
+    def cap_samples(self, limit: int) -> int:
+        """A page's largest number of samples under this server's cap."""
+        return limit if self.max_samples is None else min(limit, self.max_samples)
+
+    def cap_beam_width(self, limit: int) -> int:
+        """A page's largest beam width under this server's cap."""
+        return limit if self.max_beam_width is None else min(limit, self.max_beam_width)
+
+    def offer(self) -> str:
+        """One sentence for visitors on what they may choose here; empty for the local default."""
+        parts = [", ".join(self.models)] if self.models is not None else []
+        if self.max_samples is not None:
+            parts.append(f"samples k up to {self.max_samples:,}")
+        if self.max_beam_width is not None:
+            parts.append(f"beam width W up to {self.max_beam_width:,}")
+        if self.max_text_chars is not None:
+            parts.append(f"texts and contexts up to {self.max_text_chars:,} characters")
+        return f"This server offers: {'; '.join(parts)}." if parts else ""
+
+
+def policy() -> ServerPolicy:
+    """This server's policy, read on every call (a script run reads it in a few microseconds, and
+    tests change the environment between runs)."""
+    return ServerPolicy.from_env()
+
+
+def _canonical(model: str) -> str:
+    """A model name as the allow-list holds it: embedded names lower-cased, others as given."""
+    name = model.strip()
+    return name.lower() if name.lower() in EMBEDDED_MODELS else name
+
+
+def _models(raw: str, default: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """The comma-separated allow-list, without repeats; default where it is unset."""
+    names = tuple(dict.fromkeys(_canonical(n) for n in raw.split(",") if n.strip()))
+    if raw.strip() and not names:
+        raise PolicyError(f"{ALLOWED_MODELS}={raw!r}: expected model names separated by commas")
+    return names or default
+
+
+def _cap(env: Mapping[str, str], name: str, low: int, high: int, default: int | None) -> int | None:
+    """A whole number from low to high, or default where the variable is unset or empty."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        top = "" if high == sys.maxsize else f" to {high:,}"
+        raise PolicyError(f"{name}={raw!r}: expected a whole number from {low:,}{top}")
+    return int(raw)
+
+
+def main() -> int:
+    """Check the variables and say what the server offers (exit status 2 on a bad value)."""
+    try:
+        rules = ServerPolicy.from_env()
+    except PolicyError as exc:
+        print(f"marginal app: {exc}", file=sys.stderr)
+        return 2
+    mode = "class" if rules.class_mode else "local"
+    print(f"marginal app, {mode} mode: " + (rules.offer() or "any model id or folder, the app's own limits."))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
