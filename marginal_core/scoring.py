@@ -347,6 +347,7 @@ class TrieRun:
                 continue
             self._counted(sum(map(len, plan.queries)), len(active) * plan.widths[1], sum(plan.owned))
             _advance(self.trie, active, plan, cache)
+            del hidden, cache  # the pass's states: a run that waits for its next turn holds only what it carries
             active = [row for row in active if row.start < row.stop]
             passes_left -= 1
 

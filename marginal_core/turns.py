@@ -1,17 +1,20 @@
-"""Taking turns on a shared device: many runs' model work, one unit at a time, fairly ordered
+"""Taking turns on a shared device: many runs' model work, one run at a time, fairly ordered
 (docs/design.md, "Turns").
 
 The library wraps each unit of model work (a forward pass, a chunk of the LM head) in
 :func:`unit`. Outside a run that a :class:`Turns` admitted (the CLI, the tests, a script),
-:func:`unit` does nothing. Inside one, it waits until this run may use the device: units run one
-at a time, and the next one goes to the waiting run that has used the device least so far
-(round-robin by service time), so a run that starts last still gets its first units within a
-round, and no run costs the others more than its share. A run's stop check is polled while it
-waits and before each unit; when it answers True the run gets :class:`TurnCancelled`.
+:func:`unit` does nothing. Inside one, a run's first unit waits for its **turn**: the device is
+its own, for its units and the work between them, until it has held it for ``slice_s`` and
+another run waits (checked as each unit starts), or until it stays out of a unit for ``idle_s``
+(it is drawing, or done). The next turn goes to the waiting run that has used the device least
+so far (round-robin by service time), so a run that starts last gets its first turn within a
+round, and no run costs the others more than its share. One run at a time, rather than one unit
+at a time, keeps the work between units from fighting the holder for the cores. A run's stop
+check is polled while it waits and before each unit; True gives it :class:`TurnCancelled`.
 
 Runs beyond ``max_runs`` wait to be admitted, in arrival order, and their waiting callback
-hears where they stand. The holder of the device may use :meth:`Turns.scratch` for buffers that
-only a unit needs (the LM head's logits block): one per device, not one per run.
+hears where they stand. The holder may use :meth:`Turns.scratch` for buffers that only a unit
+needs (the LM head's logits block): one per device, not one per run.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ __all__ = ["Place", "TurnCancelled", "Turns", "current", "unit"]
 
 # Seconds between a waiting run's stop checks and reports of its place.
 POLL_S = 0.2
+# A turn: the seconds a run keeps the device while others wait (about what a live run's first
+# estimate costs on a CPU, so that its first turn shows one), and how long it may stay out of a
+# unit before another run may take the device (a waiter checks that often).
+SLICE_S = 0.5
+IDLE_S = 0.1
 # The seconds a run, and a unit, are assumed to take before any has finished (wait estimates),
 # and the weight of each new unit in the units' moving average.
 FIRST_GUESS_S = 2.0
@@ -52,8 +60,8 @@ class Place:
     admitted: bool
 
     def describe(self) -> str:
-        """'3 runs ahead of yours, about 12 s' (or 'waiting to be let in: ...' beyond the cap)."""
-        runs = f"{self.ahead} run{'s' if self.ahead != 1 else ''} ahead of yours, about {self.seconds:.0f} s"
+        """'3 runs ahead of yours, about 12 s' (or 'the machine is full; ...' beyond the cap)."""
+        runs = f"{self.ahead} run{'s' if self.ahead != 1 else ''} ahead of yours, about {max(1, round(self.seconds))} s"
         return runs if self.admitted else f"the machine is full; {runs}"
 
 
@@ -70,9 +78,12 @@ class _Run:
     should_stop: StopCheck | None
     waiting: Waiting | None
     arrived: float = field(default_factory=time.perf_counter)
-    served: float = 0.0
+    served: float = 0.0  # seconds it held the device in turns that ended
     admitted: bool = False
     wants: bool = False
+    turn_began: float = 0.0
+    in_unit: bool = False
+    left_unit: float = 0.0
 
     def order(self) -> tuple[float, float]:
         return self.served, self.arrived
@@ -88,10 +99,10 @@ class Turns:
     """One device's turns: at most one unit at a time, the least-served waiting run next, at most
     ``max_runs`` runs admitted (the rest wait in arrival order)."""
 
-    def __init__(self, max_runs: int = 16) -> None:
+    def __init__(self, max_runs: int = 16, slice_s: float = SLICE_S, idle_s: float = IDLE_S) -> None:
         if max_runs < 1:
             raise MarginalError("max_runs must be at least 1")
-        self.max_runs = max_runs
+        self.max_runs, self.slice_s, self.idle_s = max_runs, slice_s, idle_s
         self._cond = threading.Condition()
         self._holder: _Run | None = None
         self._admitted: list[_Run] = []
@@ -134,82 +145,108 @@ class Turns:
         """Forget a run that ended, however it ended (lock held)."""
         if entry in self._queue:
             self._queue.remove(entry)
+        if self._holder is entry:
+            self._end_turn(time.perf_counter())
         if entry in self._admitted:
             self._admitted.remove(entry)
-            self._run_seconds = [*self._run_seconds[-31:], entry.served]
-        if self._holder is entry:
-            self._holder = None
+            if entry.served > 0:  # a run that never used the device says nothing of a run's length
+                self._run_seconds = [*self._run_seconds[-31:], entry.served]
         self._admit()
 
     # ------------------------------------------------------------------ units
 
     @contextlib.contextmanager
     def unit(self, entry: _Run) -> Iterator[None]:
-        """Hold the device for one unit of entry's work (waiting for the turn first); a unit
-        inside a unit is part of it."""
-        if self._holder is entry:
+        """One unit of entry's work in entry's turn (waiting for one first; a turn held past its
+        slice while others wait is handed on first); a unit inside a unit is part of it."""
+        if entry.in_unit:
             yield
             return
-        self._take(entry)
+        with self._cond:
+            if self._holder is entry and time.perf_counter() - entry.turn_began >= self.slice_s and self._waiters(entry):
+                self._end_turn(time.perf_counter())
+            held = self._holder is entry
+            entry.in_unit = held
+        if not held:
+            self._take(entry)
         started = time.perf_counter()
         try:
             yield
         finally:
             with self._cond:
-                seconds = time.perf_counter() - started
-                entry.served += seconds
-                self._unit_s += UNIT_WEIGHT * (seconds - self._unit_s)
-                self._holder = None
+                entry.in_unit, entry.left_unit = False, time.perf_counter()
+                self._unit_s += UNIT_WEIGHT * (entry.left_unit - started - self._unit_s)
                 self._cond.notify_all()
 
+    def _waiters(self, entry: _Run) -> bool:
+        """Whether another admitted run waits for the device (lock held)."""
+        return any(r.wants for r in self._admitted if r is not entry)
+
+    def _end_turn(self, at: float) -> None:
+        """The holder's turn ends at `at`: its seconds count as served (lock held)."""
+        holder = self._holder
+        if holder is not None:
+            holder.served += max(at - holder.turn_began, 0.0)
+            self._holder = None
+            self._cond.notify_all()
+
     def _take(self, entry: _Run) -> None:
-        """Wait until entry is admitted, the device is free and entry is the next to use it;
-        a run told where it stood is told None when its turn comes."""
+        """Wait until entry is admitted and the next to use the device, then begin its turn in
+        a unit; a run told where it stood is told None when its turn comes."""
         if entry.stopped():
             raise TurnCancelled("stopped")
-        told, reported = time.perf_counter(), False
+        told, shown = time.perf_counter(), None
         try:
             while not self._took(entry):
                 with self._cond:
                     place = self._place(entry)
                 if entry.stopped():
                     raise TurnCancelled("stopped while waiting for its turn")
-                if entry.waiting is not None and time.perf_counter() - told >= POLL_S:
-                    told, reported = time.perf_counter(), True
+                if entry.waiting is not None and time.perf_counter() - told >= POLL_S and place.describe() != shown:
+                    told, shown = time.perf_counter(), place.describe()
                     entry.waiting(place)
         finally:
             entry.wants = False
-        if reported and entry.waiting is not None:
+        if shown is not None and entry.waiting is not None:
             entry.waiting(None)
 
     def _took(self, entry: _Run) -> bool:
-        """Take the device for entry if it is entry's turn, else wait up to POLL_S for a change."""
+        """Begin entry's turn if it is next, else wait a little for a change (False)."""
         with self._cond:
             entry.wants = True
             if not self._is_next(entry):
-                self._cond.wait(POLL_S)
+                self._cond.wait(min(POLL_S, self.idle_s))
                 if not self._is_next(entry):
                     return False
-            self._holder, entry.wants = entry, False
+            now = time.perf_counter()
+            if self._holder is not None:  # it stayed out of its units too long: its turn ends
+                self._end_turn(self._holder.left_unit)
+            self._holder, entry.wants, entry.in_unit, entry.turn_began = entry, False, True, now
             return True
 
     def _is_next(self, entry: _Run) -> bool:
-        """Whether entry may take the device now (lock held)."""
-        if self._holder is not None or not entry.admitted:
+        """Whether entry may take the device now: it is admitted, the device is free (or its
+        holder idle for idle_s) and entry has used it least of the waiting runs (lock held)."""
+        holder = self._holder
+        if not entry.admitted or holder is entry:
+            return False
+        if holder is not None and (holder.in_unit or time.perf_counter() - holder.left_unit < self.idle_s):
             return False
         waiting = [r for r in self._admitted if r.wants]
         return min(waiting, key=_Run.order) is entry
 
     def _place(self, entry: _Run) -> Place:
-        """Where entry stands now (lock held)."""
+        """Where entry stands now (lock held): the runs whose turns come first, a slice each."""
         if entry.admitted:
             ahead = sum(1 for r in self._admitted if r.wants and r.order() < entry.order())
             ahead += self._holder is not None
-            return Place(ahead, ahead * self._unit_s, True)
+            return Place(ahead, ahead * max(self.slice_s, self._unit_s), True)
         position = self._queue.index(entry)
         mean = sum(self._run_seconds) / len(self._run_seconds) if self._run_seconds else FIRST_GUESS_S
-        left = sum(max(mean - r.served, 0.0) for r in self._admitted)
-        return Place(len(self._admitted) + position, left + position * mean, False)
+        # the admitted runs share the device, so the first of them ends after about
+        # (runs) x (the least work any has left); each later place waits one run more
+        least_left = min((max(mean - r.served, 0.0) for r in self._admitted), default=0.0)
+        return Place(len(self._admitted) + position, len(self._admitted) * least_left + position * mean, False)
 
     # ------------------------------------------------------------------ what the holder shares
 

@@ -3,6 +3,7 @@ stopping while queued, and a failing unit failing only its own run."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -56,8 +57,9 @@ def test_outside_a_run_a_unit_is_free_and_nested_runs_join_the_outer_one():
 
 
 def test_waiting_runs_take_the_device_in_rounds():
-    """Three runs queued behind a holder then share the device one unit each per round."""
-    t, log = Turns(), []
+    """Three runs queued behind a holder then share the device one turn each per round (with
+    no slice, a turn is one unit)."""
+    t, log = Turns(slice_s=0), []
     started, release = threading.Event(), threading.Event()
     blocker = _hold_while(t, started, release)
     workers = [_worker(t, name, 6, log) for name in "abc"]
@@ -73,7 +75,7 @@ def test_waiting_runs_take_the_device_in_rounds():
 
 
 def test_a_run_that_arrives_late_gets_its_first_unit_at_once():
-    t, log = Turns(), []
+    t, log = Turns(slice_s=0), []
     first = _worker(t, "early", 40, log)
     first.start()
     _wait_for(lambda: len(log) >= 10)
@@ -84,6 +86,38 @@ def test_a_run_that_arrives_late_gets_its_first_unit_at_once():
     first.join(10)
     assert log.index("late") <= arrived + 2  # the unit running when it came, then its own
     assert log[log.index("late") : log.index("late") + 3] == ["late"] * 3  # least served goes first
+
+
+def test_a_turn_lasts_a_slice_and_ends_when_its_run_stays_out_of_its_units():
+    """A run keeps the device for about slice_s of units while another waits; a holder that
+    does other work for longer than idle_s between units lets the waiting run in."""
+    t, log = Turns(slice_s=10 * UNIT_S, idle_s=0.05), []
+    first = _worker(t, "a", 30, log)
+    second = _worker(t, "b", 30, log)
+    first.start()
+    _wait_for(lambda: len(log) >= 1)
+    second.start()
+    first.join(10)
+    second.join(10)
+    runs = [len(list(g)) for _, g in itertools.groupby(log)]
+    assert len(runs) >= 4 and sum(runs[:-1]) / len(runs[:-1]) >= 5, runs  # turns of several units each
+    t, log = Turns(slice_s=60, idle_s=0.05), []
+
+    def idle_holder() -> None:
+        with t.run("idle"):
+            with turns.unit():
+                log.append("idle")
+            time.sleep(0.5)  # drawing a plot, say: the device is not in use
+            with turns.unit():
+                log.append("idle")
+
+    holder, waiter = threading.Thread(target=idle_holder), _worker(t, "waiter", 1, log)
+    holder.start()
+    _wait_for(lambda: log == ["idle"])
+    waiter.start()
+    holder.join(5)
+    waiter.join(5)
+    assert log == ["idle", "waiter", "idle"]
 
 
 def test_stop_takes_a_queued_run_out_at_once():

@@ -271,7 +271,20 @@ def _load_model_memo(
             raise unknown_model(canonical, exc) from exc
     model = model.to(device)
     model.eval()
+    _make_resident(model)
     return LoadedModel(name=canonical, model=model, tokenizer=tokenizer, device=device, dtype=dtype)
+
+
+def _make_resident(model: PreTrainedModel) -> None:
+    """Read every page of the weights once. Loaded from safetensors they are mapped from the
+    file and read in by the first forward passes: the first estimate would pay for it, and a
+    server's memory would seem to grow with its first run by the model's size."""
+    import torch
+
+    with torch.inference_mode():
+        for param in model.parameters():
+            if param.device.type == "cpu" and param.numel():
+                param.detach().reshape(-1)[:: max(1, 4096 // param.element_size())].sum()
 
 
 def load_model(
