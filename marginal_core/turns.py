@@ -38,7 +38,7 @@ POLL_S = 0.2
 # estimate costs on a CPU, so that its first turn shows one), and how long it may stay out of a
 # unit before another run may take the device (a waiter checks that often).
 SLICE_S = 0.5
-IDLE_S = 0.1
+IDLE_S = 0.5
 # The seconds a run, and a unit, are assumed to take before any has finished (wait estimates),
 # and the weight of each new unit in the units' moving average.
 FIRST_GUESS_S = 2.0

@@ -354,6 +354,50 @@ def test_another_session_renders_its_home_page_while_a_run_is_going():
         no_traceback(page)
 
 
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
+def test_four_sessions_at_once_take_turns_and_all_finish_within_a_memory_bound():
+    """Issue 20: four sessions press Run within a second; their runs take turns on the server
+    (one of them is told where it waits), all four finish without an error, and the server's
+    memory stays within 1.5 GiB of what it held before the clicks."""
+    import threading
+
+    sentences = [" The old lighthouse keeper climbed the stairs.", " A small bakery sells bread before sunrise.",
+                 " Children were playing football after school.", " The museum opened a new exhibition."]
+    with streamlit_server() as server, chromium() as browser:
+        pages, buttons = [], []
+        for sentence in sentences:
+            page = new_page(browser, 1200, 900)
+            buttons.append(run_button(page, f"{server.url}/running?model={SMOL}&text={quote(sentence)}&context="
+                                            f"&k=60&methods=lattice&exact=false"))
+            pages.append(page)
+        wait_until_idle(server.pid)
+        before, peak, running = rss_gib(server.pid), [0.0], threading.Event()
+
+        def sample() -> None:
+            while not running.is_set():
+                peak[0] = max(peak[0], rss_gib(server.pid))
+                time.sleep(0.2)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        for button in buttons:
+            button.click()
+        told: set[int] = set()
+        deadline = time.monotonic() + 600
+        while not all(page.get_by_text("Done:").count() for page in pages):
+            assert time.monotonic() < deadline, "not every session finished"
+            told |= {i for i, page in enumerate(pages) if page.get_by_text("ahead of yours").count()}
+            pages[0].wait_for_timeout(100)
+        for page in pages:
+            no_traceback(page)
+            assert not page.locator('[data-testid="stAlertContentError"]').count()
+        running.set()
+        sampler.join()
+        print(f"server memory {before:.2f} -> peak {peak[0]:.2f} GiB; told where they waited: {sorted(told)}", flush=True)
+        assert told
+        assert peak[0] - before <= 1.5
+
+
 TRUNCATED_JS = """els => els.filter(e => [e, ...e.querySelectorAll('*')].some(x => x.scrollWidth > x.clientWidth + 1))
                      .map(e => e.innerText)"""
 

@@ -1,0 +1,72 @@
+"""Benchmark of Stop on a long text: how soon the server's CPU is idle after the click.
+
+One `streamlit run app.py` and one Chromium page on Running estimates (lattice, k samples) with
+a text of `--chars` characters typed into the sidebar (past what a link holds); Run, then Stop
+`--after` seconds later. It prints the seconds from the Stop click to "Stopped" on screen and to
+the server using less than a quarter of a core over half a second, sampled every 0.1 s.
+
+Run: .venv/bin/python bench/stop.py [--model gemma3-270m] [--chars 60000] [--after 20] [--dtype auto]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the browser machinery lives with the browser test
+
+from tests.test_browser import chromium, cpu_seconds, new_page, settle, streamlit_server  # noqa: E402
+
+SENTENCE = "The committee postponed its decision until the next meeting, citing new evidence. "
+
+
+def idle_after(pid: int, window: float = 0.5, busy: float = 0.25, timeout: float = 120.0) -> float:
+    """Seconds until the process uses less than `busy` of a core over a sliding `window`."""
+    started, samples = time.monotonic(), [(time.monotonic(), cpu_seconds(pid))]
+    while time.monotonic() - started < timeout:
+        time.sleep(0.1)
+        samples.append((time.monotonic(), cpu_seconds(pid)))
+        old = next(s for s in samples if s[0] >= samples[-1][0] - window)
+        if samples[-1][0] - old[0] >= window * 0.9 and samples[-1][1] - old[1] < busy * window:
+            return old[0] - started
+    raise AssertionError(f"the server was still busy {timeout:.0f} s after Stop")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="gemma3-270m")
+    parser.add_argument("--chars", type=int, default=60_000)
+    parser.add_argument("--after", type=float, default=20.0, help="seconds between Run and Stop")
+    parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"))
+    args = parser.parse_args()
+    text = (SENTENCE * (args.chars // len(SENTENCE) + 1))[: args.chars]
+    load = os.getloadavg()[0]
+    with streamlit_server() as server, chromium() as browser:
+        page = new_page(browser, 1400, 1000)
+        page.goto(f"{server.url}/running?model={args.model}&dtype={args.dtype}&k={args.samples}"
+                  f"&methods=lattice&exact=false&context=")
+        box = page.locator(".stSidebar textarea").first
+        box.wait_for()
+        box.fill(text)
+        box.press("Control+Enter")
+        settle(page)
+        page.locator(".st-key-run button").first.click()
+        page.wait_for_timeout(args.after * 1000)
+        page.locator(".st-key-stop button").first.click()
+        clicked = time.monotonic()
+        idle = idle_after(server.pid)
+        page.get_by_text("Stopped:").first.wait_for(timeout=120_000)
+        shown = time.monotonic() - clicked
+    print(f"{args.model}, {args.chars:,} characters, lattice k = {args.samples}, dtype {args.dtype}, "
+          f"Stop {args.after:.0f} s after Run; load {load:.2f} -> {os.getloadavg()[0]:.2f}")
+    print("| Stop → 'Stopped' on screen | Stop → server CPU idle |\n|---|---|")
+    print(f"| {shown:.1f} s | {idle:.1f} s |")
+
+
+if __name__ == "__main__":
+    main()
