@@ -16,20 +16,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from marginal_core import viz
+from tests.apptest import APP, app
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SMOL = "smollm2-135m"
 SHORT = " Paris."  # 30 tokenizations under SmolLM2: small enough for exact
-
-
-def app(page: str | None = None, **params: str) -> AppTest:
-    """An AppTest of app.py opened on a page with URL parameters, as a shared link opens it."""
-    at = AppTest.from_file(APP, default_timeout=600)
-    for key, value in params.items():
-        at.query_params[key] = value
-    if page:
-        at.switch_page(page)
-    return at.run()
 
 
 def metrics(at: AppTest) -> dict[str, str]:

@@ -4,7 +4,6 @@ CPU (slow on a CPU without bf16 units, so it is kept small)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,16 +156,10 @@ def test_under_auto_bfloat16_the_lm_eval_backend_records_its_dtype(auto_bfloat16
 def test_under_auto_bfloat16_the_app_runs_bfloat16_and_matches_the_library(auto_bfloat16):
     """The sidebar names the dtype auto chose, and the Running estimates page's live lattice run
     gives the library's bfloat16 estimate for the same chunks."""
-    from streamlit.testing.v1 import AppTest
-
     from pages._app import live
+    from tests.apptest import app
 
-    app = str(Path(__file__).resolve().parent.parent / "app.py")
-    at = AppTest.from_file(app, default_timeout=600)
-    for key, value in dict(model="smollm2-135m", text=" Paris.", context="", k="15", seed="3").items():
-        at.query_params[key] = value
-    at.switch_page("pages/running.py")
-    at.run()
+    at = app("pages/running.py", model="smollm2-135m", text=" Paris.", context="", k="15", seed="3")
     assert "Runs on: **CPU (bfloat16," in " ".join(c.value for c in at.sidebar.caption)
     at.button(key="run").click().run()
     assert not at.exception and not at.error

@@ -7,29 +7,17 @@ with SmolLM2 135M and tiny texts; a refused model stops the run before anything 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from marginal_core.errors import UnknownModelError
 from pages._app import errors, server
 from pages._app.server import PolicyError, ServerPolicy
+from tests.apptest import app
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SMOL = "smollm2-135m"
 SHORT = " Paris."
 SECRET = "/srv/marginal-secret"  # a server path no message may name in class mode
-
-
-def app(page: str | None = None, **params: str) -> AppTest:
-    """An AppTest of app.py opened on a page with URL parameters, as a shared link opens it."""
-    at = AppTest.from_file(APP, default_timeout=600)
-    for key, value in params.items():
-        at.query_params[key] = value
-    if page:
-        at.switch_page(page)
-    return at.run()
 
 
 def shown(at: AppTest, kinds: tuple[str, ...] = ("error", "warning", "info", "caption")) -> list[str]:
