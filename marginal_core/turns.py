@@ -162,6 +162,8 @@ class Turns:
         if entry.in_unit:
             yield
             return
+        if entry.stopped():  # in its turn or not, a stopped run starts no more work
+            raise TurnCancelled("stopped")
         with self._cond:
             if self._holder is entry and time.perf_counter() - entry.turn_began >= self.slice_s and self._waiters(entry):
                 self._end_turn(time.perf_counter())

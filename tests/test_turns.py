@@ -146,6 +146,16 @@ def test_stop_takes_a_queued_run_out_at_once():
     blocker.join(5)
 
 
+def test_a_run_stopped_in_its_turn_starts_no_more_units():
+    t, log, stop = Turns(slice_s=60), [], threading.Event()
+    with pytest.raises(TurnCancelled), t.run("r", should_stop=stop.is_set):
+        for _ in range(5):
+            with turns.unit():
+                log.append("r")
+            stop.set()
+    assert log == ["r"]
+
+
 def test_a_failing_unit_fails_only_its_own_run():
     t, log = Turns(), []
     failures: list[BaseException] = []
