@@ -39,11 +39,8 @@ POLL_S = 0.2
 # unit before another run may take the device (a waiter checks that often).
 SLICE_S = 0.5
 IDLE_S = 0.5
-# The seconds a run, and a unit, are assumed to take before any has finished (wait estimates),
-# and the weight of each new unit in the units' moving average.
+# The seconds a run is assumed to take before any has finished (the queue's wait estimate).
 FIRST_GUESS_S = 2.0
-FIRST_UNIT_S = 0.2
-UNIT_WEIGHT = 0.1
 
 
 class TurnCancelled(MarginalError):
@@ -109,7 +106,6 @@ class Turns:
         self._queue: list[_Run] = []
         self._run_seconds: list[float] = []  # device seconds of recently finished runs
         self._scratch: dict[str, Any] = {}
-        self._unit_s = FIRST_UNIT_S  # a moving average of the units' seconds (for the wait estimate)
 
     # ------------------------------------------------------------------ runs
 
@@ -171,13 +167,11 @@ class Turns:
             entry.in_unit = held
         if not held:
             self._take(entry)
-        started = time.perf_counter()
         try:
             yield
         finally:
             with self._cond:
                 entry.in_unit, entry.left_unit = False, time.perf_counter()
-                self._unit_s += UNIT_WEIGHT * (entry.left_unit - started - self._unit_s)
                 self._cond.notify_all()
 
     def _waiters(self, entry: _Run) -> bool:
@@ -195,8 +189,6 @@ class Turns:
     def _take(self, entry: _Run) -> None:
         """Wait until entry is admitted and the next to use the device, then begin its turn in
         a unit; a run told where it stood is told None when its turn comes."""
-        if entry.stopped():
-            raise TurnCancelled("stopped")
         told, shown = time.perf_counter(), None
         try:
             while not self._took(entry):
@@ -242,7 +234,7 @@ class Turns:
         if entry.admitted:
             ahead = sum(1 for r in self._admitted if r.wants and r.order() < entry.order())
             ahead += self._holder is not None
-            return Place(ahead, ahead * max(self.slice_s, self._unit_s), True)
+            return Place(ahead, ahead * self.slice_s, True)
         position = self._queue.index(entry)
         mean = sum(self._run_seconds) / len(self._run_seconds) if self._run_seconds else FIRST_GUESS_S
         # the admitted runs share the device, so the first of them ends after about
@@ -257,7 +249,7 @@ class Turns:
         return self._scratch
 
     def status(self) -> dict[str, int]:
-        """How many runs are admitted, queued, and whether a unit is running (for a status line)."""
+        """How many runs are admitted, queued, and whether one holds the device."""
         with self._cond:
             return {"admitted": len(self._admitted), "queued": len(self._queue), "busy": int(self._holder is not None)}
 
