@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from marginal_core.cache import cache_root
-from marginal_core.tasks.tables import markdown_table
+from marginal_core.markdown import table as markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results.md"
@@ -436,7 +436,7 @@ def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: S
         "rho is over the distinct tokenizations among the proxy's samples (the constrained LM); cells give the "
         "mean ± standard deviation over sentences, the sentences with a rho and the mean distinct tokenizations.",
         "",
-        *markdown_table(["model", "≈ 50 characters", "≈ 100 characters", "≈ 300 characters"], table1_rows(out, models, sizes), "lrrr"),
+        *markdown_table(["model", "≈ 50 characters", "≈ 100 characters", "≈ 300 characters"], table1_rows(out, models, sizes)),
         "",
         "### Table 2: Q&A accuracy (%)",
         "",
@@ -445,7 +445,7 @@ def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: S
         "\"Downstream experiments\" in the README); acc_norm is in each folder's report.md.",
         "",
         *markdown_table(["model", "dataset", "questions", "Canon", "Proxy", "Lattice", "Beam", "speedup"],
-                        table2_rows(qa), "llrrrrrr"),
+                        table2_rows(qa)),
         "",
         "### Table 3: proxy underestimation ratio (%)",
         "",
@@ -453,8 +453,7 @@ def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: S
         "lattice lower bound, with the same k; ours give the number compared in brackets.",
         "",
         *markdown_table(["model", "Book", "Med", "Arc", "En→De", "En→Cs"],
-                        table3_rows(qa, mt, sorted(set(models) | set(mt_models), key=list(MODELS).index)),
-                        "lrrrrr"),
+                        table3_rows(qa, mt, sorted(set(models) | set(mt_models), key=list(MODELS).index))),
         "",
         "### Table 4: translation reranking",
         "",
@@ -468,14 +467,14 @@ def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: S
          "Translation runs on Gemma only, as in the paper (SmolLM2 is an English model)."),
         "",
         *markdown_table(["direction", "model", "metric", "sentences", "Canon", "Proxy", "Lattice", "Beam", "first",
-                         "speedup"], table4_rows(mt), "lllrrrrrrr"),
+                         "speedup"], table4_rows(mt)),
         "",
         "### Time of each part",
         "",
         "Summed over every session that worked on the part; CPU is this process's CPU time over all its "
         "threads, which is about what the part takes alone on a quiet machine with one thread.",
         "",
-        *markdown_table(["table", "model", "data", "done", "wall", "CPU"], walls(out, parts), "lllrrr"),
+        *markdown_table(["table", "model", "data", "done", "wall", "CPU"], walls(out, parts)),
         "",
         f"Results folders: `{_shown(out)}` (rerun the command to resume or extend them).",
     ]

@@ -96,6 +96,24 @@ def mt_selection(rows: pd.DataFrame, items: Sequence[str], method: str) -> dict[
     return dict(zip(part["item"], map(int, part["choice"])))
 
 
+def changed_picks(rows: pd.DataFrame, items: Sequence[str], methods: Sequence[str]) -> list[dict[str, Any]]:
+    """The items whose first-ranked choice differs between methods: each method's pick and its
+    margin (nats between its best and second-best choice; None with one choice)."""
+    if len(methods) < 2 or not items:
+        return []
+    part = rows[rows["item"].isin(set(items)) & rows["method"].isin(set(methods))]
+    best = picks(part).set_index(["item", "method"])["choice"]
+    ranked = part.sort_values("log_marginal", ascending=False, kind="stable").groupby(["item", "method"])
+    top2 = ranked["log_marginal"].apply(lambda s: float(s.iloc[0] - s.iloc[1]) if len(s) > 1 else None)
+    out = []
+    for item in items:
+        chosen = {m: int(best[(item, m)]) for m in methods if (item, m) in best.index}
+        if len(set(chosen.values())) > 1:
+            out.append({"item": item, "picks": chosen,
+                        "margins": {m: json_float(top2.get((item, m))) for m in chosen}})
+    return out
+
+
 def qa_accuracy(rows: pd.DataFrame, method: str, items: Sequence[str]) -> dict[str, Any]:
     """acc and acc_norm (per byte) of one method over the given questions."""
     part = rows[(rows["method"] == method) & rows["item"].isin(set(items))]
@@ -182,9 +200,16 @@ def qa_report(out: str | Path, questions: Sequence[str] | None = None,
         "questions": len(items),
         "answers": int(rows.drop_duplicates(["item", "choice"]).shape[0]),
         "accuracy": {m: qa_accuracy(rows, m, items) for m in methods},
+        "changed_picks": _with_gold(changed_picks(rows, items, methods), rows),
     })
     report["markdown"] = qa_markdown([report])
     return report
+
+
+def _with_gold(changed: list[dict[str, Any]], rows: pd.DataFrame) -> list[dict[str, Any]]:
+    """Changed picks with each question's gold answer index."""
+    gold = rows.drop_duplicates("item").set_index("item")["gold"]
+    return [{**c, "gold": int(gold[c["item"]])} for c in changed]
 
 
 # --------------------------------------------------------------------------------------------
@@ -251,6 +276,7 @@ def mt_report(out: str | Path, sentences: Sequence[str] | None = None,
         "scored_candidates": int(rows.drop_duplicates(["item", "choice"]).shape[0]),
         **mt_scores(systems, [meta[i]["source"] for i in items], [meta[i]["reference"] for i in items], comet),
         "lattice_canonical_same_pick": agree,
+        "changed_picks": changed_picks(rows, items, methods),
     })
     report["markdown"] = mt_markdown([report])
     return report

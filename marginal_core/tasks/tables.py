@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from marginal_core import markdown
+
 Report = dict[str, Any]
 
 # The methods as the paper's tables name them, in its column order.
@@ -13,14 +15,8 @@ SETUP = ["model", "dataset", "k"]
 SPEEDUP = "speedup (proxy s / lattice s)"
 
 
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: str) -> list[str]:
-    """A markdown table's lines; align has one letter per column, 'l' (left) or 'r' (right)."""
-    rule = "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"
-    return ["| " + " | ".join(header) + " |", rule, *("| " + " | ".join(map(str, row)) + " |" for row in rows)]
-
-
-def _section(title: str, header: Sequence[str], rows: Iterable[Sequence[Any]], align: str) -> list[str]:
-    return [f"### {title}", "", *markdown_table(header, rows, align)]
+def _section(title: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
+    return [f"### {title}", "", *markdown.table(header, rows)]
 
 
 def _setup(r: Report) -> list[Any]:
@@ -46,18 +42,47 @@ def _underestimation_rows(reports: Sequence[Report], distinct: bool) -> list[lis
     return rows
 
 
-def _timing(reports: Sequence[Report]) -> list[str]:
-    def row(r: Report) -> list[Any]:
-        def get(m: str, key: str) -> str:
-            v = r.get("timing", {}).get(m, {}).get(key)
-            return "-" if v is None else f"{v:.2f}"
+def _timing(reports: Sequence[Report], unit: str) -> list[str]:
+    """Seconds of every method any report ran (and per scored text, the canonical pass aside)."""
+    ran = {m for r in reports for m in r.get("timing", {})}
+    methods = [m for m in METHOD_COLUMNS if m in ran]
+    each = [m for m in methods if m != "canonical"]
 
-        seconds = [get(m, "seconds") for m in ("canonical", "lattice", "proxy")]
-        per_answer = [get(m, "mean_seconds") for m in ("lattice", "proxy")]
-        return [*_setup(r), *seconds, *per_answer, f"{r.get('wall_seconds', 0):.0f}"]
+    def get(r: Report, m: str, key: str) -> str:
+        v = r.get("timing", {}).get(m, {}).get(key)
+        return "-" if v is None else f"{v:.2f}"
 
-    header = [*SETUP, "canonical s", "lattice s", "proxy s", "lattice s / answer", "proxy s / answer", "wall s"]
-    return _section("Time (seconds)", header, map(row, reports), "llrrrrrrr")
+    rows = [[*_setup(r), *(get(r, m, "seconds") for m in methods), *(get(r, m, "mean_seconds") for m in each),
+             f"{r.get('wall_seconds', 0):.0f}"] for r in reports]
+    header = [*SETUP, *(f"{m} s" for m in methods), *(f"{m} s / {unit}" for m in each), "wall s"]
+    return _section("Time (seconds)", header, rows)
+
+
+SHOWN_CHANGES = 30  # rows of the changed-picks table in report.md (report.json lists them all)
+
+
+def _changed(reports: Sequence[Report], unit: str) -> list[str]:
+    """The items whose pick differs between methods: each method's pick and its margin in nats."""
+    changed = [(r, c) for r in reports for c in r.get("changed_picks", [])]
+    methods = [m for m in METHOD_COLUMNS if any(m in c["picks"] for _, c in changed)]
+    gold = any("gold" in c for _, c in changed)
+
+    def pick(c: dict[str, Any], m: str) -> str:
+        if m not in c["picks"]:
+            return "-"
+        margin = c["margins"].get(m)
+        return str(c["picks"][m]) + ("" if margin is None else f" (+{margin:.2f})")
+
+    rows = [[r["model"], r["dataset"], c["item"], *([c.get("gold", "-")] if gold else []),
+             *(pick(c, m) for m in methods)] for r, c in changed[:SHOWN_CHANGES]]
+    title = f"### {unit.capitalize()}s whose pick differs by method: {len(changed)}"
+    if not changed:
+        return [title]
+    note = "Each method's pick (choice index) and, in brackets, its margin in nats over its second choice."
+    header = ["model", "dataset", unit, *(["gold"] if gold else []), *(METHOD_COLUMNS[m] for m in methods)]
+    more = len(changed) - SHOWN_CHANGES
+    return [title, "", note, "", *markdown.table(header, rows),
+            *(["", f"... and {more} more in report.json"] if more > 0 else [])]
 
 
 def qa_markdown(reports: Sequence[Report]) -> str:
@@ -68,11 +93,11 @@ def qa_markdown(reports: Sequence[Report]) -> str:
         for r in reports for metric in ("acc", "acc_norm")
     ]
     lines = _section("Q&A accuracy (%), Table 2",
-                     [*SETUP, "questions", "metric", *METHOD_COLUMNS.values(), SPEEDUP], accuracy, "llrrlrrrr")
+                     [*SETUP, "questions", "metric", *METHOD_COLUMNS.values(), SPEEDUP], accuracy)
     lines += ["", *_section("Proxy underestimation ratio (%), Table 3",
                             [*SETUP, "answers compared", "proxy < lattice", "ratio", "mean distinct (lattice / proxy)"],
-                            _underestimation_rows(reports, distinct=True), "llrrrrr")]
-    return "\n".join([*lines, "", *_timing(reports)]) + "\n"
+                            _underestimation_rows(reports, distinct=True))]
+    return "\n".join([*lines, "", *_changed(reports, "question"), "", *_timing(reports, "answer")]) + "\n"
 
 
 def _mt_score(value: float | None, metric: str) -> str:
@@ -94,9 +119,9 @@ def mt_markdown(reports: Sequence[Report]) -> str:
          *[_mt_score(r["scores"].get(m, {}).get(metric), metric) for m in systems], _speed(r.get("speedup"))]
         for r in reports for metric in ["chrf"] + (["comet22"] if r["metric"] == "COMET-22" else [])
     ]
-    lines += markdown_table([*SETUP, "sentences", "metric", *METHOD_COLUMNS.values(), "first candidate", SPEEDUP],
-                            scores, "llrrlrrrrr")
+    lines += markdown.table([*SETUP, "sentences", "metric", *METHOD_COLUMNS.values(), "first candidate", SPEEDUP],
+                            scores)
     lines += ["", *_section("Proxy underestimation ratio over candidates (%), Table 3",
                             [*SETUP, "candidates compared", "proxy < lattice", "ratio"],
-                            _underestimation_rows(reports, distinct=False), "llrrrr")]
-    return "\n".join([*lines, "", *_timing(reports)]) + "\n"
+                            _underestimation_rows(reports, distinct=False))]
+    return "\n".join([*lines, "", *_changed(reports, "sentence"), "", *_timing(reports, "candidate")]) + "\n"
