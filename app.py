@@ -19,19 +19,20 @@ import streamlit as st
 
 from pages import home, lattice, mass, qa, rank, running, samplers, translation
 from marginal_core.turns import TurnCancelled
-from pages._app import inputs, links, live, loaders, machine
+from pages._app import inputs, lesson, links, live, loaders, machine
 
 
 def navigation() -> dict[str, list[st.Page]]:
-    """The app's pages by section (new Page objects on every run: each records that it ran)."""
+    """The app's pages by section, in the lesson's order (lesson.py; new Page objects on every run:
+    each records that it ran)."""
     return {
         "Views": [
             st.Page(home.page, title="Home", icon=":material/home:", url_path="home", default=True),
             st.Page(lattice.page, title="Lattice", icon=":material/account_tree:", url_path="lattice"),
-            st.Page(samplers.page, title="Samplers", icon=":material/casino:", url_path="samplers"),
             st.Page(mass.page, title="Probability mass", icon=":material/balance:", url_path="mass"),
-            st.Page(rank.page, title="Rank correlation", icon=":material/scatter_plot:", url_path="rank"),
+            st.Page(samplers.page, title="Samplers", icon=":material/casino:", url_path="samplers"),
             st.Page(running.page, title="Running estimates", icon=":material/timeline:", url_path="running"),
+            st.Page(rank.page, title="Rank correlation", icon=":material/scatter_plot:", url_path="rank"),
         ],
         "Downstream tasks": [
             st.Page(qa.page, title="Multiple-choice Q&A", icon=":material/quiz:", url_path="qa"),
@@ -57,6 +58,7 @@ def main() -> None:
         st.stop()  # stopped while waiting: the newer run of this session shows what was kept
     finally:
         links.report_numbers(notice)
+        lesson.next_link(page.url_path)
 
 
 if __name__ == "__main__":

@@ -110,6 +110,17 @@ def top_n_mass(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
     return pd.DataFrame({"n": np.arange(1, len(log_p) + 1), "cumulative_share": cumulative})
 
 
+def top_tokenizations(lattice: Lattice, estimate: Estimate, n: int = 5) -> pd.DataFrame:
+    """The n most probable tokenizations found (canonical included), with their share of the
+    found mass: which tokenizations carry the marginal."""
+    rows = _with_canonical(lattice, estimate).sort_values("log_p", ascending=False)
+    log_total = logsumexp(rows["log_p"])
+    top = rows.head(n)
+    return pd.DataFrame({"ids": top["ids"].to_list(), "log_p": top["log_p"].to_numpy(),
+                         "share": np.exp(top["log_p"].to_numpy() - log_total),
+                         "canonical": [p == lattice.canonical for p in top["ids"]]})
+
+
 def _with_canonical(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
     """Distinct found paths plus the canonical one."""
     rows = distinct(estimate)

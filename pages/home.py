@@ -7,10 +7,10 @@ import math
 import streamlit as st
 
 from marginal_core import viz
-from pages import lattice, running
-from pages._app import counts, inputs, live, loaders, results, server, widgets
+from pages._app import counts, inputs, live, loaders, presets, results, server, widgets, words
 from pages._app.defaults import HOME_MAX_SAMPLES
 from pages._app.errors import guard
+from pages._app.top import top_table
 
 
 def page() -> None:
@@ -40,6 +40,8 @@ def page() -> None:
         )
 
     lat = loaders.require_lattice(inp)
+    if (example := presets.matching(inp.text, inp.context)) is not None:
+        st.info(f"**{example.name}.** {example.look_for}", icon=":material/visibility:")
 
     st.subheader("Canonical tokenization")
     if inp.context:
@@ -91,19 +93,22 @@ def page() -> None:
         if est is not None:
             gain = est.log_marginal - lpc
             outside = -math.expm1(-gain) if math.isfinite(gain) else 0.0
+            every = est.num_distinct + 1 == count  # every tokenization scored: the estimate is the marginal
             c = st.columns(4)
-            c[0].metric("log p(text) ≥", viz.format_log(est.log_marginal),
+            c[0].metric("log p(text) =" if every else "log p(text) ≥", viz.format_log(est.log_marginal),
                         delta=f"{viz.format_small(gain, signed=True)} nats vs canonical",
-                        help="Lattice estimate: canonical plus every non-canonical path found (a lower bound).")
+                        help=f"Exact: all {count:,} tokenizations scored." if every else
+                        "Lattice estimate: canonical plus every non-canonical path found (a lower bound).")
             c[1].metric("Mass off the canonical", viz.format_small(outside, 2, percent=True),
                         help="Share of the estimated marginal not on the canonical path.")
-            c[2].metric("Distinct paths scored", f"{est.num_distinct:,}")
+            c[2].metric("Distinct paths scored", f"{est.num_distinct:,}", help="Non-canonical tokenizations scored.")
             c[3].metric("Seconds", f"{est.seconds:.1f}", help=f"{est.forward_passes} forward passes")
-            st.caption("Compare with the proxy baseline and the exact value on *Running estimates*.")
-
-    st.divider()
-    st.page_link(st.Page(lattice.page, url_path="lattice"), label="See the lattice", icon=":material/account_tree:")
-    st.page_link(st.Page(running.page, url_path="running"), label="Watch the estimates converge", icon=":material/timeline:")
+            if every:
+                st.caption(f"Exact (all {count:,} tokenizations scored).")
+            st.markdown("**Which tokenizations carry the mass** (the five most probable found):")
+            top_table(lat, est)
+            st.caption(f"{words.NATS} {words.precision(inp)} Compare with the proxy baseline and the exact value on "
+                       "*Running estimates*.")
 
 
 if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)

@@ -1,10 +1,12 @@
-"""The app's defaults: the text and context a first visit shows, sample sizes, and how many
-tokenizations exact enumeration is offered for."""
+"""The app's defaults: the text and context a first visit shows (the first example), sample
+sizes, and how many tokenizations exact enumeration is offered for."""
 
 from __future__ import annotations
 
-DEFAULT_CONTEXT = "Question: What is the capital of France?\nAnswer:"
-DEFAULT_TEXT = " Paris is the capital of France."
+from pages._app.presets import DEFAULT
+
+DEFAULT_CONTEXT = DEFAULT.context
+DEFAULT_TEXT = DEFAULT.text
 DEFAULT_SAMPLES = 100
 # The largest k and number of proxy samples the pages take (a server may set less: server.py).
 MAX_SAMPLES = 100_000

@@ -18,7 +18,7 @@ import streamlit as st
 from marginal_core.errors import EmptyTextError
 from marginal_core.models import DEFAULT_MODEL, DTYPES, EMBEDDED_MODELS, known_models
 from marginal_core.viz import code_span
-from pages._app import devices, server
+from pages._app import devices, presets, server
 from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
 from pages._app.errors import show_error
 
@@ -70,6 +70,7 @@ def sidebar() -> None:
         help="The weights' dtype. auto: bfloat16 on a GPU and on a CPU measured fast at it, else float32 "
         "(log-softmax and sums stay float32).",
     )
+    held = _example_menu(sb)
     unlinked = [key for key in ("text", "context") if not _linkable(st.session_state.get(key))]
     sb.text_area(
         "Text", value=DEFAULT_TEXT, key="text", bind=None if "text" in unlinked else "query-params", height=90,
@@ -82,6 +83,8 @@ def sidebar() -> None:
         bind=None if "context" in unlinked else "query-params",
         help="What the text is conditioned on, e.g. a question. Empty: the text alone, after BOS.",
     )
+    if held is not None:
+        sb.caption(f"**Look for:** {held.look_for}")
     for key in unlinked:
         st.query_params.pop(key, None)
     if unlinked:
@@ -110,6 +113,27 @@ def sidebar() -> None:
                  f"{code_span(refused[:100])}, so nothing was loaded: choose a model in the sidebar.",
                  icon=":material/block:")
         st.stop()
+
+
+def _example_menu(sb: DeltaGenerator) -> presets.Preset | None:
+    """The Example menu above the text: choosing one puts its text and context in the inputs. It
+    shows the example the inputs hold (a link's included), and returns it."""
+    state, linked = st.session_state, st.query_params
+    text = state["text"] if "text" in state else linked.get("text", DEFAULT_TEXT)
+    context = state["context"] if "context" in state else linked.get("context", DEFAULT_CONTEXT)
+    held = presets.matching(text, context)
+    state["example"] = held.name if held else None
+    sb.selectbox("Example", [p.name for p in presets.PRESETS], index=None, key="example",
+                 placeholder="a text of your own", on_change=_take_example,
+                 help="Texts chosen for a lesson, each with what to look for: picking one sets the text and the "
+                 "context; the model stays as it is.")
+    return held
+
+
+def _take_example() -> None:
+    chosen = next((p for p in presets.PRESETS if p.name == st.session_state.get("example")), None)
+    if chosen is not None:
+        st.session_state["text"], st.session_state["context"] = chosen.text, chosen.context
 
 
 def _model_box(sb: DeltaGenerator, policy: server.ServerPolicy) -> None:

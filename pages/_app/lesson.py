@@ -1,0 +1,36 @@
+"""The lesson's order through the pages: each page ends with a link to the next one (app.py
+draws it after the page), which keeps the text, the model and every other setting (they live in
+the session)."""
+
+from __future__ import annotations
+
+import importlib
+
+import streamlit as st
+
+# (URL path = module under pages/, title, what the page shows), in the lesson's order.
+ORDER: tuple[tuple[str, str, str], ...] = (
+    ("home", "Home", "the text's tokenizations and its marginal"),
+    ("lattice", "Lattice", "every tokenization as a path, and where the mass flows"),
+    ("mass", "Probability mass", "which tokenizations hold the mass"),
+    ("samplers", "Samplers", "what each estimator draws"),
+    ("running", "Running estimates", "how the estimates converge"),
+    ("rank", "Rank correlation", "why the proxy converges slowly"),
+    ("qa", "Multiple-choice Q&A", "does the marginal change the answers"),
+    ("translation", "Translation", "does it change which translation wins"),
+)
+
+
+def next_link(url_path: str) -> None:
+    """A link to the page after url_path in the lesson (back to Home after the last); nothing
+    for a page outside the lesson. Home, the default page, has the URL path ''."""
+    paths = [path for path, _, _ in ORDER]
+    url_path = url_path or "home"
+    if url_path not in paths:
+        return
+    path, title, what = ORDER[(paths.index(url_path) + 1) % len(ORDER)]
+    module = importlib.import_module(f"pages.{path}")  # at call time: the pages import this package
+    st.divider()
+    label = f"Next in the lesson: {title} — {what}" if path != "home" else "Back to the start: Home"
+    st.page_link(st.Page(module.page, url_path=path), label=label,
+                 icon=":material/arrow_forward:")

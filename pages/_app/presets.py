@@ -1,0 +1,68 @@
+"""The lesson's examples: texts chosen by measurement on both embedded models (bench/presets.py
+prints each one's share of the mass off the canonical tokenization), each with what to look for.
+
+The first is the text a first visit shows. The sidebar's Example menu puts one's text and
+context in the inputs; the sidebar names the example whose text and context the inputs hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+QUESTION = "Question: {q}\nAnswer:"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One example: its menu name, text, context ('' for none) and what a student should look for."""
+
+    name: str
+    text: str
+    context: str
+    look_for: str
+
+
+PRESETS: tuple[Preset, ...] = (
+    Preset(
+        "A word split in two",
+        "The little engine was a powerhouse.",
+        "",
+        "The canonical tokenization keeps ␣powerhouse whole, yet both models put a few percent of the text's "
+        "mass on ␣power|house: the marginal is above the canonical score.",
+    ),
+    Preset(
+        "Two models disagree",
+        " Tokyo",
+        "",
+        "Switch the model: Gemma 3 keeps almost all the mass on the canonical ␣Tokyo, SmolLM2 puts almost all "
+        "of it on ␣To|kyo, a tokenization its own tokenizer never produces.",
+    ),
+    Preset(
+        "Many splits",
+        " unbelievably",
+        "",
+        "Over a thousand tokenizations, few enough to score them all: under SmolLM2 nearly all the mass sits "
+        "off the canonical, on ␣un|belie|v|ably; under Gemma 3 the canonical keeps it.",
+    ),
+    Preset(
+        "Too long to enumerate",
+        "The old lighthouse keeper climbed the winding stairs every evening to light the lamp, while the "
+        "storm outside grew louder and the waves crashed against the rocks below.",
+        "",
+        "About 10^35 tokenizations: nothing can score them all. The lattice sampler and the beam give lower "
+        "bounds that grow with k and W; the proxy gives a noisy estimate.",
+    ),
+    Preset(
+        "An answer to a question",
+        " Tokyo",
+        QUESTION.format(q="What is the capital of Japan?"),
+        "After the question the canonical ␣Tokyo gains: SmolLM2's share off the canonical falls from almost all "
+        "to about a tenth, Gemma 3's to almost nothing. The context changes where the mass sits.",
+    ),
+)
+DEFAULT = PRESETS[0]
+
+
+def matching(text: str, context: str) -> Preset | None:
+    """The example whose text and context these are, None for a text of one's own."""
+    return next((p for p in PRESETS if p.text == text and p.context.strip() == context.strip()), None)

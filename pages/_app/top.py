@@ -1,0 +1,35 @@
+"""The few most probable tokenizations with their share of the mass: which tokenizations carry
+the marginal (Home and Probability mass)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import streamlit as st
+
+from marginal_core import viz
+from pages._app import tables
+
+if TYPE_CHECKING:
+    from marginal_core.estimators import Estimate
+    from marginal_core.lattice import Lattice
+
+TOKENIZATION_PX = 320
+
+
+def top_table(lat: Lattice, est: Estimate, n: int = 5) -> None:
+    """A table of the n most probable tokenizations found, with log p and share of the found mass in %."""
+    from marginal_core import analysis  # scipy: imported when a page shows an estimate
+
+    top = analysis.top_tokenizations(lat, est, n)
+    frame = pd.DataFrame({
+        "tokenization": [viz.segmented(lat, p) + (" (canonical)" if c else "") for p, c in zip(top["ids"], top["canonical"])],
+        "tokens": [len(p) for p in top["ids"]],
+        "log p": top["log_p"].round(3),
+        "share": [viz.format_small(s, 2, percent=True) for s in top["share"]],
+    })
+    config = {"tokens": st.column_config.NumberColumn("tokens", width=60),
+              "log p": st.column_config.NumberColumn("log p", format="%.3f", width=80),
+              "share": st.column_config.TextColumn("share", width=80, help="Share of the mass found")}
+    tables.wrapped_dataframe(frame, {"tokenization": TOKENIZATION_PX}, column_config=config)
