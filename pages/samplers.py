@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
 from marginal_core.sampling import lattice_samples
-from pages._app import inputs, live, loaders, results, tables, widgets
+from pages._app import inputs, live, loaders, results, tables, widgets, words
 from pages._app.errors import guard
 
-# Pixels of the tokenization column: with the numbers it fits its column of the page on a laptop
-# (the proxy's is wider, for log q and draws), and is stretched on wider screens; its cells wrap,
-# so every split stays in view.
-TOKENIZATION_PX = 140
+if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
+    from marginal_core.estimators import Estimate
+
+# Pixels of the tokenization column: with the numbers it fits half the page on a laptop (two
+# tables a row), and is stretched on wider screens; its cells wrap, so every split stays in view.
+TOKENIZATION_PX = 300
 COLUMNS = {
     "tokenization": st.column_config.TextColumn("tokenization", width=TOKENIZATION_PX,
                                                 help="Tokens separated by |, spaces shown as ␣"),
@@ -80,9 +84,13 @@ def page() -> None:
             st.caption("The lattice samples below are drawn without the model; press the button to score them "
                        "(log p), to draw proxy samples and to run the beam (which need the model).")
 
+    if scored is not None and (proxy is not None or beam is not None):
+        proxy, beam = _one_score(inp, scored, proxy, beam, (lat_key, proxy_key, beam_key))
+
     kinds = samples.kinds
     paths = samples.paths.tolist()
-    columns = st.columns([1, 1, 1.35, 1])
+    top, bottom = st.columns(2), st.columns(2)
+    columns = [*top, *bottom]
     if scored is not None:
         table = viz.samples_frame(lat, scored)
         off = table[table["kind"] == "off_by_one"].drop(columns="kind")
@@ -113,8 +121,9 @@ def page() -> None:
             st.info("The beam needs the model: press the button above.")
 
     st.caption(f"Canonical: {viz.code_span(viz.segmented(lat, lat.canonical))} ({len(lat.canonical)} tokens). "
-               "log p and log q are natural logs; “draws” counts how often the proxy drew a tokenization; "
-               "the beam's paths are distinct, most probable first.")
+               f"{words.NATS} “draws” counts how often the proxy drew a tokenization; the beam's paths are "
+               "distinct, most probable first. A tokenization in several tables has one log p: every path on the "
+               f"page is scored once, by the lattice sampler's scorer. {words.precision(inp)}")
 
     groups = {"off_by_one": [len(p) for p, t in zip(paths, kinds) if t == "off_by_one"],
               "uniform": [len(p) for p, t in zip(paths, kinds) if t == "uniform"]}
@@ -134,6 +143,24 @@ def page() -> None:
                     help="Share of proxy draws that repeat an earlier tokenization.")
         m[4].metric("Forward passes (lattice / proxy / beam)",
                     f"{s.forward_passes} / {p.forward_passes} / {beam.forward_passes}")
+        st.caption(words.PROXY_MAY_EXCEED)
+
+
+def _one_score(inp: inputs.Inputs, scored: Estimate, proxy: Estimate | None, beam: Estimate | None,
+               keys: tuple) -> tuple[Estimate | None, Estimate | None]:
+    """The proxy's and the beam's estimates with their paths' log p from the lattice's scorer
+    (one log p per tokenization on the page; cached with the three results)."""
+    from marginal_core.one_scorer import on_one_scorer
+
+    key = ("one scorer", *keys, proxy is not None and proxy.run.done, beam is not None and beam.run.done)
+    pair = results.cached(key)
+    if pair is None:
+        m = loaders.require_marginalizer(inp)
+        with guard("scoring every path on the page once"):
+            others = on_one_scorer(m, scored, [e for e in (proxy, beam) if e is not None])
+            pair = (others.pop(0) if proxy is not None else None, others.pop(0) if beam is not None else None)
+            results.store(key, pair)
+    return pair if pair is not None else (proxy, beam)
 
 
 if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)

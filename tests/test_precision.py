@@ -167,3 +167,22 @@ def test_under_auto_bfloat16_the_app_runs_bfloat16_and_matches_the_library(auto_
     m = Marginalizer(load_model("smollm2-135m", device="cpu", dtype="bfloat16"), " Paris.", None)
     want = m.estimate("lattice", samples=15, seed=3, chunk=live.live_chunk(15), first_chunk=live.FIRST_CHUNK)
     assert table.loc["lattice", "log_marginal"] == pytest.approx(want.log_marginal, abs=1e-6)
+
+
+def test_under_auto_bfloat16_a_samplers_page_shows_one_log_p_per_tokenization(auto_bfloat16):
+    """Issue 24: the lattice sampler's trie scorer and the beam's and proxy's step-by-step scores
+    differ in bfloat16 (␣un|belie|v|ably read -22.81 in one column, -23.02 in another); every path
+    on the page now shows the one score of one scorer, so the beam's bound is comparable."""
+    from tests.apptest import app
+
+    at = app("pages/samplers.py", model="smollm2-135m", text=" unbelievably", context="", k="20", pk="20", W="4")
+    at.button(key="score").click().run()
+    assert not at.exception and not at.error
+    seen: dict[str, set[float]] = {}
+    for table in at.dataframe[:4]:
+        for row in table.value.itertuples():
+            seen.setdefault(row.tokenization, set()).add(round(row.log_p, 6))
+    shared = [t for t, scores in seen.items() if len(scores) >= 1 and sum(
+        t in set(table.value["tokenization"]) for table in at.dataframe[:4]) >= 2]
+    assert shared, "no tokenization appears in two columns"
+    assert all(len(seen[t]) == 1 for t in shared), {t: seen[t] for t in shared if len(seen[t]) > 1}

@@ -1,0 +1,46 @@
+"""One log p per tokenization across estimates shown together: the beam and the proxy score
+their paths their own way (step by step), the lattice sampler in batched trie passes, and in
+bfloat16 the two disagree in the second decimal, so one path could show two scores and the
+beam's bound read below the lattice's although it holds the same paths. Here every path is
+scored by the trie scorer, once, and the bounds and the proxy's weights are recomputed from
+those scores."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from marginal_core.scoring import score_paths
+
+if TYPE_CHECKING:
+    from marginal_core.estimators import Estimate, Marginalizer
+    from marginal_core.lattice import Path
+
+
+def on_one_scorer(m: Marginalizer, reference: Estimate, others: Sequence[Estimate]) -> list[Estimate]:
+    """The other estimates with every path's log p taken from the trie scorer: the reference's
+    own score where the reference (a lattice or exact estimate, trie-scored) holds the path,
+    else one score_paths call over all the others' remaining distinct paths. A proxy estimate is
+    taken as drawn without the canonical path (Marginalizer.proxy's default)."""
+    scores: dict[Path, float] = dict(zip(reference.paths.tolist(), reference.log_p.tolist()))
+    scores.setdefault(m.lattice.canonical, m.canonical_score().log_p)
+    missing = list(dict.fromkeys(p for e in others for p in e.paths.tolist() if p not in scores))
+    scores.update(zip(missing, score_paths(m.lm, missing, m.context_state()).tolist()))
+    return [_with_scores(e, np.array([scores[p] for p in e.paths.tolist()], dtype=np.float64)) for e in others]
+
+
+def _with_scores(estimate: Estimate, log_p: np.ndarray) -> Estimate:
+    """The estimate with these path scores, its running estimate recomputed: the importance
+    weights' mean for the proxy, else the sum over distinct paths (a lower bound)."""
+    if not len(log_p):
+        return estimate
+    if estimate.log_q is not None:
+        running = np.logaddexp.accumulate(log_p - estimate.log_q) - np.log(np.arange(1, len(log_p) + 1))
+    else:
+        running = np.logaddexp.accumulate(log_p)
+    last = float(running[-1]) if math.isfinite(running[-1]) else -math.inf
+    return replace(estimate, log_p=log_p, running=running, log_noncanonical=last)
