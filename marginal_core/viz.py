@@ -538,24 +538,34 @@ def mass_bar(frame: pd.DataFrame, group: str, title: str, log_y: bool = False) -
 
     labels = [KIND_LABELS.get(str(g), str(g)) for g in frame[group]]
     colors = [COLORS.get(str(g), COLORS["canonical"] if group == "kind" else "#5b8fc9") for g in frame[group]]
+    percent = 100 * frame["share"].to_numpy(dtype=float)
     fig = go.Figure(
         go.Bar(
             x=labels if group == "kind" else frame[group],
-            y=frame["share"],
+            y=percent,
             marker_color=colors,
-            text=[f"{s:.1%}" if s >= 0.001 else f"{s:.1e}" for s in frame["share"]],
+            text=[format_small(s, 1, percent=True) for s in frame["share"]],
             textposition="outside",
             customdata=np.stack([frame["log_mass"], frame["paths"]], axis=1),
-            hovertemplate="%{x}<br>share %{y:.3%}<br>log mass %{customdata[0]:.3f}<br>%{customdata[1]} paths<extra></extra>",
+            hovertemplate="%{x}<br>share %{y:.3g}%<br>log mass %{customdata[0]:.3f}<br>%{customdata[1]} paths<extra></extra>",
             name="share",
         )
     )
     if log_y:
-        fig.update_yaxes(type="log", exponentformat="power")
+        _decades_only(fig, percent[percent > 0], "y")
     else:
-        fig.update_yaxes(tickformat=".0%", rangemode="tozero")
+        fig.update_yaxes(ticksuffix="%", rangemode="tozero")
     x_title = {"kind": "", "tokens": "tokens in the tokenization", "splits": "splits from the canonical"}
-    return _layout(fig, title, x_title.get(group, group), "share of found mass")
+    return _layout(fig, title, x_title.get(group, group), "share of found mass (%)")
+
+
+def _decades_only(fig: go.Figure, values: np.ndarray, axis: str) -> None:
+    """A log axis labelled at powers of ten only (at most about eight labels), never at the
+    2s and 5s between them, which read as stray numbers."""
+    low, high = (float(np.log10(values.min())), float(np.log10(values.max()))) if len(values) else (0.0, 2.0)
+    step = max(1, math.ceil((high - low) / 8))
+    update = fig.update_yaxes if axis == "y" else fig.update_xaxes
+    update(type="log", dtick=step, exponentformat="power", minor=dict(showgrid=False))
 
 
 def top_n_figure(frame: pd.DataFrame) -> go.Figure:
@@ -564,9 +574,10 @@ def top_n_figure(frame: pd.DataFrame) -> go.Figure:
 
     fig = go.Figure(go.Scatter(x=frame["n"], y=frame["cumulative_share"], mode="lines+markers",
                                name="top n", marker=dict(size=4)))
-    fig.update_xaxes(type="log" if len(frame) > 30 else "linear")
+    if len(frame) > 30:
+        _decades_only(fig, frame["n"].to_numpy(dtype=float), "x")
     fig.update_yaxes(tickformat=".0%", range=[0, 1.05])
-    return _layout(fig, "Cumulative mass of the n most probable tokenizations", "n", "share of found mass")
+    return _layout(fig, "Cumulative mass of the n most probable tokenizations", "n", "share of found mass (%)")
 
 
 def rank_scatter(estimate: Estimate, rho: float | None = None) -> go.Figure:

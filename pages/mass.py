@@ -7,9 +7,10 @@ import math
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import inputs, live, loaders, results, widgets
+from pages._app import inputs, live, loaders, results, widgets, words
 from pages._app.defaults import APP_EXACT_BUDGET
 from pages._app.errors import guard
+from pages._app.top import top_table
 
 
 def page() -> None:
@@ -61,14 +62,19 @@ def page() -> None:
     by_kind = analysis.mass_by_kind(lat, est)
     share = dict(zip(by_kind["kind"], by_kind["share"]))
     m = st.columns(4)
-    m[0].metric("log p(text)" + (" (exact)" if exact else " ≥"), viz.format_log(est.log_marginal))
+    m[0].metric("log p(text)" + (" (exact)" if exact else " ≥"), viz.format_log(est.log_marginal),
+                help=f"Exact: all {lat.count():,} tokenizations scored." if exact else "A lower bound: the mass found.")
     m[1].metric("Canonical share", viz.format_small(share.get("canonical", 0), 2, percent=True))
     m[2].metric("Off-by-one share", viz.format_small(share.get("off_by_one", 0), 2, percent=True))
     m[3].metric("Rest", viz.format_small(share.get("rest", 0), 2, percent=True),
                 help=f"{est.num_distinct:,} non-canonical tokenizations scored")
+    if exact:
+        st.caption(f"Exact (all {lat.count():,} tokenizations scored).")
+    st.markdown("**Which tokenizations carry the mass** (the five most probable found):")
+    top_table(lat, est)
 
     log_y = st.toggle("Log scale", value=True, key="logy", bind="query-params",
-                      help="Shares on a log axis: tiny shares (1e-40) stay visible next to the canonical one.")
+                      help="Shares on a log axis: tiny shares (1e-38%) stay visible next to the canonical one.")
     a, b = st.columns(2)
     a.plotly_chart(viz.mass_bar(by_kind, "kind", "Canonical, off-by-one and the rest", log_y), key="kind")
     b.plotly_chart(viz.top_n_figure(analysis.top_n_mass(lat, est)), key="topn")
@@ -86,6 +92,7 @@ def page() -> None:
         st.caption("Non-canonical mass found, log: " + "; ".join(
             f"{labels[name]} {viz.format_log(r.log_noncanonical)} ({r.num_distinct:,} paths, {r.seconds:.1f} s)"
             for name, r in found.items()) + ".")
+    st.caption(f"{words.NATS} {words.precision(inp)}")
 
 
 if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)

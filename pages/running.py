@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import inputs, live, loaders, results, widgets
+from pages._app import inputs, live, loaders, results, widgets, words
 from pages._app.defaults import APP_EXACT_BUDGET
 from pages._app.errors import guard
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
     from marginal_core.estimators import Estimate
+
+VIEWS = {"log p(text)": "marginal", "non-canonical mass": "noncanonical"}
+# Below this share of the mass off the canonical, every line of the log p(text) view lies within
+# 0.1 nats of the canonical line (flat at the plots' scale): the page opens on the non-canonical mass.
+FLAT_SHARE = 0.10
+_OPENED = "_running_opened_on"  # the view the page opened on, per inputs, and why
 
 
 def page() -> None:
@@ -23,11 +30,11 @@ def page() -> None:
     st.markdown(
         "Each estimate of log p(text) as samples come in. The **lattice** estimate (Algorithm 1) is a "
         "sum over distinct scored tokenizations, so it only grows; the **proxy** estimate is an "
-        "importance-sampling average, unbiased but noisy and slow (every sample is generated token by "
-        "token). The **beam** keeps the most probable prefixes (W per lattice state) and scores each path "
-        "it completes exactly, so it is a lower bound too; its points are the paths completed so far. "
-        "Dotted: the canonical tokenization alone; dashed: the exact marginal, where the lattice is small "
-        "enough to enumerate."
+        "importance-sampling average, unbiased but noisy: it may land above the exact value as well as below, "
+        "and each of its samples is generated token by token (compare the seconds in the table). The **beam** "
+        "keeps the most probable prefixes (W per lattice state) and scores each path it completes exactly, so "
+        "it is a lower bound too; its points are the paths completed so far. Dotted: the canonical tokenization "
+        "alone; dashed: the exact marginal, where the lattice is small enough to enumerate."
     )
 
     lat = loaders.require_lattice(inp)
@@ -48,16 +55,20 @@ def page() -> None:
     b = st.columns([1, 1, 3, 3], vertical_alignment="center")
     run = b[0].button("Run", icon=":material/play_arrow:", type="primary", key="run", disabled=not wanted)
     live.stop_button(b[1])
+    opened, why = _opening_view(inp, [keys[name] for name in ("exact", "lattice", "beam")])
     y = b[3].segmented_control(
-        "Plot", ["log p(text)", "non-canonical mass"], default="log p(text)", key="y", bind="query-params",
-        label_visibility="collapsed", help="The non-canonical mass is the part the estimators estimate; "
-        "on the log p(text) scale it is often too small to see.",
+        "Plot", list(VIEWS), default=opened, key="y", bind="query-params",
+        help="The non-canonical mass is the part the estimators estimate; on the log p(text) scale it is often "
+        "too small to see.",
     )
-    y = "noncanonical" if y == "non-canonical mass" else "marginal"
+    y = VIEWS.get(y or opened, "noncanonical")
+    if y == "noncanonical" and why:
+        st.caption(why)
     status = st.empty()
     left, right = st.columns(2)
     plot_samples, plot_seconds = left.empty(), right.empty()
     table_spot = st.empty()
+    st.caption(f"{words.NATS} {words.PROXY_MAY_EXCEED} {words.precision(inp)}")
 
     drawn = [0]  # each redraw needs fresh element keys within one run
 
@@ -76,15 +87,7 @@ def page() -> None:
         for spot, x in ((plot_samples, "samples"), (plot_seconds, "seconds")):
             spot.plotly_chart(viz.running_figure(traces, log_p_canonical=log_p_canonical, log_exact=log_exact, x=x, y=y),
                               key=f"by_{x}_{drawn[0]}")
-        rows = []
-        for name, r in shown.items():
-            row = {"method": name, **r.summary()}
-            row["log_p_canonical"] = r.log_p_canonical
-            row["done"] = "yes" if r.run.done else (
-                f"stopped at step {r.run.covered}/{r.run.requested}" if r.run.covered is not None
-                else f"stopped at {r.num_samples}/{r.run.requested}")
-            rows.append(row)
-        table_spot.dataframe(pd.DataFrame(rows), hide_index=True)
+        table_spot.dataframe(pd.DataFrame([_row(name, r) for name, r in shown.items()]), hide_index=True)
 
     def empty_plots() -> None:
         """Both plots' axes before any result: the browser loads its plotting code with the page,
@@ -120,6 +123,45 @@ def page() -> None:
     elif not finished:
         status.caption("Press Run to start scoring; the plots grow as chunks of samples are scored.")
     draw({**finished, **{n: run.estimate for n, run in stopped.items() if run.estimate is not None}})
+
+
+def _row(name: str, r: Estimate) -> dict[str, object]:
+    """One method's line of the table, in words a student reads."""
+    return {
+        "method": name,
+        "log p(text)": round(r.log_marginal, 4),
+        "log p(canonical)": round(r.log_p_canonical, 4),
+        "mass off the canonical": viz.format_small(-math.expm1(r.log_p_canonical - r.log_marginal), 2, percent=True),
+        "samples": r.num_samples,
+        "distinct paths": r.num_distinct,
+        "seconds": round(r.seconds, 2),
+        "forward passes": r.forward_passes,
+        "done": "yes" if r.run.done else (
+            f"stopped at step {r.run.covered}/{r.run.requested}" if r.run.covered is not None
+            else f"stopped at {r.num_samples}/{r.run.requested}"),
+    }
+
+
+def _opening_view(inp: inputs.Inputs, keys: list[tuple]) -> tuple[str, str]:
+    """The view the page opens on for these inputs, and why when it is the non-canonical mass:
+    log p(text) only where a finished result (exact first) shows FLAT_SHARE of the mass or more
+    off the canonical; else every line would lie flat on the canonical line. Decided once per
+    inputs, so a run does not move the view under the student."""
+    opened = st.session_state.setdefault(_OPENED, {})
+    if inp.key() not in opened:
+        known = next((r for key in keys if (r := results.cached(key)) is not None), None)
+        if known is None:
+            opened[inp.key()] = ("non-canonical mass", "Opened on the non-canonical mass, the part the estimators "
+                                 "estimate: where the canonical tokenization holds nearly all of the mass, every line "
+                                 "of the log p(text) view lies flat on the canonical line.")
+        else:
+            share = -math.expm1(known.log_p_canonical - known.log_marginal)
+            opened[inp.key()] = (("log p(text)", "") if share >= FLAT_SHARE else (
+                "non-canonical mass", f"Opened on the non-canonical mass: {known.method} found "
+                f"{viz.format_small(share, 2, percent=True)} of the mass off the canonical, so on the log p(text) "
+                f"scale every line lies within {viz.format_small(known.log_marginal - known.log_p_canonical)} nats "
+                "of the canonical line."))
+    return opened[inp.key()]
 
 
 if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)

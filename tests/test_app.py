@@ -217,7 +217,7 @@ def test_home_caps_k_for_its_one_click_estimate():
 def test_home_headline_shows_a_tiny_gain_in_scientific_notation():
     """Issue 13 item 5c: "+0.000 nats vs canonical, mass off the canonical 0.00%" hid a gain of
     about 2e-05 nats (SmolLM2 puts almost all of " Hello world" on its canonical path)."""
-    at = app(model=SMOL, text=" Hello world", k="8")
+    at = app(model=SMOL, text=" Hello world", context="Question: What is the capital of France?\nAnswer:", k="8")
     click(at, "estimate")
     assert_clean(at)
     (headline,) = [m for m in at.metric if m.label == "log p(text) ≥"]
@@ -374,7 +374,7 @@ def test_sample_tables_show_long_tokenizations_whole():
     off = at.dataframe[0]
     width = json.loads(off.proto.columns)["tokenization"]["width"]
     longest = off.value["tokenization"].map(len).max()
-    assert longest > 60 and off.proto.row_height > tables.WRAP_FROM_PX  # Streamlit wraps only rows over 4rem
+    assert longest > 60 and off.proto.row_height >= tables.WRAP_FROM_PX  # Streamlit wraps only rows over 4rem
     lines = (off.proto.row_height - tables.PAD_PX) // tables.LINE_PX
     assert lines * width / tables.CHAR_PX >= longest
     at = app("pages/samplers.py", model=SMOL, text=SHORT, k="12")
@@ -462,7 +462,7 @@ def test_rank_page_scatter_and_table():
 
 
 def test_running_page_plots_lattice_proxy_and_exact():
-    at = app("pages/running.py", model=SMOL, text=SHORT, k="15", seed="3")
+    at = app("pages/running.py", model=SMOL, text=SHORT, k="15", seed="3", y="log p(text)")
     assert_clean(at)
     before = plotly(at)  # the axes before Run (the exact line if another page computed it): the browser
     assert len(before) == 2 and before[1].layout.xaxis.title.text == "seconds"  # loads its plotting code early
@@ -476,15 +476,37 @@ def test_running_page_plots_lattice_proxy_and_exact():
     assert by_seconds.layout.xaxis.title.text == "seconds"
     table = at.dataframe[0].value
     assert set(table["method"]) == {"lattice", "proxy", "exact"}
-    exact = table.set_index("method").loc["exact", "log_marginal"]
-    lattice = table.set_index("method").loc["lattice", "log_marginal"]
+    exact = table.set_index("method").loc["exact", "log p(text)"]
+    lattice = table.set_index("method").loc["lattice", "log p(text)"]
     assert lattice <= exact + 1e-4
+
+
+def test_running_page_opens_on_the_non_canonical_mass_where_the_marginal_is_flat_and_says_so():
+    """Issue 24: with nothing known the page opens on the non-canonical mass and says why; once a
+    finished result shows most of the mass off the canonical (" Tokyo" under SmolLM2: 99%), a
+    page opened on that text shows log p(text). The table speaks in words, not field names."""
+    at = app("pages/running.py", model=SMOL, text=" Tokyo", context="", dtype="float32", k="8", methods="lattice")
+    assert_clean(at)
+    assert at.segmented_control(key="y").value == "non-canonical mass"
+    assert any(c.value.startswith("Opened on the non-canonical mass") for c in at.caption)
+    click(at, "run")
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert list(table.columns)[:3] == ["method", "log p(text)", "log p(canonical)"]
+    assert {"distinct paths", "seconds", "mass off the canonical"} <= set(table.columns)
+    assert "log_marginal" not in table.columns and "None" not in table.astype(str).to_numpy()
+    at.run()
+    assert at.segmented_control(key="y").value == "non-canonical mass"  # a run does not move the view
+    # Results are shared by every session: a link opened now knows 99% of the mass is off the canonical.
+    fresh = app("pages/running.py", model=SMOL, text=" Tokyo", context="", dtype="float32", k="8", methods="lattice")
+    assert fresh.segmented_control(key="y").value == "log p(text)"
+    assert not any(c.value.startswith("Opened on the non-canonical mass") for c in fresh.caption)
 
 
 def test_running_page_plots_the_beam_beside_exact():
     """Issue 11 item 1: the beam on the running page, keyed by its width (URL key W), its points
     the paths completed, a row in the summary table, a lower bound of the exact marginal."""
-    at = app("pages/running.py", model=SMOL, text=SHORT, dtype="float32", methods="beam", W="2")
+    at = app("pages/running.py", model=SMOL, text=SHORT, dtype="float32", methods="beam", W="2", y="log p(text)")
     assert_clean(at)
     assert at.number_input(key="W").value == 2 and at.multiselect(key="methods").value == ["beam"]
     click(at, "run")
@@ -493,11 +515,11 @@ def test_running_page_plots_the_beam_beside_exact():
     assert [t.name for t in by_samples.data] == ["beam (W = 2)", "canonical", "exact"]
     table = at.dataframe[0].value.set_index("method")
     assert set(table.index) == {"beam", "exact"} and table.loc["beam", "done"] == "yes"
-    paths = int(table.loc["beam", "num_samples"])
+    paths = int(table.loc["beam", "samples"])
     assert values(by_samples.data[0].x) == list(range(1, paths + 1))  # one point per completed path
     seconds = values(by_seconds.data[0].x)
     assert seconds[0] == 0 and all(a <= b for a, b in zip(seconds, seconds[1:]))
-    assert table.loc["beam", "log_marginal"] <= table.loc["exact", "log_marginal"] + 1e-4
+    assert table.loc["beam", "log p(text)"] <= table.loc["exact", "log p(text)"] + 1e-4
 
 
 def test_live_streams_match_the_library_estimators():
@@ -645,6 +667,10 @@ def test_qa_page_is_honest_about_time_and_a_link_keeps_the_chosen_item(task_fold
     assert at.selectbox(key="qa_pick").value.id == second.id
     assert at.selectbox(key="qa_answer").value == 1 and at.selectbox(key="qa_sample_method").value == "lattice"
     assert second.question in "".join(m.value for m in at.markdown)
+    # the answer's index works too (issue 25: qa_answer=3 was ignored)
+    at = app("pages/qa.py", **url, qa_pick=at.selectbox(key="qa_pick").options[1], qa_answer="1")
+    assert_clean(at)
+    assert at.selectbox(key="qa_answer").value == 1
 
 
 def test_translation_page_is_honest_about_time_and_a_link_keeps_the_chosen_item(task_folders):

@@ -285,10 +285,14 @@ def test_mass_figures_from_the_analyses(qa):
     fig = viz.mass_bar(by_kind, "kind", "t")
     assert len(fig.data) == 1 and fig.data[0].type == "bar"
     assert set(fig.data[0].x) == {"canonical", "off-by-one", "rest"}
-    assert math.isclose(sum(fig.data[0].y), 1.0)
+    assert math.isclose(sum(fig.data[0].y), 100.0)  # in %, as the bars' labels and every share on a page
+    assert all(t.endswith("%") for t in fig.data[0].text)
     fig = viz.mass_bar(analysis.mass_by_splits(qa, est), "splits", "t", log_y=True)
     assert 0 in set(fig.data[0].x) and 1 in set(fig.data[0].x)
-    assert fig.layout.yaxis.type == "log"
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.dtick >= 1  # labels at powers of ten only
+    top = analysis.top_tokenizations(qa, est, 3)
+    assert len(top) == 3 and top["log_p"].is_monotonic_decreasing and top["share"].sum() <= 1 + 1e-12
+    assert top["canonical"].sum() <= 1
     top = viz.top_n_figure(analysis.top_n_mass(qa, est))
     assert top.data[0].type == "scatter" and math.isclose(top.data[0].y[-1], 1.0)
 
