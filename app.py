@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import home, lattice, mass, qa, rank, running, samplers, translation
+from pages import home, lattice, mass, qa, rank, results, running, samplers, translation
 from marginal_core.turns import TurnCancelled
 from pages._app import inputs, lesson, links, live, loaders, machine
 
@@ -37,6 +37,7 @@ def navigation() -> dict[str, list[st.Page]]:
         "Downstream tasks": [
             st.Page(qa.page, title="Multiple-choice Q&A", icon=":material/quiz:", url_path="qa"),
             st.Page(translation.page, title="Translation", icon=":material/translate:", url_path="translation"),
+            st.Page(results.page, title="Results folders", icon=":material/folder_open:", url_path="results"),
         ],
     }
 

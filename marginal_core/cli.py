@@ -151,7 +151,7 @@ def _num(value: float | None) -> str:
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("text", help="the text, or - to read it from standard input")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"default: {DEFAULT_MODEL}")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"embedded name, HF id or folder (default: {DEFAULT_MODEL})")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     lat = sub.add_parser("lattice", help="count the tokenizations of a text")
     _add_common(lat)
-    lat.add_argument("--max-len", type=int, help="also count paths of at most this many tokens")
+    lat.add_argument("--max-len", type=int, help="also count paths of at most this many tokens (default: no bound)")
     lat.set_defaults(run=lattice_command)
     smp = sub.add_parser("sample", help="draw Algorithm 1's sample of tokenizations")
     _add_common(smp)
@@ -173,16 +173,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help=f"length bound L (default: canonical length + {DEFAULT_LENGTH_MARGIN})",
     )
-    smp.add_argument("--seed", type=int, default=0)
+    smp.add_argument("--seed", type=int, default=0, help="seed of the sampler (default: 0)")
     smp.set_defaults(run=sample_command)
     est = sub.add_parser("estimate", help="estimate the marginal probability of a text")
     _add_common(est)
-    est.add_argument("--context", help="text the tokenizations are conditioned on (or -)")
-    est.add_argument("--methods", default="canonical,lattice,proxy", help="comma list of canonical, lattice, proxy, beam, exact")
+    est.add_argument("--context", help="text the tokenizations are conditioned on, or - (default: none)")
+    est.add_argument("--methods", default="canonical,lattice,proxy",
+                     help="comma list of canonical, lattice, proxy, beam, exact (default: canonical,lattice,proxy)")
     add_beam_width(est)
-    est.add_argument("--samples", type=int, default=1000, help="samples per method (k)")
-    est.add_argument("--max-len", type=int, help="lattice length bound L")
-    est.add_argument("--seed", type=int, default=0)
+    est.add_argument("--samples", type=int, default=1000, help="samples per method, k (default: 1000)")
+    est.add_argument("--max-len", type=int, help=f"lattice length bound L (default: canonical length + {DEFAULT_LENGTH_MARGIN})")
+    est.add_argument("--seed", type=int, default=0, help="seed of every sampler (default: 0)")
     add_device_arguments(est)
     est.set_defaults(run=estimate_command)
     add_task_commands(sub)

@@ -78,10 +78,13 @@ class ContextWindowError(MarginalError):
 
 def run_cli(command: Callable[[], int | None], prog: str = "marginal") -> int:
     """Run a command-line entry point under the one error policy of every `marginal` command:
-    an error the user can fix is one line on standard error and exit status 2."""
+    an error the user can fix is one line on standard error and exit status 2; Ctrl-C exits with 130."""
     sys.set_int_max_str_digits(0)  # exact counts of long texts pass Python's 4,300-digit default
     try:
         return command() or 0
     except MarginalError as err:
         print(f"{prog}: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: a word, not a traceback (results folders keep finished items)
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130

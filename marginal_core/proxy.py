@@ -220,7 +220,7 @@ def extend(lm: LM, cache: DynamicCache, parent: torch.Tensor, feed: torch.Tensor
     with turns.unit():
         if not _is_identity(parent, rows):
             cache.reorder_cache(parent)
-        result = lm.decoder(input_ids=feed[:, None], past_key_values=cache, use_cache=True)
+        result = lm.decoder(input_ids=feed[:, None], cache=cache, use_cache=True)
     return result.last_hidden_state[:, -1]
 
 

@@ -237,7 +237,7 @@ def _run_pass(
             input_ids=ids.to(lm.device),
             attention_mask=_mask_argument(lm, masks),
             position_ids=pos.to(lm.device),
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
         )
     return out.last_hidden_state, cache

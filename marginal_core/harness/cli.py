@@ -3,6 +3,7 @@ offline task folder registered first (lm-eval 0.4.13 discovers no plugins)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 
@@ -13,7 +14,10 @@ def main(args: list[str]) -> int | None:
 
     named = set(_named_tasks(args))
     register(catalogue=not named or not named <= own_tasks())
+    import lm_eval.evaluator
     from lm_eval.__main__ import cli_evaluate
+
+    lm_eval.evaluator.get_git_commit_hash = _quiet_git_hash
 
     argv = sys.argv
     sys.argv = ["lm-eval", *args]
@@ -24,6 +28,16 @@ def main(args: list[str]) -> int | None:
     finally:
         sys.argv = argv
     return 0
+
+
+def _quiet_git_hash() -> str | None:
+    """lm-eval's record of the working directory's git commit, without git's "fatal: not a git
+    repository" on standard error outside a repository."""
+    try:
+        out = subprocess.check_output(["git", "describe", "--always"], stderr=subprocess.DEVNULL)  # noqa: S607
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return None
+    return out.strip().decode()
 
 
 def _named_tasks(args: list[str]) -> list[str]:

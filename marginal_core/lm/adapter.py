@@ -222,7 +222,7 @@ class LM:
                     for start in range(0, len(ids), chunk_tokens):
                         with turns.unit():
                             out = self.decoder(
-                                input_ids=tensor[:, start : start + chunk_tokens], past_key_values=cache, use_cache=True
+                                input_ids=tensor[:, start : start + chunk_tokens], cache=cache, use_cache=True
                             )
                 break
             except (RuntimeError, MemoryError) as err:
@@ -251,7 +251,7 @@ class LM:
             cache = DynamicCache((layer.keys, layer.values) for layer in context.cache.layers)
             positions = torch.arange(len(context), len(context) + len(ids) - 1, device=self.device)[None]
             out = self.decoder(input_ids=torch.tensor([ids[:-1]], device=self.device), position_ids=positions,
-                               past_key_values=cache, use_cache=True)
+                               cache=cache, use_cache=True)
             return self.head_logits(out.last_hidden_state[0], {}).argmax(dim=-1).tolist() == ids[1:]
 
     def generate(self, prompt_ids: Sequence[int], **options: object) -> list[list[int]]:

@@ -127,6 +127,9 @@ def resolve(name: str) -> Source:
     if not isinstance(name, str) or not name.strip():
         raise unknown_model(str(name), "empty model name")
     key = name.strip().lower()
+    if "," in key and not Path(name.strip()).expanduser().exists():
+        raise unknown_model(name, "a comma separates several models, and this takes one "
+                                  "(`marginal scan --models a,b` scores a file under several)")
     if key in EMBEDDED_MODELS:
         spec = EMBEDDED_MODELS[key]
         try:

@@ -1,6 +1,6 @@
-"""The `eval-qa` and `eval-mt` subcommands of `marginal` (registered by add_commands).
+"""The `eval-qa`, `eval-mt` and `scan` subcommands of `marginal` (registered by add_commands).
 
-Both write a resumable results folder (``--out``): rows.csv, samples.jsonl, report.md,
+Each writes a resumable results folder (``--out``): rows.csv, samples.jsonl, report.md,
 report.json (see marginal_core.tasks.store). Rerunning the same command continues where an
 interrupted run stopped. ``python -m marginal_core.tasks.cli eval-qa ...`` works on its own too.
 """
@@ -13,6 +13,8 @@ import sys
 from typing import Any
 
 from marginal_core.errors import run_cli
+from marginal_core.lattice import DEFAULT_LENGTH_MARGIN
+from marginal_core.models import DEFAULT_MODEL
 from marginal_core.models.cli import add_beam_width, add_device_arguments
 from marginal_core.tasks.evaluator import EvalOptions, evaluate
 
@@ -34,7 +36,7 @@ def summary(result: dict[str, Any]) -> str:
 
 
 def _options(args: argparse.Namespace) -> EvalOptions:
-    return EvalOptions(model=args.model, samples=args.samples, methods=args.methods, seed=args.seed,
+    return EvalOptions(model=getattr(args, "model", None), samples=args.samples, methods=args.methods, seed=args.seed,
                        max_len=args.max_len, limit=args.limit, device=args.device, dtype=args.dtype,
                        beam_width=args.beam_width)
 
@@ -54,24 +56,55 @@ def eval_mt_command(args: argparse.Namespace) -> dict[str, Any]:
     return _result(evaluate(task, args.out, _options(args)))
 
 
-def _common(p: argparse.ArgumentParser, default_samples: int) -> None:
-    from marginal_core.models import DEFAULT_MODEL
+def scan_command(args: argparse.Namespace) -> dict[str, Any]:
+    """Score every text of a file under each model; export the tidy tables (Ctrl-C keeps what is done)."""
+    from dataclasses import replace
 
+    from marginal_core.tasks.scan import LEADING_SPACE, ScanTask, bare_leading_space, model_folder, parse_models, \
+        parse_shard, write_index
+    from marginal_core.tasks.scan_report import export
+
+    task, options, models = ScanTask(args.file, parse_shard(args.shard)), _options(args), parse_models(args.models)
+    texts = task.load(options)
+    if bare := bare_leading_space(texts):
+        print(f"marginal scan: warning: {len(bare)} of {len(texts)} texts {LEADING_SPACE}", file=sys.stderr)
+    write_index(args.out, args.file, models)
+    report, stopped = {}, False
+    try:
+        for model in models:
+            report = evaluate(task, model_folder(args.out, model), replace(options, model=model))
+    except KeyboardInterrupt:
+        stopped = True
+    found = export(args.out)
+    if stopped:
+        print(f"marginal scan: stopped; what finished is kept in {args.out}: rerun the command to continue",
+              file=sys.stderr)
+    return {"report": f"{args.out}/report.md", "out": args.out, "model": ", ".join(found["models"]),
+            "device": report.get("device", "-"), "dtype": report.get("dtype", "-"), "texts": found["texts"],
+            "rows": found["rows"], "paths": found["paths"], "stopped": stopped, "table": "\n" + found["markdown"]}
+
+
+def _common(p: argparse.ArgumentParser, default_samples: int) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"embedded name, HF id or folder (default: {DEFAULT_MODEL})")
-    p.add_argument("--limit", type=int, help="only the first N items")
+    _options_arguments(p, default_samples, "canonical,lattice,proxy")
+
+
+def _options_arguments(p: argparse.ArgumentParser, default_samples: int, methods: str) -> None:
+    """Every option of a results-folder command but the model."""
+    p.add_argument("--limit", type=int, help="only the first N items (default: all)")
     p.add_argument("--samples", type=int, default=default_samples,
                    help=f"k: lattice samples and proxy samples per scored text (default: {default_samples})")
-    p.add_argument("--methods", default="canonical,lattice,proxy", help="comma list of canonical, lattice, proxy, beam")
+    p.add_argument("--methods", default=methods, help=f"comma list of canonical, lattice, proxy, beam (default: {methods})")
     add_beam_width(p)
     p.add_argument("--seed", type=int, default=0, help="seed of every sampler (default: 0)")
-    p.add_argument("--max-len", type=int, help="lattice length bound L (default: canonical length + margin)")
+    p.add_argument("--max-len", type=int, help=f"lattice length bound L (default: canonical length + {DEFAULT_LENGTH_MARGIN})")
     add_device_arguments(p)
     p.add_argument("--out", required=True, help="results folder (created; rerun to resume)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def add_commands(subparsers: Any) -> None:
-    """Add `eval-qa` and `eval-mt` to a `marginal` subparsers object."""
+    """Add `eval-qa`, `eval-mt` and `scan` to a `marginal` subparsers object."""
     qa = subparsers.add_parser(
         "eval-qa",
         help="multiple-choice Q&A accuracy by canonical / lattice / proxy (paper Tables 2-3)",
@@ -99,6 +132,22 @@ def add_commands(subparsers: Any) -> None:
     mt.add_argument("--no-comet", action="store_true", help="do not try COMET-22")
     _common(mt, 100)
     mt.set_defaults(run=eval_mt_command)
+
+    scan = subparsers.add_parser(
+        "scan",
+        help="score every text of a file under one or more models; tidy CSV/Parquet tables of the gains",
+        description="Score each text of FILE (.txt: one per line; .jsonl or .csv: text, optional context and id) "
+                    "by each method under each model, into a resumable --out folder (a folder per model); "
+                    "write scan.csv/.parquet (a row per text x model x method), paths.csv/.parquet (the decoded "
+                    "tokenizations behind each estimate) and report.md. Ctrl-C keeps what finished; rerun to continue.",
+    )
+    scan.add_argument("file", help="the texts: a .txt, .jsonl or .csv file")
+    scan.add_argument("--models", default=DEFAULT_MODEL,
+                      help=f"one model or a comma list, each loaded once (default: {DEFAULT_MODEL})")
+    scan.add_argument("--shard", help="i/n: only every n-th text, the i-th of each n (n processes, one folder each or "
+                                      "one shared; default: every text)")
+    _options_arguments(scan, 100, "canonical,beam")
+    scan.set_defaults(run=scan_command)
 
 
 def main(argv: list[str] | None = None) -> int:

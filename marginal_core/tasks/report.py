@@ -174,7 +174,7 @@ def _scope(out: str | Path, items: Sequence[str] | None,
     return config, rows, methods, complete_items(rows, methods, items)
 
 
-def _report(task: str, out: str | Path, config: dict[str, Any], rows: pd.DataFrame, methods: list[str],
+def task_report(task: str, out: str | Path, config: dict[str, Any], rows: pd.DataFrame, methods: list[str],
             setup: dict[str, Any], figures: dict[str, Any]) -> dict[str, Any]:
     """A report: the setup, the task's figures, then what every task reports (speed, time)."""
     return {
@@ -196,7 +196,7 @@ def qa_report(out: str | Path, questions: Sequence[str] | None = None,
     """The Q&A figures of a results folder (restricted to the given question ids and methods)."""
     config, rows, methods, items = _scope(out, questions, methods)
     rows = rows[rows["item"].isin(set(items))]
-    report = _report("qa", out, config, rows, methods, {}, {
+    report = task_report("qa", out, config, rows, methods, {}, {
         "questions": len(items),
         "answers": int(rows.drop_duplicates(["item", "choice"]).shape[0]),
         "accuracy": {m: qa_accuracy(rows, m, items) for m in methods},
@@ -271,7 +271,7 @@ def mt_report(out: str | Path, sentences: Sequence[str] | None = None,
     agree = None
     if "lattice" in systems and "canonical" in systems and items:
         agree = json_float(np.mean([a == b for a, b in zip(systems["lattice"], systems["canonical"])]))
-    report = _report("mt", out, config, rows, methods, {"candidates": config.get("candidates")}, {
+    report = task_report("mt", out, config, rows, methods, {"candidates": config.get("candidates")}, {
         "sentences": len(items),
         "scored_candidates": int(rows.drop_duplicates(["item", "choice"]).shape[0]),
         **mt_scores(systems, [meta[i]["source"] for i in items], [meta[i]["reference"] for i in items], comet),

@@ -72,6 +72,7 @@ def samples_view(folder: Path, item: str, label: str, choices: list[str], method
     """Pick one choice of an item and a method; the distinct tokenizations that method scored for
     it (proxy: with log q and how often each was drawn), most probable first. ``keys`` name the
     two pickers in the URL."""
+    _choice_from_url(keys[0], choices)
     d = st.columns(2)
     choice = d[0].selectbox(label, range(len(choices)), format_func=lambda i: choices[i], key=keys[0],
                             bind="query-params")
@@ -80,6 +81,14 @@ def samples_view(folder: Path, item: str, label: str, choices: list[str], method
     st.caption("The distinct tokenizations the method scored for this choice (proxy: with log q and how often "
                "each was drawn), most probable first.")
     tables.wrapped_dataframe(samples_table(record, loaders.vocabulary(model)), SAMPLE_TEXT_WIDTHS)
+
+
+def _choice_from_url(key: str, choices: list[str]) -> None:
+    """Honour a choice's index in the URL (``qa_answer=3``): the bound selectbox itself reads
+    only its label there. A label equal to the number wins (an answer that reads "3")."""
+    raw = st.query_params.get(key, "")
+    if key not in st.session_state and raw.isdigit() and raw not in choices and int(raw) < len(choices):
+        st.session_state[key] = int(raw)
 
 
 def duration(seconds: float) -> str:

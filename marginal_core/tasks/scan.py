@@ -1,0 +1,162 @@
+"""Scanning a file of texts: each text (after its optional context) scored by the chosen methods.
+
+A text file is read as one text per line (``.txt``), JSON lines with ``text`` and optional
+``context`` and ``id`` (``.jsonl``), or a CSV with those columns (``.csv``). A text without an
+``id`` is named by a hash of its context and text, so a file edited or extended between runs
+keeps the results of the texts it still holds, and a text listed twice is scored once.
+
+``--shard i/n`` keeps every n-th text (the i-th of each n): n processes can share one results
+folder on one disk, or write folders of their own that :func:`merge` joins afterwards.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from marginal_core.errors import MarginalError
+from marginal_core.tasks.datafiles import dataset_file, read_json_records
+from marginal_core.tasks.evaluator import EvalOptions
+from marginal_core.tasks.task import Request, Task
+
+SUFFIXES = (".txt", ".jsonl", ".csv")
+
+
+@dataclass(frozen=True)
+class Text:
+    """One text of a scan, with the context it is conditioned on ('' for none)."""
+
+    id: str
+    text: str
+    context: str = ""
+    index: int = 0  # its position among the file's texts
+
+
+def text_id(text: str, context: str) -> str:
+    """The id of a text the file names no id for: a hash of its context and text."""
+    return "t" + hashlib.sha1(f"{context}\0{text}".encode()).hexdigest()[:10]
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    """The file's records as {text, context?, id?} dicts, by its suffix."""
+    suffix = path.suffix.lower()
+    if suffix == ".txt":
+        lines = path.read_text(encoding="utf-8").splitlines()
+        return [{"text": line} for line in lines if line.strip()]
+    if suffix == ".jsonl":
+        records = read_json_records(path)
+        if not all(isinstance(r, dict) for r in records):
+            raise MarginalError(f"{path}: every line must be a JSON object with a \"text\"")
+        return records
+    if suffix == ".csv":
+        with open(path, encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh)
+            if "text" not in (reader.fieldnames or []):
+                raise MarginalError(f"{path}: the CSV needs a header with a \"text\" column (and optionally context, id)")
+            return list(reader)
+    raise MarginalError(f"{path}: a scan reads {', '.join(SUFFIXES)} files (one text per line, or records with \"text\")")
+
+
+def load_texts(path: str | Path) -> list[Text]:
+    """The distinct texts of a file, in file order (see the module docstring for the formats)."""
+    path = dataset_file(path)
+    texts: dict[str, Text] = {}
+    for n, record in enumerate(_records(path), start=1):
+        text, context = record.get("text"), record.get("context") or ""
+        if not isinstance(text, str) or not text:
+            raise MarginalError(f"{path}: record {n} has no text")
+        given = str(record.get("id") or "").strip()
+        key = given or text_id(text, str(context))
+        if given and given in texts:
+            raise MarginalError(f"{path}: the id {given!r} is used twice (record {n} repeats it)")
+        texts.setdefault(key, Text(key, text, str(context), len(texts)))
+    if not texts:
+        raise MarginalError(f"{path} holds no texts")
+    return list(texts.values())
+
+
+def parse_shard(value: str | None) -> tuple[int, int] | None:
+    """'i/n' as (i, n) with 1 <= i <= n, or None for the whole file."""
+    if not value:
+        return None
+    try:
+        i, n = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise MarginalError(f"--shard {value!r}: expected i/n, e.g. 1/4") from None
+    if not 1 <= i <= n:
+        raise MarginalError(f"--shard {value!r}: i must be from 1 to n")
+    return i, n
+
+
+def bare_leading_space(texts: Sequence[Text]) -> list[Text]:
+    """Texts that start with a space and have no context (see LEADING_SPACE)."""
+    return [t for t in texts if not t.context and t.text[:1].isspace()]
+
+
+LEADING_SPACE = (
+    "start with a space and have no context: with nothing before it, a text's space has no word "
+    "to join, and tokenizations that give the space a token of its own (' ' + word) can carry much "
+    "of the mass; give each a context, or drop the space"
+)
+
+
+class ScanTask(Task):
+    """A file of texts, one request each (its text after its context); report: scan_report."""
+
+    name, unit, columns = "scan", "texts", ["item", "text_index", "choice", "context", "text"]
+
+    def __init__(self, dataset: str, shard: tuple[int, int] | None = None) -> None:
+        super().__init__(dataset)
+        self.shard = shard
+
+    def load(self, options: EvalOptions) -> list[Text]:
+        texts = load_texts(self.dataset)
+        if self.shard is not None:
+            i, n = self.shard
+            texts = [t for t in texts if t.index % n == i - 1]
+        return texts[: options.limit] if options.limit is not None else texts
+
+    def identity(self, options: EvalOptions, model: str) -> dict[str, Any]:
+        return {"task": self.name, "dataset": Path(self.dataset).name, "model": model,
+                "samples": options.samples, "seed": options.seed, "max_len": options.max_len}
+
+    def requests(self, item: Text, record: dict[str, Any] | None = None) -> list[Request]:
+        return [Request(0, item.context, item.text, {"text_index": item.index, "context": item.context,
+                                                     "text": item.text})]
+
+    def report(self, out: Path, items: Sequence[str], methods: Sequence[str]) -> dict[str, Any]:
+        from marginal_core.tasks.scan_report import scan_report
+
+        return scan_report(out, items, methods)
+
+
+def model_folder(out: str | Path, model: str) -> Path:
+    """Where a scan keeps one model's results: a folder named for the model inside out."""
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.strip("/"))[-80:]
+    return Path(out) / name
+
+
+def parse_models(value: str) -> list[str]:
+    """A comma list of model names, without repeats."""
+    models = list(dict.fromkeys(m.strip() for m in value.split(",") if m.strip()))
+    if not models:
+        raise MarginalError("--models: give at least one model name")
+    return models
+
+
+def write_index(out: str | Path, dataset: str, models: Sequence[str]) -> None:
+    """scan.json: the file scanned and each model's folder, so that readers find the parts."""
+    path = Path(out) / "scan.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise MarginalError(f"cannot create the output folder {path.parent}: {err}") from err
+    known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    folders = {**known.get("models", {}), **{m: model_folder(out, m).name for m in models}}
+    path.write_text(json.dumps({"task": "scan", "dataset": Path(dataset).name, "models": folders}, indent=2) + "\n",
+                    encoding="utf-8")

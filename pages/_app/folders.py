@@ -1,0 +1,119 @@
+"""Results folders the Results page opens (`marginal scan`, `eval-qa`, `eval-mt`, lm-eval): what
+a folder holds, and its rows as the page lists them, each with links to the views of its text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pandas as pd
+
+from marginal_core.cache import cache_root
+from marginal_core.errors import MarginalError
+from marginal_core.tasks import store
+
+KINDS = {"scan": "a `marginal scan`", "qa": "an `eval-qa` run", "mt": "an `eval-mt` run", "lm-eval": "an lm-eval run"}
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A results folder and what wrote it (a key of KINDS)."""
+
+    path: Path
+    kind: str
+
+
+def open_folder(raw: str) -> Folder:
+    """The results folder at a path; a MarginalError saying what it lacks otherwise."""
+    path = Path(raw.strip()).expanduser()
+    if not raw.strip():
+        raise MarginalError("give the --out folder of `marginal scan`, `eval-qa` or `eval-mt`, or an lm-eval --output_path")
+    if not path.is_dir():
+        raise MarginalError(f"there is no folder {path}")
+    if (path / "scan.json").is_file():
+        return Folder(path, "scan")
+    if (path / "config.json").is_file():
+        task = store.read_config(path).get("task")
+        if task in KINDS:
+            return Folder(path, task)
+    if any(path.rglob("results_*.json")):
+        return Folder(path, "lm-eval")
+    raise MarginalError(f"{path} is not a results folder: no scan.json or config.json (written by `marginal scan`, "
+                        "`eval-qa`, `eval-mt`) and no lm-eval results_*.json")
+
+
+def app_folders() -> list[Path]:
+    """The results folders the app's own Q&A and translation pages wrote, newest first."""
+    runs = cache_root() / "runs"
+    found = [p for p in runs.glob("*") if (p / "config.json").is_file()] if runs.is_dir() else []
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def view_link(page: str, text: str, context: str, model: str, **params: str) -> str:
+    """A link (relative to the app) to a view of a text with its context under a model."""
+    return f"{page}?" + urlencode({"model": model, "text": text, "context": context, **params})
+
+
+def scan_rows(folder: Path) -> pd.DataFrame:
+    """Per text and model of a scan, the best bound's gain over the canonical, its heaviest
+    tokenization and links to the text's mass flow and probability mass; largest gain first."""
+    from marginal_core.tasks.scan_report import best_rows, model_folders
+
+    tidy = folder / "scan.parquet"
+    if tidy.is_file():
+        table = pd.read_parquet(tidy)
+    else:  # a model folder, or a scan stopped before its export
+        from marginal_core.tasks.scan_report import paths_table, texts_table, top_tokenizations
+
+        parts = model_folders(folder).values()
+        table = top_tokenizations(pd.concat([texts_table(f) for f in parts]), pd.concat([paths_table(f) for f in parts]))
+    best = best_rows(table.rename(columns={"id": "item"}), ("item", "model"))
+    return pd.DataFrame({
+        "text": best["text"], "model": best["model"], "gain (nats)": best["gain_nats"],
+        "off the canonical (%)": 100 * best["share_off_canonical"], "heaviest tokenization": best["top_tokenization"],
+        "best method": best["method"],
+        "mass flow": [view_link("lattice", r.text, r.context, r.model, arcs_by="mass flow") for r in best.itertuples()],
+        "probability mass": [view_link("mass", r.text, r.context, r.model) for r in best.itertuples()],
+    })
+
+
+def changed_rows(folder: Folder) -> pd.DataFrame:
+    """The questions (sentences) of an eval-qa (eval-mt) folder whose pick differs by method:
+    each method's pick with its margin in nats, and a link to the mass flow of each pick."""
+    from marginal_core.tasks.report import mt_report, qa_report
+
+    report = qa_report(folder.path) if folder.kind == "qa" else mt_report(folder.path, comet=False)
+    model, texts = report["model"], _continuations(folder)
+    rows = []
+    for change in report["changed_picks"]:
+        item = change["item"]
+        row = {"item": item}
+        if "gold" in change:
+            row["gold"] = texts.get((item, change["gold"]), ("", str(change["gold"])))[1].strip()
+        for method, pick in change["picks"].items():
+            context, text = texts.get((item, pick), ("", str(pick)))
+            margin = change["margins"][method]
+            row[method] = text.strip() + ("" if margin is None else f" (+{margin:.2f})")
+            row[f"{method}: mass flow"] = view_link("lattice", text, context, model, arcs_by="mass flow")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _continuations(folder: Folder) -> dict[tuple[str, int], tuple[str, str]]:
+    """(context, continuation) of every scored choice of a task folder, by (item, choice)."""
+    from marginal_core.tasks.report import load_rows
+
+    rows = load_rows(folder.path)
+    if folder.kind == "mt":
+        items = store.read_items(folder.path)
+        return {(i, int(c)): (items.get(i, {}).get("prompt", ""), " " + cand)
+                for i, c, cand in zip(rows["item"], rows["choice"], rows["candidate"])}
+    from marginal_core.tasks import qa
+
+    try:
+        questions = {q.id: q for q in qa.load_questions(store.read_config(folder.path)["dataset"])}
+    except MarginalError:
+        questions = {}
+    return {(i, int(c)): (questions[i].context if i in questions else "", " " + answer)
+            for i, c, answer in zip(rows["item"], rows["choice"], rows["answer"])}
