@@ -19,7 +19,7 @@ import streamlit as st
 
 from pages import home, lattice, mass, qa, rank, results, running, samplers, translation
 from marginal_core.turns import TurnCancelled
-from pages._app import inputs, lesson, links, live, loaders, machine
+from pages._app import inputs, lesson, links, live, loaders, machine, projector
 
 
 def navigation() -> dict[str, list[st.Page]]:
@@ -44,7 +44,8 @@ def navigation() -> dict[str, list[st.Page]]:
 
 def main() -> None:
     """One run of the app: the navigation, the shared inputs, then the chosen page."""
-    st.set_page_config(page_title="marginal: tokenization marginals", page_icon=":material/join:", layout="wide")
+    st.set_page_config(page_title="marginal: tokenization marginals", page_icon=":material/join:", layout="wide",
+                       initial_sidebar_state="collapsed" if projector.requested() else "auto")
     page = st.navigation(navigation())
     live.begin_script_run()
     inputs.sidebar()

@@ -7,7 +7,7 @@ import math
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import counts, inputs, live, loaders, presets, results, server, widgets, words
+from pages._app import counts, inputs, live, loaders, presets, projector, results, server, widgets, words
 from pages._app.defaults import HOME_MAX_SAMPLES
 from pages._app.errors import guard
 from pages._app.top import top_table
@@ -17,7 +17,7 @@ def page() -> None:
     """The home page."""
     inp = inputs.current()
     st.title("How likely is a text — over *all* its tokenizations?")
-    st.markdown(
+    projector.about(
         "A language model never sees text, only **tokens**. The tokenizer picks one way of cutting the "
         "text into tokens (the *canonical* tokenization), but almost every text can be cut in a huge "
         "number of other ways, and the model gives each of them some probability. The probability of "

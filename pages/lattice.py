@@ -9,7 +9,7 @@ import streamlit as st
 
 from marginal_core import viz
 from marginal_core.mass_flow import MassFlow, flow_of
-from pages._app import counts, inputs, live, loaders, results, widgets
+from pages._app import counts, inputs, live, loaders, projector, results, widgets
 from pages._app.defaults import APP_EXACT_BUDGET, exact_feasible
 from pages._app.errors import guard, show_error
 
@@ -90,7 +90,7 @@ def page() -> None:
     """The lattice page."""
     inp = inputs.current()
     st.title("The tokenization lattice")
-    st.markdown(
+    projector.about(
         "Nodes are **byte offsets** of the text (labelled with the characters either side, `e|P`); an "
         "arc from one offset to another is a **token** whose text is exactly that span. Every path from "
         "the first node to the last spells the text, so every path is one tokenization. "
@@ -101,74 +101,77 @@ def page() -> None:
     )
 
     lat = loaders.require_lattice(inp)
-    c = st.columns(3)
-    L = widgets.length_bound(c[0], lat)
-    c[1].metric("Nodes", lat.num_nodes)
-    c[2].metric("Arcs", lat.num_arcs)
-    wide = st.columns(2)  # counts of long texts ("3.73 × 10^4696") need half a row
-    wide[0].metric("Tokenizations", viz.count_label(lat.count()))
-    counts.exact_count("number of tokenizations", lat.count(), key="tokenizations", where=wide[0])
-    with guard("counting paths of at most L tokens"):
-        wide[1].metric(f"… of ≤ {L} tokens", viz.count_label(lat.count(L)))
-        counts.exact_count(f"number of tokenizations of at most {L} tokens", lat.count(L), key="bounded",
-                           where=wide[1])
-    if lat.min_len <= L < len(lat.canonical):  # below min_len, the L widget says so
-        st.info(f"The canonical tokenization has {len(lat.canonical)} tokens, more than L = {L}: its arcs are dashed.")
+    figure, settings = projector.figure_first()
+    with settings:
+        c = st.columns(3)
+        L = widgets.length_bound(c[0], lat)
+        c[1].metric("Nodes", lat.num_nodes)
+        c[2].metric("Arcs", lat.num_arcs)
+        wide = st.columns(2)  # counts of long texts ("3.73 × 10^4696") need half a row
+        wide[0].metric("Tokenizations", viz.count_label(lat.count()))
+        counts.exact_count("number of tokenizations", lat.count(), key="tokenizations", where=wide[0])
+        with guard("counting paths of at most L tokens"):
+            wide[1].metric(f"… of ≤ {L} tokens", viz.count_label(lat.count(L)))
+            counts.exact_count(f"number of tokenizations of at most {L} tokens", lat.count(L), key="bounded",
+                               where=wide[1])
+        if lat.min_len <= L < len(lat.canonical):  # below min_len, the L widget says so
+            st.info(f"The canonical tokenization has {len(lat.canonical)} tokens, more than L = {L}: its arcs are dashed.")
 
-    arcs_by = st.segmented_control(
-        "Arcs by", ["role", "mass flow"], default="role", key="arcs_by", bind="query-params",
-        help="Mass flow: each arc as wide and as red as the share of the text's probability on the tokenizations "
-        "through it (needs the model).")
-    flow = _mass_flow(inp, lat, L) if arcs_by == "mass flow" else None
+        arcs_by = st.segmented_control(
+            "Arcs by", ["role", "mass flow"], default="role", key="arcs_by", bind="query-params",
+            help="Mass flow: each arc as wide and as red as the share of the text's probability on the tokenizations "
+            "through it (needs the model).")
+        flow = _mass_flow(inp, lat, L) if arcs_by == "mass flow" else None
 
-    window = None
-    too_big = lat.num_arcs > viz.MAX_DRAW_ARCS
-    if too_big or lat.num_nodes > viz.READABLE_NODES:
-        whole = st.toggle(
-            "Draw the whole lattice", value=False, disabled=too_big, key="whole", bind="query-params",
-            help=f"Up to {viz.MAX_DRAW_ARCS} arcs, drawn at full size in a box that scrolls both ways.",
-        )
-        if too_big or not whole:
-            st.caption(
-                f"The whole lattice is {lat.num_nodes:,} nodes and {lat.num_arcs:,} arcs"
-                + (" — too many to draw legibly" if too_big else "")
-                + ", so a window of the text is drawn. Move it along the text with the controls "
-                "(arcs crossing its edges are left out)."
+        window = None
+        too_big = lat.num_arcs > viz.MAX_DRAW_ARCS
+        if too_big or lat.num_nodes > viz.READABLE_NODES:
+            whole = st.toggle(
+                "Draw the whole lattice", value=False, disabled=too_big, key="whole", bind="query-params",
+                help=f"Up to {viz.MAX_DRAW_ARCS} arcs, drawn at full size in a box that scrolls both ways.",
             )
-            w = st.columns(2)
-            n = len(lat.canonical)
-            for name in ("first", "span"):  # a value kept from a longer text
-                if int(st.session_state.get(name) or 1) > n:
-                    st.session_state[name] = 1 if name == "first" else n
-            first = w[0].number_input("First canonical token", min_value=1, max_value=n, value=1, key="first",
-                                      bind="query-params")
-            fit = viz.fit_window(lat, first=int(first) - 1, max_nodes=viz.READABLE_NODES)
-            span = w[1].number_input("Canonical tokens shown", min_value=1, max_value=n, value=fit, key="span",
-                                     bind="query-params", help=f"{fit} fit in a readable drawing from here.")
-            window = viz.token_window(lat, int(first) - 1, int(span))
-            shown = lat.data[window[0]:window[1]].decode("utf-8", "replace")
-            st.markdown(f"Window: bytes {window[0]}–{window[1]}, {viz.code_span(viz.show_piece(shown))}")
+            if too_big or not whole:
+                st.caption(
+                    f"The whole lattice is {lat.num_nodes:,} nodes and {lat.num_arcs:,} arcs"
+                    + (" — too many to draw legibly" if too_big else "")
+                    + ", so a window of the text is drawn. Move it along the text with the controls "
+                    "(arcs crossing its edges are left out)."
+                )
+                w = st.columns(2)
+                n = len(lat.canonical)
+                for name in ("first", "span"):  # a value kept from a longer text
+                    if int(st.session_state.get(name) or 1) > n:
+                        st.session_state[name] = 1 if name == "first" else n
+                first = w[0].number_input("First canonical token", min_value=1, max_value=n, value=1, key="first",
+                                          bind="query-params")
+                fit = viz.fit_window(lat, first=int(first) - 1, max_nodes=viz.READABLE_NODES)
+                span = w[1].number_input("Canonical tokens shown", min_value=1, max_value=n, value=fit, key="span",
+                                         bind="query-params", help=f"{fit} fit in a readable drawing from here.")
+                window = viz.token_window(lat, int(first) - 1, int(span))
+                shown = lat.data[window[0]:window[1]].decode("utf-8", "replace")
+                st.markdown(f"Window: bytes {window[0]}–{window[1]}, {viz.code_span(viz.show_piece(shown))}")
 
-    dot = None
-    try:
-        dot = viz.lattice_dot(lat, max_len=L, window=window, flow=flow)
-    except viz.TooLargeToDrawError as exc:
-        st.warning(f"{exc}.")
-    except Exception as exc:  # noqa: BLE001
-        show_error(exc, "drawing the lattice")
-    if dot is not None:
-        with guard("drawing the lattice"):
-            if window is None and lat.num_nodes > viz.READABLE_NODES:
-                _scroll_box(dot)
-            else:
-                st.graphviz_chart(dot, width="content")
-        d = st.columns([1, 1, 5])
-        d[0].download_button("Download DOT", dot, file_name="lattice.dot", mime="text/vnd.graphviz", key="dl_dot")
+    with figure:
+        dot = None
         try:
-            d[1].download_button("Download SVG", _svg(dot), file_name="lattice.svg", mime="image/svg+xml", key="dl_svg")
-        except Exception as exc:  # noqa: BLE001 -- no dot binary: DOT only
-            with d[1]:
-                show_error(exc, "rendering SVG")
+            dot = viz.lattice_dot(lat, max_len=L, window=window, flow=flow)
+        except viz.TooLargeToDrawError as exc:
+            st.warning(f"{exc}.")
+        except Exception as exc:  # noqa: BLE001
+            show_error(exc, "drawing the lattice")
+        if dot is not None:
+            with guard("drawing the lattice"):
+                if window is None and lat.num_nodes > viz.READABLE_NODES:
+                    _scroll_box(dot)
+                else:
+                    st.graphviz_chart(dot, width="content")
+            d = st.columns([1, 1, 5])
+            d[0].download_button("Download DOT", dot, file_name="lattice.dot", mime="text/vnd.graphviz", key="dl_dot")
+            try:
+                d[1].download_button("Download SVG", _svg(dot), file_name="lattice.svg", mime="image/svg+xml", key="dl_svg")
+            except Exception as exc:  # noqa: BLE001 -- no dot binary: DOT only
+                with d[1]:
+                    show_error(exc, "rendering SVG")
 
     st.subheader("Arcs")
     frame = viz.arcs_frame(lat, L)

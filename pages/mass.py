@@ -7,7 +7,7 @@ import math
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import inputs, live, loaders, results, widgets, words
+from pages._app import inputs, live, loaders, projector, results, widgets, words
 from pages._app.defaults import APP_EXACT_BUDGET
 from pages._app.errors import guard
 from pages._app.top import top_table
@@ -19,7 +19,7 @@ def page() -> None:
 
     inp = inputs.current()
     st.title("Where the probability mass sits")
-    st.markdown(
+    projector.about(
         "How much of the text's probability is on the canonical tokenization, on its one-token splits "
         "(off-by-one) and on everything else? Shares are of the mass **found**: every tokenization "
         "when the lattice is small enough to enumerate (exact), otherwise the paths a method found: the "
@@ -27,7 +27,7 @@ def page() -> None:
     )
 
     lat = loaders.require_lattice(inp)
-    c = st.columns([1.3, 1.2, 1, 1, 1, 1])
+    c = projector.settings().columns([1.3, 1.2, 1, 1, 1, 1])
     exact = widgets.exact_toggle(c[0], lat, "Exact (every tokenization)")
     source = c[1].segmented_control("Found by", ["lattice", "beam"], default="lattice", key="source",
                                     bind="query-params", disabled=exact,

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import inputs, live, loaders, results, widgets, words
+from pages._app import inputs, live, loaders, projector, results, widgets, words
 from pages._app.defaults import APP_EXACT_BUDGET
 from pages._app.errors import guard
 
@@ -27,7 +27,7 @@ def page() -> None:
     """The running estimates page."""
     inp = inputs.current()
     st.title("Running estimates")
-    st.markdown(
+    projector.about(
         "Each estimate of log p(text) as samples come in. The **lattice** estimate (Algorithm 1) is a "
         "sum over distinct scored tokenizations, so it only grows; the **proxy** estimate is an "
         "importance-sampling average, unbiased but noisy: it may land above the exact value as well as below, "
@@ -38,7 +38,7 @@ def page() -> None:
     )
 
     lat = loaders.require_lattice(inp)
-    c = st.columns([1, 1, 1, 1, 2, 1])
+    c = projector.settings().columns([1, 1, 1, 1, 2, 1])
     k = widgets.samples_k(c[0], help="Samples for the lattice and the proxy.")
     L = widgets.length_bound(c[1], lat)
     seed = widgets.seed(c[2])

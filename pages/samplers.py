@@ -9,7 +9,7 @@ import streamlit as st
 
 from marginal_core import viz
 from marginal_core.sampling import lattice_samples
-from pages._app import inputs, live, loaders, results, tables, widgets, words
+from pages._app import inputs, live, loaders, projector, results, tables, widgets, words
 from pages._app.errors import guard
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
@@ -40,7 +40,7 @@ def page() -> None:
     """The samplers page."""
     inp = inputs.current()
     st.title("What each sampler draws")
-    st.markdown(
+    projector.about(
         "**Algorithm 1** (the lattice sampler) needs no model to *choose* tokenizations: first the "
         "**off-by-one** set (the canonical tokenization with one token split in two), then distinct "
         "paths drawn **uniformly** among those of at most *L* tokens. The **proxy** baseline instead "
@@ -50,7 +50,7 @@ def page() -> None:
     )
 
     lat = loaders.require_lattice(inp)
-    c = st.columns(5)
+    c = projector.settings().columns(5)
     k = widgets.samples_k(c[0])
     L = widgets.length_bound(c[1], lat)
     seed = widgets.seed(c[2])

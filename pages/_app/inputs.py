@@ -18,7 +18,7 @@ import streamlit as st
 from marginal_core.errors import EmptyTextError
 from marginal_core.models import DEFAULT_MODEL, DTYPES, EMBEDDED_MODELS, known_models
 from marginal_core.viz import code_span
-from pages._app import devices, presets, server
+from pages._app import devices, presets, projector, server
 from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
 from pages._app.errors import show_error
 
@@ -59,6 +59,7 @@ def sidebar() -> None:
         st.error(f"This server is misconfigured: {exc}.", icon=":material/error:")
         st.stop()
     linked_model, long_texts = _link_beyond(policy)
+    projector.switch(sb)
     sb.markdown("### Input")
     _model_box(sb, policy)
     sb.selectbox(

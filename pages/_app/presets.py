@@ -25,10 +25,10 @@ class Preset:
 PRESETS: tuple[Preset, ...] = (
     Preset(
         "A word split in two",
-        "The little engine was a powerhouse.",
+        "The mitochondria is the powerhouse of the cell.",
         "",
-        "The canonical tokenization keeps ␣powerhouse whole, yet both models put a few percent of the text's "
-        "mass on ␣power|house: the marginal is above the canonical score.",
+        "The tokenizer keeps ␣powerhouse whole, yet the model puts a sizeable share of the sentence's mass on "
+        "␣power|house (Gemma 3 about a sixth, SmolLM2 about a tenth): the marginal is above the canonical score.",
     ),
     Preset(
         "Two models disagree",
@@ -42,22 +42,22 @@ PRESETS: tuple[Preset, ...] = (
         " unbelievably",
         "",
         "Over a thousand tokenizations, few enough to score them all: under SmolLM2 nearly all the mass sits "
-        "off the canonical, on ␣un|belie|v|ably; under Gemma 3 the canonical keeps it.",
+        "off the canonical ␣unbelie|v|ably, on ␣un|belie|v|ably; under Gemma 3 the canonical keeps it.",
     ),
     Preset(
         "Too long to enumerate",
         "The old lighthouse keeper climbed the winding stairs every evening to light the lamp, while the "
         "storm outside grew louder and the waves crashed against the rocks below.",
         "",
-        "About 10^35 tokenizations: nothing can score them all. The lattice sampler and the beam give lower "
-        "bounds that grow with k and W; the proxy gives a noisy estimate.",
+        "Far too many tokenizations to score them all: exact is off, and the lattice sampler and the beam give "
+        "lower bounds that grow with k and W, while the proxy gives a noisy estimate.",
     ),
     Preset(
         "An answer to a question",
         " Tokyo",
         QUESTION.format(q="What is the capital of Japan?"),
-        "After the question the canonical ␣Tokyo gains: SmolLM2's share off the canonical falls from almost all "
-        "to about a tenth, Gemma 3's to almost nothing. The context changes where the mass sits.",
+        "The same word after a question: the canonical ␣Tokyo gains, SmolLM2's share off the canonical falls from "
+        "almost all to about a tenth, Gemma 3's to almost nothing. The context changes where the mass sits.",
     ),
 )
 DEFAULT = PRESETS[0]

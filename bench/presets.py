@@ -1,0 +1,67 @@
+"""What a student sees with each of the app's examples (pages/_app/presets.py), per model: the
+number of tokenizations, the share of the mass off the canonical tokenization and the most
+probable tokenization with its share. Exact where the app enumerates (at most APP_EXACT_BUDGET
+paths), else Home's estimate (the lattice sampler, k = 100, L = canonical + 10, seed 0) and the
+beam (W = 32), both lower bounds of the share off the canonical.
+Run: .venv/bin/python bench/presets.py [--models gemma3-270m,smollm2-135m] [--dtype float32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the app's examples and defaults
+
+from marginal_core import viz  # noqa: E402
+from marginal_core.estimators import Estimate, Marginalizer  # noqa: E402
+from marginal_core.models import load_model  # noqa: E402
+from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, exact_feasible  # noqa: E402
+from pages._app.presets import PRESETS  # noqa: E402
+
+
+def off_canonical(est: Estimate) -> float:
+    """Share of the found mass not on the canonical path."""
+    return -math.expm1(est.log_p_canonical - est.log_marginal)
+
+
+def best(m: Marginalizer, est: Estimate) -> str:
+    """The most probable tokenization found (canonical included) and its share of the found mass."""
+    log_p = np.append(est.log_p, est.log_p_canonical)
+    paths = [*est.paths.tolist(), m.lattice.canonical]
+    i = int(np.argmax(log_p))
+    return f"`{viz.segmented(m.lattice, paths[i])}` {math.exp(log_p[i] - est.log_marginal):.1%}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="gemma3-270m,smollm2-135m")
+    parser.add_argument("--dtype", default="float32")
+    args = parser.parse_args()
+    print("| example | model | tokenizations | canonical | off the canonical | most probable found | s |")
+    print("|---|---|---:|---|---|---|---:|")
+    for model in args.models.split(","):
+        lm = load_model(model, dtype=args.dtype)
+        for preset in PRESETS:
+            started = time.perf_counter()
+            m = Marginalizer(lm, preset.text, preset.context or None)
+            count = m.lattice.count()
+            if exact_feasible(count, APP_EXACT_BUDGET):
+                est = m.exact(budget=APP_EXACT_BUDGET)
+                shares = f"{off_canonical(est):.2%} exact"
+            else:
+                lattice = m.lattice_estimate(DEFAULT_SAMPLES, max_len=m.lattice.default_max_len(), seed=0)
+                est = m.beam(32)
+                shares = f"≥ {off_canonical(lattice):.2%} (lattice k = 100), ≥ {off_canonical(est):.2%} (beam W = 32)"
+                est = est if est.log_marginal >= lattice.log_marginal else lattice
+            print(f"| {preset.name} | {model} | {viz.count_label(count)} | `{viz.segmented(m.lattice, m.lattice.canonical)}` "
+                  f"| {shares} | {best(m, est)} | {time.perf_counter() - started:.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

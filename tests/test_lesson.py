@@ -1,0 +1,112 @@
+"""Issue 24, a lesson in ten minutes, in a real browser (one server and one Chromium for the
+module): every example loads on every page of the lesson, reached through the pages' own
+next-page links; the default text shows at least 1% of its mass off the canonical on the default
+model; projector mode at a projector's 1280×720 and 150% zoom puts the lattice drawing on the
+first screen with arc labels at least 12 px high."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from pages._app import lesson
+from pages._app.presets import PRESETS
+from tests.test_browser import CHROMIUM, OUTPUT, chromium, new_page, no_traceback, settle, streamlit_server
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs it)")
+VIEWS = [title for path, title, _ in lesson.ORDER if path not in ("qa", "translation")]
+
+
+@pytest.fixture(scope="module")
+def server():
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    with streamlit_server() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as b:
+        yield b
+
+
+def clean(page) -> None:
+    """No traceback and no error box on the page."""
+    no_traceback(page)
+    errors = page.locator('[data-testid="stAlertContentError"]')
+    assert errors.count() == 0, errors.all_inner_texts()
+
+
+def test_every_example_loads_on_every_page_through_the_lesson_links(server, browser):
+    """Each example, picked in the sidebar's menu, then every view in the lesson's order by its
+    "Next in the lesson" link: the text and context stay, no page shows an error. The downstream
+    pages, which do not read the text, once."""
+    page = new_page(browser, 1400, 1000)
+    page.goto(server.url)
+    settle(page)
+    for preset in PRESETS:
+        page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Home").click()
+        settle(page)
+        page.locator(".st-key-example").click()
+        page.get_by_role("option", name=preset.name, exact=True).click()
+        settle(page)
+        assert page.get_by_label("Text", exact=True).input_value() == preset.text
+        assert page.get_by_text(preset.look_for[:40]).count() >= 1  # what to look for, in the sidebar and on Home
+        for title in VIEWS[1:]:
+            link = page.get_by_role("link", name=f"Next in the lesson: {title}")
+            link.wait_for()
+            link.click()
+            page.locator("h1").first.wait_for()
+            settle(page)
+            clean(page)
+            assert page.get_by_label("Text", exact=True).input_value() == preset.text, (preset.name, title)
+            assert page.get_by_label("Context (optional)", exact=True).input_value() == preset.context
+        page.screenshot(path=str(OUTPUT / f"lesson-{PRESETS.index(preset)}.png"))
+    for title in ("Multiple-choice Q&A", "Translation"):
+        page.get_by_test_id("stSidebarNavItems").get_by_role("link", name=title).click()
+        page.locator("h1").first.wait_for()
+        settle(page)
+        clean(page)
+    assert page.get_by_role("link", name="Back to the start: Home").count() == 1
+
+
+def test_the_default_text_shows_at_least_one_percent_off_the_canonical(server, browser):
+    page = new_page(browser, 1400, 1200)
+    page.goto(server.url)
+    page.locator(".st-key-estimate button").first.wait_for()
+    settle(page)
+    page.locator(".st-key-estimate button").first.click()
+    shown = page.get_by_test_id("stMetric").filter(has_text="Mass off the canonical")
+    shown.wait_for()
+    settle(page)
+    clean(page)
+    share = float(shown.get_by_test_id("stMetricValue").inner_text().rstrip("%"))
+    print(f"default text: {share}% of the mass off the canonical", flush=True)
+    assert share >= 1.0
+    page.screenshot(path=str(OUTPUT / "home-default-estimate.png"))
+
+
+@pytest.mark.parametrize("text", [PRESETS[0].text, " unbelievably"])
+def test_projector_mode_puts_the_lattice_first_with_readable_labels(server, browser, text):
+    """1280×720 at 150% zoom is a CSS viewport of 853×480 at 1.5 device pixels per pixel: the
+    drawing starts on that first screen, and every arc label is at least 12 CSS pixels (18 device
+    pixels) high; a drawing wider than the page scrolls instead of shrinking."""
+    context = browser.new_context(viewport={"width": 853, "height": 480}, device_scale_factor=1.5)
+    page = context.new_page()
+    page.set_default_timeout(300_000)
+    page.goto(f"{server.url}/lattice?projector=true&text={quote(text)}&context=")
+    svg = page.locator("[data-testid=stGraphVizChart] svg")
+    svg.wait_for()
+    settle(page)
+    clean(page)
+    top = svg.evaluate("s => s.getBoundingClientRect().top")
+    heights = svg.locator("g.edge text").evaluate_all("ts => ts.map(t => t.getBoundingClientRect().height)")
+    print(f"{text[:20]!r}: drawing at y = {top:.0f} px; arc labels {min(heights):.1f} to {max(heights):.1f} px high",
+          flush=True)
+    assert top < 480 - 40, top  # on the first screen, with some of it in view
+    assert heights and min(heights) >= 12, heights
+    assert page.get_by_text("Settings").count() >= 1  # the controls, folded under the drawing
+    page.screenshot(path=str(OUTPUT / f"projector-lattice-{len(text)}.png"))
+    context.close()
