@@ -51,14 +51,14 @@ def page() -> None:
             if (stopped := live.unfinished(key)) is not None:
                 st.warning(f"Stopped {stopped.describe()}. Press the button to start again.")
             st.caption("Press the button to score the tokenizations with the model.")
-            st.stop()
+            return  # not st.stop(): the page still ends with the lesson's next link (app.py)
         m = loaders.require_marginalizer(inp)
         with guard("scoring"):
             est = live.run_live(key, m, method, "Scoring", samples=k, max_len=L, seed=seed, budget=APP_EXACT_BUDGET,
                                 beam_width=W)
 
     if est is None:
-        st.stop()
+        return
     by_kind = analysis.mass_by_kind(lat, est)
     share = dict(zip(by_kind["kind"], by_kind["share"]))
     m = st.columns(4)

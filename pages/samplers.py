@@ -61,7 +61,7 @@ def page() -> None:
     with guard("sampling the lattice"):
         samples = lattice_samples(lat, k, max_len=L, seed=seed)
     if samples is None:
-        st.stop()
+        return  # the guard said why
 
     lat_key, proxy_key, beam_key = inp.key("lattice", k, L, seed), inp.key("proxy", pk, seed), inp.key("beam", W)
     scored, proxy, beam = results.cached(lat_key), results.cached(proxy_key), results.cached(beam_key)

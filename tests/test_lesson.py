@@ -44,6 +44,7 @@ def test_every_example_loads_on_every_page_through_the_lesson_links(server, brow
     "Next in the lesson" link: the text and context stay, no page shows an error. The downstream
     pages, which do not read the text, once."""
     page = new_page(browser, 1400, 1000)
+    page.set_default_timeout(120_000)
     page.goto(server.url)
     settle(page)
     for preset in PRESETS:

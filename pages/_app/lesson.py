@@ -1,6 +1,7 @@
 """The lesson's order through the pages: each page ends with a link to the next one (app.py
 draws it after the page), which keeps the text, the model and every other setting (they live in
-the session)."""
+the session). A page that ends with st.stop() (an error, a refused input) has no link: after a
+stop Streamlit draws nothing more, so pages end their normal flows with return."""
 
 from __future__ import annotations
 
