@@ -89,10 +89,18 @@ def test_shards_and_resume_equal_one_run(smollm_model, tmp_path):
     run(["scan", str(tmp_path / "texts.txt"), "--out", str(shared), "--shard", "2/2", *args])
     assert len(load_rows(model_folder(shared, "smollm2-135m"))) == 3  # one text, three methods
     run(["scan", str(tmp_path / "texts.txt"), "--out", str(shared), "--shard", "1/2", *args])
+    # a shard run elsewhere, merged into a folder that holds the other shard: nothing is recomputed
+    elsewhere, merged = tmp_path / "elsewhere", tmp_path / "merged"
+    run(["scan", str(tmp_path / "texts.txt"), "--out", str(elsewhere), "--shard", "1/2", *args])
+    run(["scan", str(tmp_path / "texts.txt"), "--out", str(merged), "--shard", "2/2", *args])
+    run(["scan", str(tmp_path / "texts.txt"), "--out", str(merged), "--merge", str(elsewhere), *args])
+    sessions = (model_folder(merged, "smollm2-135m") / "sessions.jsonl").read_text().splitlines()
+    assert len(sessions) == 1  # the merging run scored nothing (an idle run logs no session)
     key = ["id", "method"]
     a = pd.read_csv(whole / "scan.csv").sort_values(key).reset_index(drop=True)
-    b = pd.read_csv(shared / "scan.csv").sort_values(key).reset_index(drop=True)
-    assert list(a["id"]) == list(b["id"]) and (a["log_marginal"] - b["log_marginal"]).abs().max() < 1e-6
+    for folder in (shared, merged):
+        b = pd.read_csv(folder / "scan.csv").sort_values(key).reset_index(drop=True)
+        assert list(a["id"]) == list(b["id"]) and (a["log_marginal"] - b["log_marginal"]).abs().max() < 1e-6
 
 
 def test_ctrl_c_keeps_finished_texts_and_rerun_continues(tmp_path):

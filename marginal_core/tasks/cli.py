@@ -60,8 +60,8 @@ def scan_command(args: argparse.Namespace) -> dict[str, Any]:
     """Score every text of a file under each model; export the tidy tables (Ctrl-C keeps what is done)."""
     from dataclasses import replace
 
-    from marginal_core.tasks.scan import LEADING_SPACE, ScanTask, bare_leading_space, model_folder, parse_models, \
-        parse_shard, write_index
+    from marginal_core.tasks.scan import LEADING_SPACE, ScanTask, bare_leading_space, merge, model_folder, \
+        parse_models, parse_shard, write_index
     from marginal_core.tasks.scan_report import export
 
     task, options, models = ScanTask(args.file, parse_shard(args.shard)), _options(args), parse_models(args.models)
@@ -69,6 +69,9 @@ def scan_command(args: argparse.Namespace) -> dict[str, Any]:
     if bare := bare_leading_space(texts):
         print(f"marginal scan: warning: {len(bare)} of {len(texts)} texts {LEADING_SPACE}", file=sys.stderr)
     write_index(args.out, args.file, models)
+    if args.merge:
+        taken = merge(args.out, args.merge)
+        print(f"marginal scan: took {taken} finished rows from {len(args.merge)} folder(s)", file=sys.stderr)
     report, stopped = {}, False
     try:
         for model in models:
@@ -146,6 +149,8 @@ def add_commands(subparsers: Any) -> None:
                       help=f"one model or a comma list, each loaded once (default: {DEFAULT_MODEL})")
     scan.add_argument("--shard", help="i/n: only every n-th text, the i-th of each n (n processes, one folder each or "
                                       "one shared; default: every text)")
+    scan.add_argument("--merge", nargs="+", metavar="DIR", help="first take the finished texts of these scan folders "
+                                                               "(shards run elsewhere); then score what is missing")
     _options_arguments(scan, 100, "canonical,beam")
     scan.set_defaults(run=scan_command)
 

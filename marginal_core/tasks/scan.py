@@ -160,3 +160,25 @@ def write_index(out: str | Path, dataset: str, models: Sequence[str]) -> None:
     folders = {**known.get("models", {}), **{m: model_folder(out, m).name for m in models}}
     path.write_text(json.dumps({"task": "scan", "dataset": Path(dataset).name, "models": folders}, indent=2) + "\n",
                     encoding="utf-8")
+
+
+def merge(out: str | Path, sources: Sequence[str | Path]) -> int:
+    """Take into out the finished texts of other scan folders of the same file and options (shards
+    run elsewhere); returns how many rows it took. What out already holds is kept."""
+    from marginal_core.tasks.scan_report import model_folders
+    from marginal_core.tasks.store import ResultStore, read_config
+
+    taken = 0
+    for source in sources:
+        for model, folder in model_folders(source).items():
+            config = read_config(folder)
+            identity = {k: v for k, v in config.items() if k != "format"}
+            taken += ResultStore(model_folder(out, model), identity, _columns(folder)).absorb(folder)
+            write_index(out, config["dataset"], [model])
+    return taken
+
+
+def _columns(folder: Path) -> list[str]:
+    """The columns of a results folder's rows.csv."""
+    with open(Path(folder) / "rows.csv", encoding="utf-8", newline="") as fh:
+        return next(csv.reader(fh))

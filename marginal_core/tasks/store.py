@@ -143,6 +143,20 @@ class ResultStore:
         keyed = {(r["item"], r["choice"], r["method"]): r for r in rows}
         return list(keyed.values())
 
+    def absorb(self, other: str | os.PathLike) -> int:
+        """Append the rows (and their samples) of another folder of the same setup that this one
+        lacks, as a merge of shards run elsewhere; returns how many rows it took."""
+        config = read_config(other)
+        if any(_value(config, k) != _value(self.identity, k) for k in set(config) | set(self.identity)):
+            raise MarginalError(f"{other} holds results of another setup than {self.dir}; only folders of the "
+                                "same command and options merge")
+        rows = [r for r in ResultStore(other, config, self.columns).read_rows()
+                if (r["item"], int(r["choice"]), r["method"]) not in self.done]
+        keys = {(r["item"], int(r["choice"]), r["method"]) for r in rows}
+        samples = [s for key, s in read_samples(other).items() if key in keys]
+        self.append(rows, samples)
+        return len(rows)
+
     def put_item(self, record: dict[str, Any]) -> None:
         """Record per-item extras (keyed by record["item"]; the last copy wins on reading)."""
         _fsync_append(self.items_path, json.dumps(record, ensure_ascii=False) + "\n")
