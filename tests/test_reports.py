@@ -37,7 +37,8 @@ def table_widths(md: str) -> list[tuple[int, ...]]:
     return tables
 
 
-def _folder(tmp_path, task, methods, extra):
+def hand_made_folder(tmp_path, task, methods, extra):
+    """A results folder of two items, two choices each, with SCORES for the given methods."""
     store = ResultStore(tmp_path, {"task": task.name, "dataset": "hand-made", "model": "m", "samples": 4},
                         [*task.columns, *SCORE_COLUMNS])
     for item, idx in (("a", 0), ("b", 1)):
@@ -50,13 +51,13 @@ def _folder(tmp_path, task, methods, extra):
 
 @pytest.mark.parametrize("methods", METHOD_SETS, ids="+".join)
 def test_qa_and_mt_reports_render(methods, tmp_path):
-    qa = qa_report(_folder(tmp_path / "qa", QATask("x"), methods,
+    qa = qa_report(hand_made_folder(tmp_path / "qa", QATask("x"), methods,
                            lambda item, c: {"question_index": 0, "gold": 0, "answer": f"answer {c}"}))
     (tmp_path / "mt").mkdir()
     (tmp_path / "mt" / "items.jsonl").write_text("".join(
         json.dumps({"item": i, "source": "Hi.", "reference": "Hallo.", "candidates": ["Hallo.", "Hi."]}) + "\n"
         for i in ("a", "b")))
-    mt = mt_report(_folder(tmp_path / "mt", MTTask("x", 2, "German", comet=False), methods,
+    mt = mt_report(hand_made_folder(tmp_path / "mt", MTTask("x", 2, "German", comet=False), methods,
                            lambda item, c: {"sentence_index": 0, "candidate": "Hallo."}), comet=False)
     for report in (qa, mt):
         widths = table_widths(report["markdown"])

@@ -17,6 +17,7 @@ from marginal_core.cli import build_parser
 from marginal_core.errors import MarginalError
 from marginal_core.tasks.report import load_rows
 from marginal_core.tasks.scan import load_texts, model_folder, parse_shard, text_id
+from tests.apptest import app
 
 TEXTS = ["Entschuldigung", " Tokyo", "unbelievably"]
 SETUP = ["--samples", "6", "--beam-width", "4", "--device", "cpu", "--dtype", "float32"]
@@ -79,6 +80,14 @@ def test_scan_two_models_exports_and_equals_estimate(smollm_model, gemma_model, 
     assert (paths["share_of_estimate"] <= 1 + 1e-9).all()
     report = (out / "report.md").read_text()
     assert "Texts ranked by their largest gain under any model" in report and "Entschuldigung" in report
+    # the app's Results page lists the texts, largest gain first, linked to their mass flow
+    at = app("pages/results.py", folder=str(out))
+    assert not at.exception and not at.error
+    listed = at.dataframe[0].value
+    assert list(listed["gain (nats)"]) == sorted(listed["gain (nats)"], reverse=True) and len(listed) == 6
+    top = listed.iloc[0]
+    assert (top["text"], top["model"]) == ("Entschuldigung", "smollm2-135m")
+    assert top["mass flow"] == "lattice?model=smollm2-135m&text=Entschuldigung&context=&arcs_by=mass+flow"
 
 
 def test_shards_and_resume_equal_one_run(smollm_model, tmp_path):
