@@ -146,7 +146,7 @@ def _k_scale(samples: int) -> float:
 def table1_sentences(n: int) -> dict[int, list[tuple[str, str]]]:
     """(id, text) of n real sentences per target length: ARC-Challenge test question texts,
     the first n in file order within 10% of the length."""
-    from marginal_core.tasks.evaluator import EvalOptions
+    from marginal_core.tasks.options import EvalOptions
     from marginal_core.tasks.qa import QATask
 
     questions = QATask(SENTENCE_SOURCE).load(EvalOptions())
@@ -266,7 +266,8 @@ def _done_items(folder: Path) -> set[str]:
 
 def task_part(table: str, model: str, dataset: str, folder: Path, sizes: Sizes) -> Part:
     """One eval-qa / eval-mt run (resumable through its results folder)."""
-    from marginal_core.tasks.evaluator import EvalOptions, evaluate
+    from marginal_core.tasks.evaluator import evaluate
+    from marginal_core.tasks.options import EvalOptions
     from marginal_core.tasks.mt import MTTask
     from marginal_core.tasks.qa import QATask
 

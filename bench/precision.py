@@ -19,7 +19,8 @@ import numpy as np
 from estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
 from scipy.stats import spearmanr
 
-from marginal_core.estimators import EstimateOptions, Marginalizer, Method
+from marginal_core.estimators import EstimateOptions, Marginalizer
+from marginal_core.methods import Method
 from marginal_core.models import load_model
 from marginal_core.sampling import lattice_samples
 from marginal_core.scoring import score_paths

@@ -94,7 +94,8 @@ def sample_command(args: argparse.Namespace) -> dict[str, Any]:
 
 def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
     """Estimate the marginal with each requested method."""
-    from marginal_core.estimators import EstimateOptions, Marginalizer, Method
+    from marginal_core.estimators import EstimateOptions, Marginalizer
+    from marginal_core.methods import Method
     from marginal_core.models import dtype_name, load_model
 
     methods = [Method.parse(m.strip()) for m in args.methods.split(",") if m.strip()]

@@ -22,7 +22,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from enum import Enum
 from functools import cached_property
 
 import numpy as np
@@ -34,6 +33,7 @@ from marginal_core.errors import ContextWindowError, MarginalError
 from marginal_core.jsonsafe import json_float
 from marginal_core.lattice import DEFAULT_ENUMERATION_BUDGET, Lattice, PathBatch, build_lattice
 from marginal_core.lm.adapter import LM, ContextState
+from marginal_core.methods import Method
 from marginal_core.models import LoadedModel
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.proposal import proposal_of
@@ -42,27 +42,6 @@ from marginal_core.sampling import lattice_samples
 from marginal_core.scoring import ScoreStats, score_paths
 
 Checkpoints = tuple[tuple[int, float], ...]
-
-
-class Method(str, Enum):
-    """The estimators a Marginalizer runs (docs/design.md, "The estimators")."""
-
-    CANONICAL = "canonical"
-    LATTICE = "lattice"
-    PROXY = "proxy"
-    BEAM = "beam"
-    EXACT = "exact"
-
-    @classmethod
-    def parse(cls, name: str | Method) -> Method:
-        """The method of a name; a MarginalError naming the choices for an unknown one."""
-        try:
-            return cls(name)
-        except ValueError:
-            raise MarginalError(f"unknown method {name!r}; choose from {', '.join(METHODS)}") from None
-
-
-METHODS = tuple(m.value for m in Method)
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ Every path from byte 0 to the last byte spells the text exactly (docs/design.md,
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 
@@ -37,6 +39,7 @@ __all__ = [
 ]
 
 DEFAULT_LENGTH_MARGIN = 10
+T = TypeVar("T")
 DEFAULT_ENUMERATION_BUDGET = 100_000
 
 
@@ -103,10 +106,15 @@ class Lattice:
 
     def index(self, max_len: int | None = None) -> PathIndex:
         """The counting/ranking tables for one length bound, built once per bound."""
-        cache = self.__dict__.setdefault("_indexes", {})
-        if max_len not in cache:
-            cache[max_len] = PathIndex(self, max_len)
-        return cache[max_len]
+        return self.memo(("index", max_len), lambda: PathIndex(self, max_len))
+
+    def memo(self, key: Hashable, build: Callable[[], T]) -> T:
+        """A value derived from this lattice, built once on first use and kept with it (the
+        lattice never changes, so it never goes stale): path indexes, proposal automata."""
+        cache = self.__dict__.setdefault("_memo", {})
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
 
     @cached_property
     def shortest(self) -> tuple[np.ndarray, np.ndarray]:

@@ -9,15 +9,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from marginal_core import bigint
 from marginal_core.errors import TooManyPathsError
 
-if TYPE_CHECKING:
-    from marginal_core.lattice import Lattice
+
+class Graph(Protocol):
+    """What the path tables read of a lattice (``marginal_core.lattice.Lattice`` is one): byte
+    offsets as nodes, arcs as (start, end, token), the canonical path and its splits."""
+
+    arc_start: np.ndarray
+    arc_end: np.ndarray
+    arc_token: np.ndarray
+    out_ptr: np.ndarray
+    canonical: tuple[int, ...]
+
+    @property
+    def end(self) -> int: ...
+
+    @property
+    def nodes(self) -> np.ndarray: ...
+
+    @property
+    def canonical_nodes(self) -> tuple[int, ...]: ...
+
+    @property
+    def shortest(self) -> tuple[np.ndarray, np.ndarray]: ...
+
+    @property
+    def splits(self) -> tuple[tuple[int, int, int], ...]: ...
+
+    def out_arcs(self, node: int) -> range: ...
+
 
 __all__ = ["MAX_TABLE_CELLS", "Path", "PathBatch", "PathIndex"]
 
@@ -34,7 +60,7 @@ class PathIndex:
     has one budget per node and never spends it.
     """
 
-    def __init__(self, lattice: Lattice, max_len: int | None) -> None:
+    def __init__(self, lattice: Graph, max_len: int | None) -> None:
         self.lattice, self.max_len = lattice, max_len
         self.bounded = max_len is not None
         self._dec = 1 if self.bounded else 0

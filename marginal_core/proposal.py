@@ -110,7 +110,4 @@ def build_proposal(lattice: Lattice, include_canonical: bool = False) -> Proposa
 
 def proposal_of(lattice: Lattice, include_canonical: bool = False) -> Proposal:
     """The lattice's proposal automaton, built once per lattice and setting."""
-    cache = lattice.__dict__.setdefault("_proposals", {})
-    if include_canonical not in cache:
-        cache[include_canonical] = build_proposal(lattice, include_canonical)
-    return cache[include_canonical]
+    return lattice.memo(("proposal", include_canonical), lambda: build_proposal(lattice, include_canonical))

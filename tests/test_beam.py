@@ -9,7 +9,8 @@ import pytest
 
 from marginal_core.cli import main as cli_main
 from marginal_core.errors import MarginalError
-from marginal_core.estimators import EstimateOptions, Marginalizer, Method
+from marginal_core.estimators import EstimateOptions, Marginalizer
+from marginal_core.methods import Method
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 

@@ -12,7 +12,8 @@ from scipy.special import logsumexp
 
 from marginal_core import analysis
 from marginal_core.errors import MarginalError, TooManyPathsError
-from marginal_core.estimators import EstimateOptions, Marginalizer, Method
+from marginal_core.estimators import EstimateOptions, Marginalizer
+from marginal_core.methods import Method
 from marginal_core.lm.adapter import LM
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"

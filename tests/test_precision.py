@@ -15,7 +15,8 @@ from marginal_core.estimators import Marginalizer
 from marginal_core.models import load_model, resolve_dtype
 from marginal_core.models import devices
 from marginal_core.scoring import score_paths
-from marginal_core.tasks.evaluator import EvalOptions, _Run
+from marginal_core.tasks.evaluator import _Run
+from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.qa import QATask
 
 

@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, check_width
 from marginal_core.errors import MarginalError
-from marginal_core.tasks.task import TASK_METHODS
+from marginal_core.methods import TASK_METHODS
 
 MODEL_ARGS = ("model", "method", "samples", "beam_width", "max_len", "seed", "dtype", "device")
 """What --model_args may set (``pretrained`` is taken as ``model``, as for lm-eval's hf)."""

@@ -12,7 +12,7 @@ import contextlib
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 from transformers import DynamicCache
@@ -21,8 +21,17 @@ from marginal_core import turns
 from marginal_core.errors import MarginalError
 from marginal_core.lm.oom import halved
 
-if TYPE_CHECKING:
-    from marginal_core.models import LoadedModel
+
+
+class Loaded(Protocol):
+    """What the adapter reads of a loaded model (``marginal_core.models.LoadedModel`` is one): the
+    transformers model, its tokenizer, and the one adapter it owns."""
+
+    model: Any
+    tokenizer: Any
+
+    @property
+    def adapter(self) -> LM: ...
 
 LOGIT_CHUNK_BYTES = 1 << 28
 PREFILL_TOKENS = 1024
@@ -49,7 +58,7 @@ class ContextState:
 class LM:
     """A causal LM as marginal's algorithms see it (build one with ``LM.of``)."""
 
-    def __init__(self, loaded: LoadedModel) -> None:
+    def __init__(self, loaded: Loaded) -> None:
         model = loaded.model
         cfg = model.config.get_text_config()
         self.loaded, self.model, self.config = loaded, model, cfg
@@ -70,7 +79,7 @@ class LM:
         self.prefills = 0  # contexts prefilled so far (what the context sharing saves is visible here)
 
     @classmethod
-    def of(cls, lm: LM | LoadedModel) -> LM:
+    def of(cls, lm: LM | Loaded) -> LM:
         """The adapter of a loaded model: the one the LoadedModel owns, made once and shared."""
         if isinstance(lm, LM):
             return lm

@@ -16,7 +16,8 @@ from marginal_core.errors import run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN
 from marginal_core.models import DEFAULT_MODEL
 from marginal_core.models.cli import add_beam_width, add_device_arguments
-from marginal_core.tasks.evaluator import EvalOptions, evaluate
+from marginal_core.tasks.evaluator import evaluate
+from marginal_core.tasks.options import EvalOptions
 
 _SUMMARY_DROP = ("markdown", "timing", "out", "methods")
 

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from marginal_core.errors import MarginalError
 from marginal_core.tasks.datafiles import dataset_file, read_json_records
-from marginal_core.tasks.evaluator import EvalOptions, ItemProgress, evaluate
+from marginal_core.tasks.evaluator import ItemProgress, evaluate
+from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import Request, Task
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from typing import Any
 
 from marginal_core.errors import MarginalError
 from marginal_core.tasks.datafiles import dataset_file, read_json_records
-from marginal_core.tasks.evaluator import EvalOptions
+from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import Request, Task
 
 SUFFIXES = (".txt", ".jsonl", ".csv")

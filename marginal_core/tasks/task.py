@@ -12,16 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from marginal_core.errors import MarginalError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from marginal_core.models import LoadedModel
-    from marginal_core.tasks.evaluator import EvalOptions
-
-TASK_METHODS = ("canonical", "lattice", "proxy", "beam")  # what a task may run
-DEFAULT_TASK_METHODS = ("canonical", "lattice", "proxy")  # what it runs unless told
+    from marginal_core.tasks.options import EvalOptions
 
 # Columns every row of every task has, after the task's own leading columns.
 SCORE_COLUMNS = [
@@ -37,19 +33,6 @@ SCORE_COLUMNS = [
     "num_tokens_canonical",
     "num_paths",
 ]
-
-
-def parse_methods(value: str | Sequence[str]) -> list[str]:
-    """A comma list (or list) of methods, checked, in the order given, without repeats."""
-    items = value.split(",") if isinstance(value, str) else list(value)
-    methods = list(dict.fromkeys(m.strip().lower() for m in items if m.strip()))
-    unknown = [m for m in methods if m not in TASK_METHODS]
-    if unknown or not methods:
-        raise MarginalError(
-            f"unknown method(s) {', '.join(unknown) or '(none given)'}; "
-            f"choose from {', '.join(TASK_METHODS)}"
-        )
-    return methods
 
 
 class Item(Protocol):

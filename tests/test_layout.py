@@ -1,0 +1,46 @@
+"""The library's layout: no import cycle among marginal_core's modules, counting every import
+statement (lazy ones inside functions and TYPE_CHECKING ones too: either way two modules that
+import each other know each other's insides)."""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "marginal_core"
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name)."""
+    out = {}
+    for path in (ROOT / PACKAGE).rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules that one module imports (``from a import b`` counts a.b when b is a module)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, *([node.module] if node.module else [])])
+            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
+    return {m for m in found if m in known and m != name}
+
+
+def test_no_import_cycle():
+    mods = modules()
+    graph = {name: imports(name, path, set(mods)) for name, path in mods.items()}
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as err:
+        raise AssertionError(f"import cycle in {PACKAGE}: {' -> '.join(err.args[1])}") from None
