@@ -2,7 +2,7 @@
 
 Every check runs on real tokenizers: the two embedded ones (Gemma 3: SentencePiece style with
 byte fallback and no dummy prefix; SmolLM2: byte-level BPE) and a Llama-2-style SentencePiece
-BPE model trained in this session (dummy prefix and byte fallback). ``tests.tokenizers.Reference``
+BPE model trained in this session (dummy prefix and byte fallback). ``tests.tokenizer_cases.Reference``
 rebuilds each lattice from the vocabulary's surfaces with a dict and plain recursion.
 """
 
@@ -26,7 +26,7 @@ from marginal_core.errors import (
 )
 from marginal_core.lattice import build_lattice, format_count
 from marginal_core.sampling import sample_uniform
-from tests.tokenizers import (
+from tests.tokenizer_cases import (
     EMBEDDED,
     GEMMA,
     SMOL,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tokenizers import EMBEDDED, GEMMA, SMOL
+from tests.tokenizer_cases import EMBEDDED, GEMMA, SMOL
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers")

@@ -2,7 +2,7 @@
 
 Uniformity is tested with chi-square goodness-of-fit tests on fixed seeds (deterministic: a
 failure is a real defect, not bad luck). Sets are checked against full enumerations and the
-brute-force reference of ``tests.tokenizers``.
+brute-force reference of ``tests.tokenizer_cases``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from scipy import stats
 from marginal_core import bigint
 from marginal_core.lattice import build_lattice
 from marginal_core.sampling import lattice_samples, num_candidates, sample_uniform
-from tests.tokenizers import EMBEDDED, GEMMA, SMOL, embedded, examples, reference, spells, texts
+from tests.tokenizer_cases import EMBEDDED, GEMMA, SMOL, embedded, examples, reference, spells, texts
 
 P_MIN = 1e-3  # reject uniformity below this p-value
 PROPERTY = settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -19,7 +19,7 @@ from marginal_core.models import load_text_tokenizer
 from marginal_core.tokenizer import TransformersTokenizer, text_tokenizer
 from marginal_core.tokenizer_snapshot import TokenizerSnapshot
 from marginal_core.vocab import Vocabulary, fingerprint, vocabulary
-from tests.tokenizers import (
+from tests.tokenizer_cases import (
     AWKWARD,
     EMBEDDED,
     SPACE_PIECE,

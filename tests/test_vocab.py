@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from marginal_core.vocab import Vocabulary, detect_family, fingerprint, load_vocabulary, vocabulary
-from tests.tokenizers import GEMMA, SMOL, embedded, examples, llama_style, texts
+from tests.tokenizer_cases import GEMMA, SMOL, embedded, examples, llama_style, texts
 
 
 def gpt2_byte_table() -> dict[str, int]:

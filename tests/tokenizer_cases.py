@@ -9,10 +9,8 @@
   checked against it, so it shares no code with ``marginal_core.lattice``.
 * Hypothesis strategies for awkward Unicode text.
 
-This module is imported as ``tests.tokenizers``. Its name shadows the Hugging Face
-``tokenizers`` package whenever ``tests/`` itself is on ``sys.path`` (pytest's default
-"prepend" import mode does that unless ``tests/`` is a package), so the suite needs either a
-``tests/__init__.py`` or ``--import-mode=importlib``.
+This module is imported as ``tests.tokenizer_cases`` (it was tests/tokenizers.py, whose name
+shadowed the Hugging Face ``tokenizers`` package).
 """
 
 from __future__ import annotations
