@@ -419,7 +419,8 @@ class Marginalizer:
         """The estimate of one method after each chunk; the last is the result.
 
         Options come as an EstimateOptions, or as its fields by keyword (samples, max_len, seed,
-        budget, include_canonical, chunk, first_chunk); a method ignores those it does not use.
+        budget, include_canonical, chunk, first_chunk, beam_width); a method ignores those it does
+        not use.
         Samples do not depend on chunking. should_stop is polled between chunks (and between proxy passes);
         progress gets (samples done, samples requested) as work goes on.
         """

@@ -19,7 +19,7 @@ import numpy as np
 from marginal_core import bigint
 from marginal_core.lattice import Lattice, Path, PathBatch, PathIndex
 
-SampleKind = Literal["canonical", "off_by_one", "uniform", "proxy", "exact"]
+SampleKind = Literal["canonical", "off_by_one", "uniform", "proxy", "beam", "exact"]
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ def live_stream(
     progress: Progress | None = None,
     **options: Any,
 ) -> Iterator[Estimate]:
-    """``m.stream`` in chunks sized for a live plot (FIRST_CHUNK samples, doubling up to
+    """``m.stream`` in chunks sized for a live plot (FIRST_CHUNK samples, then chunks of
     :func:`live_chunk`; the proxy in batches of :func:`proxy_batch`; chunk and first_chunk in
     options override these); same samples as ``m.estimate`` with the same options."""
     k = _requested(m, method, samples)

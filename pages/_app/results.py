@@ -15,7 +15,7 @@ import streamlit as st
 CAPACITY = 64
 
 
-class ResultStore:
+class SharedResults:
     """A thread-safe LRU mapping of result keys to finished results."""
 
     def __init__(self, capacity: int = CAPACITY) -> None:
@@ -41,8 +41,8 @@ class ResultStore:
 
 
 @st.cache_resource(show_spinner=False)
-def _store() -> ResultStore:
-    return ResultStore()
+def _store() -> SharedResults:
+    return SharedResults()
 
 
 def cached(key: Hashable) -> Any | None:
