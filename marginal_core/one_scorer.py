@@ -1,13 +1,14 @@
 """One log p per tokenization across estimates shown together: the beam and the proxy score
 their paths their own way (step by step), the lattice sampler in batched trie passes, and in
 bfloat16 the two disagree in the second decimal, so one path could show two scores and the
-beam's bound read below the lattice's although it holds the same paths. Here every path is
-scored by the trie scorer, once, and the bounds and the proxy's weights are recomputed from
-those scores."""
+beam's bound read below the lattice's although it holds the same paths. Here every path that
+more than one estimate holds gets the trie scorer's one score, and the bounds and the proxy's
+weights are recomputed from the scores shown."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -22,15 +23,17 @@ if TYPE_CHECKING:
 
 
 def on_one_scorer(m: Marginalizer, reference: Estimate, others: Sequence[Estimate]) -> list[Estimate]:
-    """The other estimates with every path's log p taken from the trie scorer: the reference's
-    own score where the reference (a lattice or exact estimate, trie-scored) holds the path,
-    else one score_paths call over all the others' remaining distinct paths. A proxy estimate is
-    taken as drawn without the canonical path (Marginalizer.proxy's default)."""
+    """The other estimates with one log p for every path two estimates hold: the reference's
+    own (a lattice or exact estimate, trie-scored) where it holds the path, else the trie
+    scorer's, in one score_paths call over the paths only the others share. A path one estimate
+    alone holds keeps its score. A proxy estimate is taken as drawn without the canonical path
+    (Marginalizer.proxy's default)."""
     scores: dict[Path, float] = dict(zip(reference.paths.tolist(), reference.log_p.tolist()))
-    scores.setdefault(m.lattice.canonical, m.canonical_score().log_p)
-    missing = list(dict.fromkeys(p for e in others for p in e.paths.tolist() if p not in scores))
-    scores.update(zip(missing, score_paths(m.lm, missing, m.context_state()).tolist()))
-    return [_with_scores(e, np.array([scores[p] for p in e.paths.tolist()], dtype=np.float64)) for e in others]
+    held = Counter(p for e in others for p in set(e.paths.tolist()))
+    shared = [p for p, n in held.items() if n > 1 and p not in scores]
+    scores.update(zip(shared, score_paths(m.lm, shared, m.context_state()).tolist()))
+    return [_with_scores(e, np.array([scores.get(p, lp) for p, lp in zip(e.paths.tolist(), e.log_p.tolist())],
+                                     dtype=np.float64)) for e in others]
 
 
 def _with_scores(estimate: Estimate, log_p: np.ndarray) -> Estimate:

@@ -165,7 +165,7 @@ def page() -> None:
                     _scroll_box(dot)
                 else:
                     st.graphviz_chart(dot, width="content")
-            d = st.columns([1, 1, 5])
+            d = st.columns([1, 1, 2])  # room for the labels at a projector's 853 CSS pixels
             d[0].download_button("Download DOT", dot, file_name="lattice.dot", mime="text/vnd.graphviz", key="dl_dot")
             try:
                 d[1].download_button("Download SVG", _svg(dot), file_name="lattice.svg", mime="image/svg+xml", key="dl_svg")

@@ -500,6 +500,23 @@ def make_screenshots(folder: Path, model: str | None = None) -> None:
                 page.screenshot(path=str(target))
                 _small_png(target)
                 print(f"{target}: {time.perf_counter() - t0:.1f} s", flush=True)
+        with chromium() as browser:  # the examples menu open, and projector mode at 1280x720 and 150% zoom
+            page = new_page(browser, 1400, 900)
+            page.goto(f"{base}/{'?' + query if query else ''}")
+            page.locator(".st-key-example").wait_for()
+            settle(page)
+            page.locator(".st-key-example").click()
+            page.get_by_role("option").first.wait_for()
+            page.screenshot(path=str(folder / "examples.png"))
+            _small_png(folder / "examples.png")
+            projector = browser.new_context(viewport={"width": 853, "height": 480}, device_scale_factor=1.5).new_page()
+            projector.set_default_timeout(300_000)
+            projector.goto(f"{base}/lattice?projector=true{'&' + query if query else ''}")
+            projector.locator("[data-testid=stGraphVizChart] svg").wait_for()
+            settle(projector, 1500)
+            projector.screenshot(path=str(folder / "projector.png"))
+            _small_png(folder / "projector.png")
+            print(f"{folder / 'examples.png'}, {folder / 'projector.png'}", flush=True)
 
 
 if __name__ == "__main__":

@@ -25,10 +25,10 @@ class Preset:
 PRESETS: tuple[Preset, ...] = (
     Preset(
         "A word split in two",
-        "The mitochondria is the powerhouse of the cell.",
+        "The powerhouse of the cell is the mitochondria.",
         "",
-        "The tokenizer keeps ␣powerhouse whole, yet the model puts a sizeable share of the sentence's mass on "
-        "␣power|house (Gemma 3 about a sixth, SmolLM2 about a tenth): the marginal is above the canonical score.",
+        "The tokenizer keeps ␣powerhouse whole, yet Gemma 3 puts nearly all of the sentence's mass on "
+        "␣power|house: the marginal is far above the canonical score. SmolLM2 keeps most of it on the canonical.",
     ),
     Preset(
         "Two models disagree",
