@@ -399,7 +399,7 @@ def paris(smollm_model):
     """The exact estimate of " Paris" after the capital-of-France question, and a beam's."""
     from marginal_core.estimators import Marginalizer
 
-    m = Marginalizer(smollm_model, " Paris", defaults.DEFAULT_CONTEXT)
+    m = Marginalizer(smollm_model, " Paris", "Question: What is the capital of France?\nAnswer:")
     return m.lattice, m.exact(), m.beam(2)
 
 

@@ -49,8 +49,9 @@ PRESETS: tuple[Preset, ...] = (
         "The old lighthouse keeper climbed the winding stairs every evening to light the lamp, while the "
         "storm outside grew louder and the waves crashed against the rocks below.",
         "",
-        "Far too many tokenizations to score them all: exact is off, and the lattice sampler and the beam give "
-        "lower bounds that grow with k and W, while the proxy gives a noisy estimate.",
+        "Far too many tokenizations (about 10^40) to score them all: exact is off; the lattice sampler and the "
+        "beam give lower bounds, the proxy a noisy estimate. SmolLM2 puts nearly all the mass found on T|he "
+        "(the canonical with its first word split), Gemma 3 keeps it on the canonical.",
     ),
     Preset(
         "An answer to a question",
