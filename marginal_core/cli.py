@@ -17,6 +17,7 @@ from typing import Any
 
 from marginal_core.errors import run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
+from marginal_core.methods import METHODS
 from marginal_core.models import DEFAULT_MODEL, load_text_tokenizer
 from marginal_core.models.cli import add_beam_width, add_device_arguments
 from marginal_core.progress import tqdm_progress
@@ -180,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(est)
     est.add_argument("--context", help="text the tokenizations are conditioned on, or - (default: none)")
     est.add_argument("--methods", default="canonical,lattice,proxy",
-                     help="comma list of canonical, lattice, proxy, beam, exact (default: canonical,lattice,proxy)")
+                     help=f"comma list of {', '.join(METHODS)} (default: canonical,lattice,proxy)")
     add_beam_width(est)
     est.add_argument("--samples", type=int, default=1000, help="samples per method, k (default: 1000)")
     est.add_argument("--max-len", type=int, help=f"lattice length bound L (default: canonical length + {DEFAULT_LENGTH_MARGIN})")

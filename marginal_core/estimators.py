@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -472,3 +472,18 @@ def _log_minus(log_a: np.ndarray, log_b: float) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         diff = log_a + np.log1p(-np.exp(log_b - log_a))
     return np.where(log_a > log_b, diff, -np.inf)
+
+
+def by_context(lm: LM | LoadedModel, pairs: Sequence[tuple[str | None, str]]) -> Iterator[tuple[int, Marginalizer]]:
+    """A Marginalizer for each (context, text) pair, with its index in pairs, grouped by context so
+    that each distinct context is prefilled once and its KV shared (the one request loop of the
+    tasks' evaluator and the lm-eval backend)."""
+    lm = LM.of(lm)
+    groups: dict[str | None, list[int]] = {}
+    for i, (context, _) in enumerate(pairs):
+        groups.setdefault(context or None, []).append(i)
+    for context, indices in groups.items():
+        state = lm.prefill(context_ids(lm.tokenizer, context))
+        for i in indices:
+            yield i, Marginalizer(lm, pairs[i][1], context, state=state)
+

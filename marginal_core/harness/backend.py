@@ -19,7 +19,6 @@ its shard of the requests and lm-eval gathers the results through this model's c
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -28,9 +27,10 @@ from lm_eval.api.model import LM as HarnessLM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
-from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, check_width
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
 from marginal_core.errors import MarginalError
 from marginal_core.methods import TASK_METHODS
+from marginal_core.tasks.options import EvalOptions
 
 MODEL_ARGS = ("model", "method", "samples", "beam_width", "max_len", "seed", "dtype", "device")
 """What --model_args may set (``pretrained`` is taken as ``model``, as for lm-eval's hf)."""
@@ -70,15 +70,13 @@ class MarginalLM(HarnessLM):
                 f"unknown model argument(s) {', '.join(unknown)} for --model marginal; "
                 f"accepted: {', '.join(MODEL_ARGS)}"
             )
-        self.method = str(method).strip().lower()
-        if self.method not in TASK_METHODS:
-            raise MarginalError(f"unknown method {method!r} for --model marginal; choose from {', '.join(TASK_METHODS)}")
-        self.samples, self.seed = int(samples), int(seed)
-        if self.samples < 1:
-            raise MarginalError("samples must be at least 1")
-        self.max_len = None if max_len in (None, "", "None") else int(max_len)
-        self.beam_width = int(beam_width)
-        check_width(self.beam_width)
+        if "," in str(method):
+            raise MarginalError(f"--model marginal runs one method, not {method!r}; choose from {', '.join(TASK_METHODS)}")
+        options = EvalOptions(samples=int(samples), methods=str(method), seed=int(seed), beam_width=int(beam_width),
+                              max_len=None if max_len in (None, "", "None") else int(max_len))  # checked as a task's
+        (self.method,) = options.methods
+        self.samples, self.seed, self.max_len, self.beam_width = options.samples, options.seed, options.max_len, \
+            options.beam_width
         device = self._distribute(device)
 
         from marginal_core.models import DEFAULT_MODEL, dtype_name, load_model
@@ -153,25 +151,18 @@ class MarginalLM(HarnessLM):
         """(index, log marginal, is_greedy) of each (context, continuation) as it is scored,
         grouped by context so that each distinct context is prefilled once. is_greedy is checked
         (on the canonical tokenization, as lm-eval's hf does) only where asked, else False."""
-        from marginal_core.context import context_ids
-        from marginal_core.estimators import Marginalizer
+        from marginal_core.estimators import by_context
         from marginal_core.lm.adapter import LM
 
         lm = LM.of(self.loaded)
-        by_context: dict[str | None, list[int]] = defaultdict(list)
-        for i, (context, _) in enumerate(pairs):
-            by_context[context].append(i)
         with tqdm(total=len(pairs), desc=f"marginal {self.method} {what}", disable=disable_tqdm or self.rank != 0) as bar:
-            for context, indices in by_context.items():
-                state = lm.prefill(context_ids(lm.tokenizer, context))
-                for i in indices:
-                    m = Marginalizer(lm, pairs[i][1], context, state=state)
-                    est = m.estimate(self.method, samples=self.samples, max_len=self.max_len, seed=self.seed,
-                                     beam_width=self.beam_width)
-                    is_greedy = greedy and lm.is_greedy(state, m.lattice.canonical)
-                    self.scored += 1
-                    bar.update(1)
-                    yield i, float(est.log_marginal), is_greedy
+            for i, m in by_context(lm, pairs):
+                est = m.estimate(self.method, samples=self.samples, max_len=self.max_len, seed=self.seed,
+                                 beam_width=self.beam_width)
+                is_greedy = greedy and lm.is_greedy(m.context_state(), m.lattice.canonical)
+                self.scored += 1
+                bar.update(1)
+                yield i, float(est.log_marginal), is_greedy
 
     def _answer(self, requests: list[Any], pairs: Sequence[tuple[str | None, str]], what: str,
                 disable_tqdm: bool, result: Callable[[float, bool], Any], greedy: bool = False) -> list[Any]:

