@@ -472,7 +472,7 @@ def make_screenshots(folder: Path, model: str | None = None) -> None:
     OUTPUT.mkdir(parents=True, exist_ok=True)
     query = f"model={model}" if model else ""
     shots = [  # (file, URL path, key of the button to press, text to wait for, viewport height)
-        ("home", "", "estimate", "Mass off the canonical", 1150),
+        ("home", "", "estimate", "Which tokenizations carry the mass", 1550),
         ("lattice", "lattice", None, "Only arcs inside the window", 1000),
         ("samplers", "samplers", "score", "Proxy re-draws", 1250),
         ("mass", "mass", "compute", "Canonical share", 1150),

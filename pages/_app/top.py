@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from marginal_core.estimators import Estimate
     from marginal_core.lattice import Lattice
 
-TOKENIZATION_PX = 320
+TOKENIZATION_PX = 520  # one line for a sentence of about 70 characters on a laptop
 
 
 def top_table(lat: Lattice, est: Estimate, n: int = 5) -> None:
