@@ -18,6 +18,7 @@ exact once W covers every prefix of every state.
 from __future__ import annotations
 
 import copy
+import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from marginal_core.beam_width import check_width
+from marginal_core.beam_width import DEFAULT_TOLERANCE, check_width
 from marginal_core.errors import MarginalError
 from marginal_core.lattice import Lattice, PathBatch
 from marginal_core.lm.adapter import LM, ContextState
@@ -45,6 +46,9 @@ class BeamResult:
     ``steps`` of at most ``max_steps`` tokens are done; ``forward_passes`` counts model calls
     (a prefill of the context included when the walk made it). ``cancelled`` is True when
     should_stop ended the walk; ``done`` is False for the results yielded before the last.
+    ``pruned`` counts the prefixes the per-state budget left unextended: a finished walk that
+    pruned none found every non-canonical path, so its bound is exact. ``rounds`` holds, for an
+    anytime beam, (width, log of the mass found, prefixes pruned) after each finished round.
     """
 
     paths: PathBatch
@@ -56,6 +60,13 @@ class BeamResult:
     seconds: float
     cancelled: bool = False
     done: bool = True
+    pruned: int = 0
+    rounds: tuple[tuple[int, float, int], ...] = ()
+
+    @property
+    def log_mass(self) -> float:
+        """log of the non-canonical mass found (-inf for none)."""
+        return float(np.logaddexp.reduce(self.log_p)) if len(self.log_p) else -math.inf
 
 
 @dataclass
@@ -75,9 +86,10 @@ def _ranks(key: torch.Tensor) -> torch.Tensor:
 
 def _choose(
     beam: _Beam, lp: torch.Tensor, tables: Tables, extended: torch.Tensor, width: int
-) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]:
+) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...], int]:
     """Split one step's extensions into complete paths (rows, tokens, log p) and the chosen
-    ones to extend (parent rows, columns, states, log p), charging each state's budget."""
+    ones to extend (parent rows, columns, states, log p), charging each state's budget; and
+    how many the budget left out."""
     tok, nxt = tables.tokens[beam.state], tables.next_state[beam.state]
     score = beam.log_p[:, None] + lp
     valid = torch.isfinite(lp) & (nxt >= 0)
@@ -92,7 +104,7 @@ def _choose(
     keep = _ranks(states) < (width - extended[states])
     rows, cols, states, values = rows[keep], cols[keep], states[keep], values[keep]
     extended.index_add_(0, states, torch.ones_like(states))
-    return complete, (rows, cols, states, values)
+    return complete, (rows, cols, states, values), int((~keep).sum())
 
 
 def beam_stream(
@@ -115,13 +127,13 @@ def beam_stream(
     proposal = proposal_of(lattice, include_canonical=False)
     found_tokens: list[np.ndarray] = []
     found_lp: list[float] = []
-    passes = step = 0
+    passes = step = pruned = 0
 
     def result(done: bool, cancelled: bool = False) -> BeamResult:
         paths = PathBatch.from_paths([tuple(t) for t in found_tokens])
         log_p = np.array(found_lp, dtype=np.float64)
         return BeamResult(paths, log_p, width, step, proposal.max_steps, passes,
-                          time.perf_counter() - started, cancelled, done)
+                          time.perf_counter() - started, cancelled, done, pruned)
 
     if proposal.empty:
         yield result(True)
@@ -140,8 +152,8 @@ def beam_stream(
         while True:
             tok = tables.tokens[beam.state]
             lp = lm.allowed_logprobs(hidden, tok, tables.width[beam.state])
-            (rows, last, scores), (parent, cols, states, values) = _choose(beam, lp, tables, extended, width)
-            step += 1
+            (rows, last, scores), (parent, cols, states, values), dropped = _choose(beam, lp, tables, extended, width)
+            step, pruned = step + 1, pruned + dropped
             if len(rows):
                 paths = torch.cat([beam.tokens[rows], last[:, None]], dim=1).cpu().numpy()
                 found_tokens.extend(paths)
@@ -168,3 +180,61 @@ def beam_stream(
                 ) from err
             passes += 1
     yield result(True)
+
+
+AUTO_WIDTHS = (16, 64, 256, 1024)  # the anytime beam's rounds: each four times the last
+
+
+def anytime_beam(
+    lm: LM | LoadedModel,
+    lattice: Lattice,
+    context: Sequence[int] | ContextState,
+    *,
+    widths: Sequence[int] = AUTO_WIDTHS,
+    tolerance: float = DEFAULT_TOLERANCE,
+    time_budget: float | None = None,
+    progress: Progress | None = None,
+    should_stop: StopCheck | None = None,
+) -> Iterator[BeamResult]:
+    """The beam widened round by round (``widths``) until a round prunes nothing (its bound is
+    then exact), a widening adds less than ``tolerance`` nats to the mass found, the time budget
+    (seconds) runs out, or should_stop; the best bound found so far after every step that found
+    paths. Its paths are the union over the rounds (each scored exactly), so the bound never
+    falls from one round to the next; ``rounds`` lists (width, log mass, pruned) after each round."""
+    started, rounds = time.perf_counter(), []
+    found: dict[tuple[int, ...], float] = {}
+    lm = LM.of(lm)
+    ctx = lm.state_of(context)
+    earlier = 0 if ctx is context else ctx.passes  # passes of finished rounds (and of a prefill made here)
+    deadline = None if time_budget is None else started + time_budget
+
+    def user_stop() -> bool:
+        return should_stop is not None and should_stop()
+
+    def stop() -> bool:
+        return (deadline is not None and time.perf_counter() > deadline) or user_stop()
+
+    def mass() -> float:
+        return float(np.logaddexp.reduce(np.fromiter(found.values(), float, len(found)))) if found else -math.inf
+
+    def best(last: BeamResult, done: bool, cancelled: bool = False) -> BeamResult:
+        for ids, lp in zip(last.paths.tolist(), last.log_p.tolist(), strict=True):
+            found.setdefault(tuple(ids), lp)
+        return BeamResult(PathBatch.from_paths(list(found)), np.fromiter(found.values(), float, len(found)),
+                          last.width, last.steps, last.max_steps, earlier + last.forward_passes,
+                          time.perf_counter() - started, cancelled, done, last.pruned, tuple(rounds))
+
+    for i, width in enumerate(widths):
+        before = mass()
+        for last in beam_stream(lm, lattice, width, ctx, progress=progress, should_stop=stop):
+            if not last.done and not last.cancelled:
+                yield best(last, False)
+        if last.cancelled:  # Stop or the time budget inside the round: what it found is kept
+            yield best(last, not user_stop(), user_stop())
+            return
+        best(last, False)
+        rounds.append((width, mass(), last.pruned))
+        if last.pruned == 0 or rounds[-1][1] - before < tolerance or i == len(widths) - 1 or stop():
+            yield best(last, True, user_stop())
+            return
+        earlier += last.forward_passes

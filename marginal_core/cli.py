@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+from marginal_core.beam_width import DEFAULT_TOLERANCE, parse_width
 from marginal_core.errors import run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
 from marginal_core.methods import METHODS
@@ -100,7 +102,9 @@ def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
     from marginal_core.models import dtype_name, load_model
 
     methods = [Method.parse(m.strip()) for m in args.methods.split(",") if m.strip()]
-    options = EstimateOptions(samples=args.samples, max_len=args.max_len, seed=args.seed, beam_width=args.beam_width)
+    options = EstimateOptions(samples=args.samples, max_len=args.max_len, seed=args.seed,
+                              beam_width=parse_width(args.beam_width), tolerance=args.tolerance,
+                              time_budget=args.time_budget)
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     context = read_text(args.context) if args.context is not None else None
     marginalizer = Marginalizer(lm, read_text(args.text), context)
@@ -142,9 +146,23 @@ def _summary(result: dict[str, Any]) -> str:
                     f"{row['num_samples']:>8} {row['num_distinct']:>8} {row['seconds']:>8.2f} "
                     f"{row['forward_passes']:>7}"
                 )
+            lines.extend(_rounds(name, row["rounds"]) for name, row in value.items() if row.get("rounds"))
         else:
             lines.append(f"{key}: {value}")
     return "\n".join(lines)
+
+
+def _rounds(name: str, rounds: list[dict]) -> str:
+    """A line on the anytime beam's rounds: the widths, and whether the bound is exact or what the
+    last widening added."""
+    widths = " -> ".join(str(r["width"]) for r in rounds)
+    if rounds[-1]["pruned"] == 0:
+        return f"{name}: widths {widths}; the last pruned no prefix, so the bound is exact"
+    if len(rounds) == 1:
+        return f"{name}: width {widths}, stopped before a widening could be measured"
+    before, after = rounds[-2]["log_mass"], rounds[-1]["log_mass"]
+    added = 0.0 if before is None or after is None else 100 * -math.expm1(before - after)
+    return f"{name}: widths {widths}; the last widening added {added:.2f}% of the non-canonical mass found"
 
 
 def _num(value: float | None) -> str:
@@ -182,7 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--context", help="text the tokenizations are conditioned on, or - (default: none)")
     est.add_argument("--methods", default="canonical,lattice,proxy",
                      help=f"comma list of {', '.join(METHODS)} (default: canonical,lattice,proxy)")
-    add_beam_width(est)
+    add_beam_width(est, default="auto")
+    est.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                     help=f"the anytime beam stops when a widening adds less, in nats (default: {DEFAULT_TOLERANCE})")
+    est.add_argument("--time-budget", type=float, metavar="SECONDS",
+                     help="the anytime beam stops after this long, keeping the best bound found (default: none)")
     est.add_argument("--samples", type=int, default=1000, help="samples per method, k (default: 1000)")
     est.add_argument("--max-len", type=int, help=f"lattice length bound L (default: canonical length + {DEFAULT_LENGTH_MARGIN})")
     est.add_argument("--seed", type=int, default=0, help="seed of every sampler (default: 0)")

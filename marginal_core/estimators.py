@@ -26,8 +26,8 @@ from functools import cached_property
 
 import numpy as np
 
-from marginal_core.beam import beam_stream
-from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, check_width
+from marginal_core.beam import anytime_beam, beam_stream
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, DEFAULT_TOLERANCE, check_width
 from marginal_core.context import context_ids
 from marginal_core.errors import ContextWindowError, MarginalError
 from marginal_core.jsonsafe import json_float
@@ -50,7 +50,8 @@ class EstimateOptions:
     seed, the exact method's path budget, whether the proxy covers the canonical path, the
     samples per streamed update (None: everything at once, which shares the most prefixes), and
     the first update's samples (then full chunks, so a large run's first estimate comes early;
-    None: every chunk is ``chunk``)."""
+    None: every chunk is ``chunk``); the beam's width (None: the anytime beam, widened until a
+    widening adds less than ``tolerance`` nats or ``time_budget`` seconds have passed)."""
 
     samples: int = 1000
     max_len: int | None = None
@@ -59,11 +60,16 @@ class EstimateOptions:
     include_canonical: bool = False
     chunk: int | None = None
     first_chunk: int | None = None
-    beam_width: int = DEFAULT_BEAM_WIDTH
+    beam_width: int | None = DEFAULT_BEAM_WIDTH
+    tolerance: float = DEFAULT_TOLERANCE
+    time_budget: float | None = None
 
     def __post_init__(self) -> None:
-        check_width(self.beam_width)
+        if self.beam_width is not None:
+            check_width(self.beam_width)
         checks = [
+            (self.tolerance > 0, f"the tolerance must be above 0 nats, not {self.tolerance}"),
+            (self.time_budget is None or self.time_budget > 0, f"the time budget must be above 0 s, not {self.time_budget}"),
             (self.samples >= 0, f"samples must be 0 or more, not {self.samples}"),
             (self.max_len is None or self.max_len >= 1, f"the length bound must be at least 1, not {self.max_len}"),
             (self.budget >= 1, f"the enumeration budget must be at least 1, not {self.budget}"),
@@ -90,6 +96,7 @@ class RunState:
     done: bool = True
     cancelled: bool = False
     covered: int | None = None
+    rounds: tuple[tuple[int, float, int], ...] = ()  # the anytime beam's (width, log mass found, pruned) per round
 
     @property
     def fraction(self) -> float:
@@ -160,6 +167,8 @@ class Estimate:
             row["num_paths"] = str(self.num_paths)
         if self.run.cancelled:
             row["cancelled"] = True
+        if self.run.rounds:  # the anytime beam: width, log mass found and prefixes pruned, per round
+            row["rounds"] = [{"width": w, "log_mass": json_float(mass), "pruned": n} for w, mass, n in self.run.rounds]
         return row
 
 
@@ -368,8 +377,13 @@ class Marginalizer:
         self.require_fits(steps, "the longest tokenization the beam may reach")
         checkpoints: list[tuple[int, float]] = []
         canonical = self.canonical_score().log_p
-        for result in beam_stream(self.lm, self.lattice, options.beam_width, self.context_state(),
-                                  progress=progress, should_stop=should_stop):
+        if options.beam_width is None:
+            results = anytime_beam(self.lm, self.lattice, self.context_state(), tolerance=options.tolerance,
+                                   time_budget=options.time_budget, progress=progress, should_stop=should_stop)
+        else:
+            results = beam_stream(self.lm, self.lattice, options.beam_width, self.context_state(),
+                                  progress=progress, should_stop=should_stop)
+        for result in results:
             checkpoints.append((len(result.log_p), result.seconds))
             running = np.logaddexp.accumulate(result.log_p) if len(result.log_p) else result.log_p
             yield Estimate(
@@ -384,7 +398,7 @@ class Marginalizer:
                 seconds=result.seconds,
                 forward_passes=result.forward_passes,
                 run=RunState(result.max_steps, tuple(checkpoints), done=result.done, cancelled=result.cancelled,
-                             covered=result.steps),
+                             covered=result.steps, rounds=result.rounds),
             )
 
     def _from_proxy(self, result: ProxyResult, checkpoints: Checkpoints) -> Estimate:
@@ -453,9 +467,11 @@ class Marginalizer:
         """Every non-canonical path scored (TooManyPathsError beyond the budget option)."""
         return self.estimate(Method.EXACT, **settings)
 
-    def beam(self, width: int = DEFAULT_BEAM_WIDTH, **settings: object) -> Estimate:
+    def beam(self, width: int | None = None, **settings: object) -> Estimate:
         """The beam of `width` prefixes per automaton state: complete non-canonical paths, each
-        scored exactly (a lower bound, exact once the width covers every prefix)."""
+        scored exactly (a lower bound, exact once the width covers every prefix). Without a width,
+        the anytime beam: widths 16, 64, 256, 1024 until a round prunes nothing or a widening
+        adds less than the tolerance (settings: tolerance, time_budget)."""
         return self.estimate(Method.BEAM, beam_width=width, **settings)
 
     def proxy(self, k: int, **settings: object) -> Estimate:

@@ -63,3 +63,62 @@ def test_widths_out_of_range_are_refused_before_any_work(width, capsys):
         EstimateOptions(beam_width=width)
     assert cli_main(["estimate", "hi", "--methods", "beam", "--beam-width", str(width)]) == 2
     assert "beam width must be between 1 and 1024" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# The anytime beam (no width): widths 16, 64, 256, 1024 until a round prunes nothing or a
+# widening adds less than the tolerance
+
+
+@pytest.mark.parametrize("context", [None, QUESTION])
+def test_the_anytime_beam_is_a_bound_that_rises_by_round_and_is_exact_when_nothing_was_pruned(lm, context):
+    m = Marginalizer(lm, " eight legs", context)
+    exact = m.exact()
+    stream = list(m.stream(Method.BEAM, beam_width=None))
+    bounds = [e.log_noncanonical for e in stream]
+    assert all(a <= b + 1e-12 for a, b in zip(bounds, bounds[1:]))  # never falls, within or across rounds
+    auto = stream[-1]
+    assert auto.run.done and not auto.run.cancelled and auto.run.rounds
+    masses = [mass for _, mass, _ in auto.run.rounds]
+    assert all(a <= b + 1e-12 for a, b in zip(masses, masses[1:]))
+    assert auto.log_noncanonical <= exact.log_noncanonical + 2e-4  # a bound
+    width = auto.run.rounds[-1][0]
+    fixed = m.beam(width)
+    assert set(fixed.paths.tolist()) <= set(auto.paths.tolist())  # the rounds' union holds the fixed width's paths
+    assert auto.log_noncanonical >= fixed.log_noncanonical - 1e-6  # (a path scored in another batch moves by ~1e-8)
+    (*_, (_, before, _), (_, after, pruned)) = [(0, -np.inf, 1), *auto.run.rounds]
+    assert pruned == 0 or after - before < 0.01  # stopped as exact, or by the tolerance
+    if pruned == 0:
+        assert auto.log_noncanonical == pytest.approx(exact.log_noncanonical, abs=2e-4)
+
+
+def test_an_anytime_beam_that_prunes_nothing_is_exact_after_one_round(smollm_model):
+    m = Marginalizer(smollm_model, " Paris", QUESTION)
+    auto, exact = m.beam(), m.exact()
+    assert [(w, n) for w, _, n in auto.run.rounds] == [(16, 0)]
+    assert sorted(auto.paths.tolist()) == sorted(exact.paths.tolist())
+    assert auto.log_noncanonical == pytest.approx(exact.log_noncanonical, abs=2e-4)
+
+
+def test_stop_and_the_time_budget_keep_the_best_bound_so_far(smollm_model):
+    m = Marginalizer(smollm_model, "Entschuldigung")
+    whole = m.beam()
+    seen = []
+    stopped = list(m.stream(Method.BEAM, beam_width=None, should_stop=lambda: len(seen) > 2,
+                            progress=lambda done, total: seen.append(done)))[-1]
+    assert stopped.run.cancelled and not stopped.run.done and stopped.num_samples <= whole.num_samples
+    assert set(stopped.paths.tolist()) <= set(whole.paths.tolist())
+    timed = m.estimate(Method.BEAM, beam_width=None, time_budget=1e-3)
+    assert timed.run.done and not timed.run.cancelled and len(timed.run.rounds) <= 1
+    assert timed.log_noncanonical <= whole.log_noncanonical + 1e-12
+
+
+def test_auto_width_on_the_command_line(capsys):
+    assert cli_main(["estimate", " Paris", "--model", "smollm2-135m", "--methods", "beam", "--device", "cpu",
+                     "--dtype", "float32", "--json"]) == 0
+    import json
+
+    auto = json.loads(capsys.readouterr().out)["methods"]["beam"]
+    assert auto["log_marginal"] is not None
+    assert cli_main(["estimate", "hi", "--methods", "beam", "--beam-width", "wide"]) == 2
+    assert "a number from 1 to 1024 or 'auto'" in capsys.readouterr().err

@@ -27,7 +27,7 @@ from lm_eval.api.model import LM as HarnessLM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
-from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.errors import MarginalError
 from marginal_core.methods import TASK_METHODS
 from marginal_core.tasks.options import EvalOptions
@@ -72,7 +72,7 @@ class MarginalLM(HarnessLM):
             )
         if "," in str(method):
             raise MarginalError(f"--model marginal runs one method, not {method!r}; choose from {', '.join(TASK_METHODS)}")
-        options = EvalOptions(samples=int(samples), methods=str(method), seed=int(seed), beam_width=int(beam_width),
+        options = EvalOptions(samples=int(samples), methods=str(method), seed=int(seed), beam_width=parse_width(beam_width),
                               max_len=None if max_len in (None, "", "None") else int(max_len))  # checked as a task's
         (self.method,) = options.methods
         self.samples, self.seed, self.max_len, self.beam_width = options.samples, options.seed, options.max_len, \

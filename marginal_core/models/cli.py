@@ -28,10 +28,11 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_beam_width(parser: argparse.ArgumentParser) -> None:
+def add_beam_width(parser: argparse.ArgumentParser, default: str = str(DEFAULT_BEAM_WIDTH)) -> None:
     """--beam-width, for every command that may run the beam."""
-    parser.add_argument("--beam-width", type=int, default=DEFAULT_BEAM_WIDTH,
-                        help=f"the beam's prefixes per lattice state, 1 to {MAX_BEAM_WIDTH} (default {DEFAULT_BEAM_WIDTH})")
+    parser.add_argument("--beam-width", type=str, default=default,
+                        help=f"the beam's prefixes per lattice state, 1 to {MAX_BEAM_WIDTH}, or auto: widths 16, 64, "
+                             f"256, 1024 until a widening adds less than the tolerance (default {default})")
 
 
 def _list() -> None:

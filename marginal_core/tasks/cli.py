@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any
 
+from marginal_core.beam_width import parse_width
 from marginal_core.errors import run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN
 from marginal_core.methods import TASK_METHODS
@@ -40,7 +41,7 @@ def summary(result: dict[str, Any]) -> str:
 def _options(args: argparse.Namespace) -> EvalOptions:
     return EvalOptions(model=getattr(args, "model", None), samples=args.samples, methods=args.methods, seed=args.seed,
                        max_len=args.max_len, limit=args.limit, device=args.device, dtype=args.dtype,
-                       beam_width=args.beam_width)
+                       beam_width=parse_width(args.beam_width))
 
 
 def eval_qa_command(args: argparse.Namespace) -> dict[str, Any]:

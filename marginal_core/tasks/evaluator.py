@@ -44,7 +44,7 @@ def score_continuation(
     samples: int,
     seed: int,
     max_len: int | None = None,
-    beam_width: int = DEFAULT_BEAM_WIDTH,
+    beam_width: int | None = DEFAULT_BEAM_WIDTH,
     should_stop: StopCheck | None = None,
 ) -> tuple[Rows, Rows]:
     """Rows (one per method) and sample records for one continuation given its context (m).
@@ -133,7 +133,7 @@ class _Run:
         self.device, self.dtype = self.placement()
         identity = {**task.identity(options, self.model), **({} if self.dtype == "float32" else {"dtype": self.dtype})}
         if "beam" in options.methods:  # runs without the beam keep the identity they had before it
-            identity["beam_width"] = options.beam_width
+            identity["beam_width"] = "auto" if options.beam_width is None else options.beam_width
         self.store = ResultStore(out, identity, [*task.columns, *SCORE_COLUMNS])
         self.records = self.store.items() if task.keeps_records else {}
 

@@ -29,7 +29,7 @@ class EvalOptions:
     limit: int | None = None
     device: str | None = None
     dtype: str = "auto"
-    beam_width: int = DEFAULT_BEAM_WIDTH
+    beam_width: int | None = DEFAULT_BEAM_WIDTH  # None: the anytime beam
     show_bar: bool = True
     max_items: int | None = None
 
@@ -39,4 +39,5 @@ class EvalOptions:
             raise MarginalError("--samples must be at least 1")
         if self.limit is not None and self.limit < 0:
             raise MarginalError("--limit must be at least 0")
-        check_width(self.beam_width)
+        if self.beam_width is not None:
+            check_width(self.beam_width)
