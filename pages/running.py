@@ -87,7 +87,11 @@ def page() -> None:
         for spot, x in ((plot_samples, "samples"), (plot_seconds, "seconds")):
             spot.plotly_chart(viz.running_figure(traces, log_p_canonical=log_p_canonical, log_exact=log_exact, x=x, y=y),
                               key=f"by_{x}_{drawn[0]}")
-        table_spot.dataframe(pd.DataFrame([_row(name, r) for name, r in shown.items()]), hide_index=True)
+        rows = pd.DataFrame([_row(name, r) for name, r in shown.items()])
+        if projector.on():  # HTML, in the projector's larger text
+            table_spot.table(rows, hide_index=True)
+        else:
+            table_spot.dataframe(rows, hide_index=True)
 
     def empty_plots() -> None:
         """Both plots' axes before any result: the browser loads its plotting code with the page,

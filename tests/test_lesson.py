@@ -111,3 +111,21 @@ def test_projector_mode_puts_the_lattice_first_with_readable_labels(server, brow
     assert page.get_by_text("Settings").count() >= 1  # the controls, folded under the drawing
     page.screenshot(path=str(OUTPUT / f"projector-lattice-{len(text)}.png"))
     context.close()
+
+
+def test_projector_mode_folds_introduction_and_settings_and_shows_small_tables_larger():
+    """Headless: with projector=true the page's introduction and settings are folded (their
+    widgets still work: k from the link is used) and the running summary is an HTML table, which
+    the projector's style sets in larger text."""
+    from tests.apptest import app
+
+    at = app("pages/running.py", model="smollm2-135m", text=" Tokyo", context="", dtype="float32", k="7",
+             methods="lattice", projector="true")
+    assert not at.exception and not at.error
+    assert at.toggle(key="projector").value is True
+    assert {"What this page shows", "Settings"} <= {e.label for e in at.expander}
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error
+    (table,) = at.table
+    assert table.value.loc[0, "samples"] == 7 and "log p(text)" in table.value.columns
+    assert not at.dataframe  # the grid (a canvas CSS cannot enlarge) is not used for it

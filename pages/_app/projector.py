@@ -1,7 +1,7 @@
 """Projector mode (URL ``?projector=true``, or the sidebar's switch): for a class at 1280×720
 and 150% zoom, each page shows its figure first, its settings folded below it, lattice drawings
-at their natural size (arc labels about 15 px high) in a box that scrolls instead of shrinking,
-and larger table text."""
+at their natural size (arc labels 17 px high) in a box that scrolls instead of shrinking,
+and small tables in larger text."""
 
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ if TYPE_CHECKING:
 
 KEY = "projector"
 # Streamlit's own spacing shrunk so the figure fits the first screen (480 CSS pixels high at 150%
-# zoom); drawings at natural size in a scrolling box; tables and their text larger.
+# zoom); drawings at natural size in a scrolling box; small tables (st.table, which the pages use
+# in projector mode: Streamlit's grid draws on a canvas that CSS cannot enlarge) in larger text.
 STYLE = """<style>
 [data-testid="stMainBlockContainer"] { padding-top: 3.2rem; }
 [data-testid="stMainBlockContainer"] h1 { font-size: 1.6rem; padding: 0 0 0.4rem 0; }
 [data-testid="stGraphVizChart"] { overflow: auto; max-height: 80vh; }
 [data-testid="stGraphVizChart"] svg { max-width: none !important; width: auto !important; height: auto !important; }
-[data-testid="stDataFrame"] { zoom: 1.3; }
+[data-testid="stTable"] { font-size: 1.2rem; }
 [data-testid="stMetricValue"] { font-size: 2.2rem; }
 </style>"""
 

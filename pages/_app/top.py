@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import tables
+from pages._app import projector, tables
 
 if TYPE_CHECKING:
     from marginal_core.estimators import Estimate
@@ -26,10 +26,13 @@ def top_table(lat: Lattice, est: Estimate, n: int = 5) -> None:
     frame = pd.DataFrame({
         "tokenization": [viz.segmented(lat, p) + (" (canonical)" if c else "") for p, c in zip(top["ids"], top["canonical"])],
         "tokens": [len(p) for p in top["ids"]],
-        "log p": top["log_p"].round(3),
+        "log p": [viz.format_log(x) for x in top["log_p"]],
         "share": [viz.format_small(s, 2, percent=True) for s in top["share"]],
     })
     config = {"tokens": st.column_config.NumberColumn("tokens", width=60),
-              "log p": st.column_config.NumberColumn("log p", format="%.3f", width=80),
+              "log p": st.column_config.TextColumn("log p", width=80),
               "share": st.column_config.TextColumn("share", width=80, help="Share of the mass found")}
-    tables.wrapped_dataframe(frame, {"tokenization": TOKENIZATION_PX}, column_config=config)
+    if projector.on():
+        st.table(frame, hide_index=True)  # HTML, in the projector's larger text
+    else:
+        tables.wrapped_dataframe(frame, {"tokenization": TOKENIZATION_PX}, column_config=config)
