@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from typing import TYPE_CHECKING
 
 import streamlit as st
@@ -15,6 +16,11 @@ from pages._app.errors import guard, show_error
 
 if TYPE_CHECKING:
     from marginal_core.lattice import Lattice
+
+
+# The smallest scale a drawing is shown at: arc labels (11 pt, 17 CSS pixels high at natural
+# size) stay at least 12 pixels high.
+MIN_SCALE = 0.78
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -37,6 +43,20 @@ def _scroll_box(dot: str) -> None:
             f'border-radius:6px;padding:4px"><img src="{source}" alt="the whole lattice" '
             'style="max-width:none;height:auto;display:block"></div>')
     st.caption("Scroll the drawing both ways; Download SVG opens it in a viewer that zooms.")
+
+
+def _readable_chart(dot: str) -> None:
+    """The drawing fitted to the page's width, but never below MIN_SCALE of its natural size: a
+    wider drawing scrolls sideways (fitted, the labels of a 16-node window were 8 pixels high at
+    1280 pixels, 5 at a projector's 150% zoom). Projector mode shows it at its natural size."""
+    st.graphviz_chart(dot, width="content")
+    try:
+        natural = re.search(rb'<svg width="([\d.]+)pt"', _svg(dot))
+    except Exception:  # noqa: BLE001 -- no dot binary: fitted as the browser renders it
+        return
+    if natural is not None:
+        st.html(f'<style>[data-testid="stGraphVizChart"] {{ overflow-x: auto; }} [data-testid="stGraphVizChart"] svg '
+                f'{{ min-width: {float(natural.group(1)) * MIN_SCALE:.0f}pt; }}</style>')
 
 
 def _mass_flow(inp: inputs.Inputs, lat: Lattice, L: int) -> MassFlow | None:
@@ -164,7 +184,7 @@ def page() -> None:
                 if window is None and lat.num_nodes > viz.READABLE_NODES:
                     _scroll_box(dot)
                 else:
-                    st.graphviz_chart(dot, width="content")
+                    _readable_chart(dot)
             d = st.columns([1, 1, 2])  # room for the labels at a projector's 853 CSS pixels
             d[0].download_button("Download DOT", dot, file_name="lattice.dot", mime="text/vnd.graphviz", key="dl_dot")
             try:

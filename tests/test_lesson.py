@@ -113,6 +113,19 @@ def test_projector_mode_puts_the_lattice_first_with_readable_labels(server, brow
     context.close()
 
 
+def test_without_projector_mode_a_fitted_drawing_keeps_its_labels_at_12_px(server, browser):
+    """Fitted to a 1280-pixel page, the labels of " unbelievably" were 8 px high (5 px at 150%
+    zoom); the drawing now stops shrinking at 12 px and scrolls sideways."""
+    page = new_page(browser, 1280, 720)
+    page.goto(f"{server.url}/lattice?text={quote(' unbelievably')}&context=")
+    svg = page.locator("[data-testid=stGraphVizChart] svg")
+    svg.wait_for()
+    settle(page)
+    clean(page)
+    heights = svg.locator("g.edge text").evaluate_all("ts => ts.map(t => t.getBoundingClientRect().height)")
+    assert heights and min(heights) >= 12, heights
+
+
 def test_projector_mode_folds_introduction_and_settings_and_shows_small_tables_larger():
     """Headless: with projector=true the page's introduction and settings are folded (their
     widgets still work: k from the link is used) and the running summary is an HTML table, which
