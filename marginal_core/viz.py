@@ -185,11 +185,15 @@ def format_log(x: float, digits: int = 3) -> str:
 def format_small(x: float, digits: int = 3, *, percent: bool = False, signed: bool = False) -> str:
     """A number that may be tiny, for display: ``digits`` decimals ("0.125", "12.50%"), or two
     significant digits in scientific notation where those decimals would hide it ("4.7e-05",
-    "4.7e-03%"); signed adds "+" to positive numbers (a gain)."""
+    "4.7e-03%"); a share just short of 100% keeps the digits that show the gap ("99.99969%");
+    signed adds "+" to positive numbers (a gain)."""
     value = 100 * x if percent else x
     sign = "+" if signed else ""
+    gap = 100 - value  # a share just short of all of it ("99.99969%", never a rounded "100.00%")
     if value != 0 and math.isfinite(value) and abs(value) < 10**-digits:
         text = f"{value:{sign}.1e}"
+    elif percent and 0 < gap < 10**-digits:
+        text = f"{value:{sign}.{min(12, math.ceil(-math.log10(gap)) + 1)}f}"
     else:
         text = f"{value:{sign}.{digits}f}"
     return text + ("%" if percent else "")

@@ -90,6 +90,8 @@ def test_format_small_keeps_tiny_gains_visible():
     assert viz.format_small(4.7e-05, 2, percent=True) == "4.7e-03%"
     assert viz.format_small(0.125, signed=True) == "+0.125"
     assert viz.format_small(0.5, 2, percent=True) == "50.00%"
+    assert viz.format_small(1 - 3.1e-06, 2, percent=True) == "99.99969%"  # not "100.00%" beside 3.1e-04% off
+    assert viz.format_small(1.0, 2, percent=True) == "100.00%"
     assert viz.format_small(0.0, signed=True) == "+0.000"  # nothing found is zero, not 0.0e+00
     assert viz.format_small(-2e-09) == "-2.0e-09"
 
