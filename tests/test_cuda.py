@@ -96,3 +96,19 @@ def test_a_real_cuda_out_of_memory_error_halves_the_work():
         torch.cuda.empty_cache()
     assert stats.oom_retries > 0
     np.testing.assert_allclose(got, want, atol=1e-3)
+
+
+def test_a_random_weights_architecture_is_made_on_the_gpu_and_scores_as_on_the_cpu(tmp_path):
+    """bench/scale.py's path: the model is made on the device (no CPU copy), and the tree-masked
+    scorer on it agrees with the CPU in float32 (the same seeded weights on both)."""
+    from marginal_core.models import load_tokenizer
+    from marginal_core.models.random_weights import write_random_weights_folder
+
+    base = load_model("gemma3-270m", device="cpu", dtype="float32")
+    folder = write_random_weights_folder(tmp_path / "g", base.model.config.to_dict(), load_tokenizer("gemma3-270m"),
+                                         dict(num_hidden_layers=8))
+    gpu = load_model(str(folder), device="cuda", dtype="float32", allow_random_weights=True)
+    assert all(p.device.type == "cuda" for p in gpu.model.parameters())
+    cpu = load_model(str(folder), device="cpu", dtype="float32", allow_random_weights=True)
+    got = [Marginalizer(lm, SENTENCE).lattice_estimate(64) for lm in (cpu, gpu)]
+    np.testing.assert_allclose(got[1].log_p, got[0].log_p, atol=2e-3)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import subprocess
 import sys
@@ -348,3 +349,31 @@ def test_warm_command_reports_cached_models():
         timeout=120,
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and GEMMA in bad.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# Architectures with random weights (bench/scale.py): loaded only when asked for
+
+
+def test_a_random_weights_folder_loads_only_when_allowed(gemma_model, tmp_path, capsys):
+    from marginal_core.cli import main as cli_main
+    from marginal_core.estimators import Marginalizer
+    from marginal_core.models import load_model
+    from marginal_core.models.random_weights import random_model, write_random_weights_folder
+
+    sizes = dict(hidden_size=64, num_hidden_layers=7, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+                 intermediate_size=128)
+    folder = write_random_weights_folder(tmp_path / "tiny", gemma_model.model.config.to_dict(),
+                                         gemma_model.tokenizer, sizes)
+    with pytest.raises(MarginalError, match="random weights"):
+        load_model(str(folder), device="cpu", dtype="float32")
+    assert cli_main(["estimate", "hi", "--model", str(folder), "--methods", "canonical"]) == 2
+    assert "random weights" in capsys.readouterr().err
+    tiny = load_model(str(folder), device="cpu", dtype="float32", allow_random_weights=True)
+    assert tiny.random_weights and tiny.model.config.num_hidden_layers == 7
+    assert tiny.model.config.layer_types[5] == "full_attention" and tiny.model.config.layer_types[6] == "sliding_attention"
+    a, b = (random_model(folder, "cpu", {"dtype": torch.float32}) for _ in range(2))
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))  # the marker's seed: one model
+    m = Marginalizer(tiny, " Paris", "Question: What is the capital of France?\nAnswer:")
+    lattice, exact = m.estimate("lattice", samples=8), m.exact()
+    assert math.isfinite(lattice.log_marginal) and lattice.log_marginal <= exact.log_marginal + 1e-4

@@ -24,6 +24,7 @@ from marginal_core.errors import MarginalError
 from marginal_core.models.caches import DONE_FILE, cached, is_done, model_cache_dir, publish, scratch
 from marginal_core.models.devices import resolve_device, resolve_dtype
 from marginal_core.models.hub import from_hf
+from marginal_core.models.random_weights import random_model, random_weights_folder
 from marginal_core.models.registry import DEFAULT_MODEL, Source, canonical_name, known_models, resolve, unknown_model
 from marginal_core.tokenizer import TextTokenizer, TransformersTokenizer, file_fingerprint
 from marginal_core.tokenizer_snapshot import TokenizerSnapshot
@@ -190,6 +191,7 @@ class LoadedModel:
     tokenizer: PreTrainedTokenizerFast
     device: str
     dtype: torch.dtype
+    random_weights: bool = False  # an architecture without trained weights (timing only, see RANDOM_WEIGHTS)
 
     @functools.cached_property
     def adapter(self) -> LM:
@@ -253,6 +255,11 @@ def _load_model_memo(
     kwargs: dict[str, object] = {"dtype": dtype}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
+    random = random_weights_folder(canonical)
+    if random is not None:
+        model = random_model(random, device, kwargs)
+        return LoadedModel(name=canonical, model=model, tokenizer=tokenizer, device=device, dtype=dtype,
+                           random_weights=True)
     if src.gguf is not None:
         folder = model_cache_dir(canonical)
         try:
@@ -292,14 +299,20 @@ def load_model(
     device: str | None = None,
     dtype: str | torch.dtype | None = "auto",
     attn_implementation: str | None = None,
+    allow_random_weights: bool = False,
 ) -> LoadedModel:
     """A causal LM and its tokenizer, loaded once per (name, device, dtype) and cached.
 
     device: None picks cuda, then mps, then cpu. dtype: "auto" (or None), "float32",
     "bfloat16" or a torch dtype; auto is bf16 on CUDA and on CPUs fast at it, else fp32.
     GGUF models are dequantized once and cached as safetensors. The model is in eval mode;
-    wrapping calls in torch.inference_mode() is the caller's job.
+    wrapping calls in torch.inference_mode() is the caller's job. A folder that holds an
+    architecture without weights (RANDOM_WEIGHTS, for timing: bench/scale.py) is refused unless
+    ``allow_random_weights``: its numbers mean nothing.
     """
+    if not allow_random_weights and random_weights_folder(name) is not None:
+        raise MarginalError(f"{name} holds an architecture with random weights (for timing only: its "
+                            "probabilities mean nothing); bench/scale.py loads it with allow_random_weights=True")
     dev = resolve_device(device)
     with _LOCK:
         return _load_model_memo(canonical_name(name), dev, resolve_dtype(dtype, dev), attn_implementation)
