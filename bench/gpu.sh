@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU path, run and measured on a machine with a CUDA device: the CUDA tests, then the
 # scorer against the matmul roofline per dtype, bfloat16 against float32, and the estimators
-# (lattice against proxy at equal k) on the GPU. Prints every table; the log also goes to
+# (lattice against proxy at equal k) on the GPU, then bench/scale.py at the paper's model sizes. Prints every table; the log also goes to
 # $LOG (default test-output/gpu.log).
 # Run: bench/gpu.sh [quick]   (PYTHON defaults to .venv/bin/python, else python3)
 set -uo pipefail
@@ -20,5 +20,9 @@ K=${K:-1000}
   "$PYTHON" bench/precision.py --device cuda
   for dtype in float32 bfloat16; do
     "$PYTHON" bench/estimators.py --device cuda --dtype $dtype --samples "$K"
+  done
+  # the paper's sizes, random weights, the largest first, one process each ($SCALE to choose)
+  for model in ${SCALE:-gemma3-27b llama2-13b gemma3-12b llama2-7b gemma3-4b gemma3-1b}; do
+    "$PYTHON" bench/scale.py --device cuda --models "$model" $( [ "${1:-}" = quick ] && echo --quick )
   done
 } 2>&1 | grep --line-buffered -v "Loading weights" | tee "$LOG"
