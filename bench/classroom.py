@@ -53,7 +53,12 @@ sys.path.insert(0, str(ROOT))  # the browser machinery lives with the browser te
 
 import pages._app  # noqa: E402,F401 -- the app's process settings (OMP_WAIT_POLICY), for the serial reference too
 from tests.test_browser import (  # noqa: E402
-    CHROMIUM, CHROMIUM_ARGS, new_page, settle, streamlit_server, wait_until_idle,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    new_page,
+    settle,
+    streamlit_server,
+    wait_until_idle,
 )
 
 if TYPE_CHECKING:

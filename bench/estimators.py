@@ -18,13 +18,12 @@ import math
 import statistics
 
 import numpy as np
+from peers.genlm_peer import GenlmPeer
 
 from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
 from marginal_core.errors import TooManyPathsError
 from marginal_core.estimators import Marginalizer
 from marginal_core.models import load_model
-
-from peers.genlm_peer import GenlmPeer
 
 QUESTION = "Question: {q}\nAnswer:"
 QA = [
@@ -149,7 +148,8 @@ def bounds_table(columns: list[tuple[str, str]]) -> list[str]:
     """The heading of the bounds table."""
     heads = " | ".join(f"{h}: log p~ (s)" for h, _ in columns)
     versus = _versus(columns)
-    extra = f" | {versus[0][0]} vs {versus[1][0]}: bound >= (worst gap, nats) / seconds <= (texts) | genlm float32 shift (max nats)" \
+    extra = f" | {versus[0][0]} vs {versus[1][0]}: bound >= (worst gap, nats) / seconds <= (texts)" \
+        " | genlm float32 shift (max nats)" \
         if versus else ""
     return [
         f"| model | texts | n | {heads} | exact log p (n){extra} |",

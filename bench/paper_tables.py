@@ -267,8 +267,8 @@ def _done_items(folder: Path) -> set[str]:
 def task_part(table: str, model: str, dataset: str, folder: Path, sizes: Sizes) -> Part:
     """One eval-qa / eval-mt run (resumable through its results folder)."""
     from marginal_core.tasks.evaluator import evaluate
-    from marginal_core.tasks.options import EvalOptions
     from marginal_core.tasks.mt import MTTask
+    from marginal_core.tasks.options import EvalOptions
     from marginal_core.tasks.qa import QATask
 
     qa = table == "2"
@@ -442,7 +442,8 @@ def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: S
         "### Table 2: Q&A accuracy (%)",
         "",
         "acc: the answer with the highest log marginal (the paper's choice). Bold: the better of proxy and lattice. "
-        "Speedup: proxy seconds / lattice seconds (a ratio of method timings, canonical pass excluded). Ours are zero-shot, lm-evaluation-harness's prompt (see "
+        "Speedup: proxy seconds / lattice seconds (a ratio of method timings, canonical pass excluded). "
+        "Ours are zero-shot, lm-evaluation-harness's prompt (see "
         "\"Downstream experiments\" in the README); acc_norm is in each folder's report.md.",
         "",
         *markdown_table(["model", "dataset", "questions", "Canon", "Proxy", "Lattice", "Beam", "speedup"],

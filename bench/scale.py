@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import resource
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -40,8 +41,8 @@ from marginal_core.lm.adapter import LM
 from marginal_core.markdown import table
 from marginal_core.models import load_model, load_tokenizer
 from marginal_core.models.random_weights import random_weights_folder, write_random_weights_folder
-from marginal_core.scoring import ScoreStats, score_paths
 from marginal_core.sampling import lattice_samples
+from marginal_core.scoring import ScoreStats, score_paths
 
 GEMMA, LLAMA = "gemma3-270m", "smollm2-135m"
 # name -> (embedded model of the family, the architecture's sizes)
@@ -99,11 +100,11 @@ def measure(name: str, device: str | None, dtype: str, pairs: list, ks: tuple[in
         m = Marginalizer(lm, text, context)
         seconds["canonical"] += timed(lm, m.canonical_score)
         for k in ks:
-            seconds[f"lattice k={k}"] += timed(lm, lambda k=k: m.estimate("lattice", samples=k))
-        seconds[f"proxy k={ks[0]}"] += timed(lm, lambda: m.estimate("proxy", samples=ks[0]))
-        seconds["beam W=32"] += timed(lm, lambda: m.estimate("beam", beam_width=32))
+            seconds[f"lattice k={k}"] += timed(lm, partial(m.estimate, "lattice", samples=k))
+        seconds[f"proxy k={ks[0]}"] += timed(lm, partial(m.estimate, "proxy", samples=ks[0]))
+        seconds["beam W=32"] += timed(lm, partial(m.estimate, "beam", beam_width=32))
         paths = lattice_samples(m.lattice, ks[1], seed=0).paths
-        timed(lm, lambda: score_paths(lm, paths, m.context_state(), stats=stats))  # stats.seconds: its own clock
+        timed(lm, partial(score_paths, lm, paths, m.context_state(), stats=stats))  # stats.seconds: its own clock
     peak = (torch.cuda.max_memory_allocated(lm.device) if lm.device.type == "cuda"
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     flops = model_flops(lm, stats) / stats.seconds

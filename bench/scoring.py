@@ -33,8 +33,8 @@ from marginal_core.context import context_ids
 from marginal_core.lattice import build_lattice
 from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
-from marginal_core.sampling import lattice_samples
 from marginal_core.plain_scoring import score_paths_plain
+from marginal_core.sampling import lattice_samples
 from marginal_core.scoring import ScoreStats, score_paths
 from marginal_core.trie import distinct_prefixes
 

@@ -23,15 +23,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+from estimators import text_sets
+from peers.genlm_peer import GenlmPeer
 
 from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
 from marginal_core.errors import TooManyPathsError
 from marginal_core.estimators import Estimate, Marginalizer
 from marginal_core.models import load_model
 from marginal_core.models.cli import add_device_arguments
-
-from estimators import text_sets
-from peers.genlm_peer import GenlmPeer
 
 
 @dataclass(frozen=True)

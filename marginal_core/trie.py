@@ -22,7 +22,6 @@ import numpy as np
 
 from marginal_core.lattice import Path, PathBatch
 
-
 ActivationBytes = Callable[[int, int, int], int]
 """Estimated peak memory of a forward pass of (rows, queries, keys)."""
 

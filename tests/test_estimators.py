@@ -13,8 +13,8 @@ from scipy.special import logsumexp
 from marginal_core import analysis
 from marginal_core.errors import MarginalError, TooManyPathsError
 from marginal_core.estimators import EstimateOptions, Marginalizer
-from marginal_core.methods import Method
 from marginal_core.lm.adapter import LM
+from marginal_core.methods import Method
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 

@@ -181,7 +181,8 @@ def two_processes(harness, tmp_path_factory):
     """`marginal lm-eval` in 2 processes (torchrun, accelerate's gloo process group on this CPU):
     its output folder."""
     out = tmp_path_factory.mktemp("lm-eval-2p")
-    env = {**os.environ, **OFFLINE, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true"}  # accelerate's multi-CPU state (gloo) under torchrun
+    # accelerate's multi-CPU state (gloo) under torchrun
+    env = {**os.environ, **OFFLINE, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
            "-m", "marginal_core.harness", "--model", "marginal",
            "--model_args", f"model={SMOL},method=canonical,dtype=float32",

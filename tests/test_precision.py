@@ -12,8 +12,7 @@ import torch
 from marginal_core.cli import main as cli_main
 from marginal_core.errors import MarginalError
 from marginal_core.estimators import Marginalizer
-from marginal_core.models import load_model, resolve_dtype
-from marginal_core.models import devices
+from marginal_core.models import devices, load_model, resolve_dtype
 from marginal_core.scoring import score_paths
 from marginal_core.tasks.evaluator import _Run
 from marginal_core.tasks.options import EvalOptions

@@ -89,7 +89,7 @@ class Reference:
     def allowed_paths(self, include_canonical: bool) -> list[tuple[int, ...]]:
         return [p for p in self.paths if include_canonical or p != self.lattice.canonical]
 
-    @cache
+    @cache  # noqa: B019 -- one brute-force instance per test, dropped with it
     def log_q(self, include_canonical: bool) -> dict[tuple[int, ...], float]:
         """q of each allowed path: the LM renormalized over next tokens of allowed paths."""
         allowed = self.allowed_paths(include_canonical)

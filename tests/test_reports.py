@@ -11,12 +11,12 @@ import re
 import pytest
 
 from marginal_core import markdown
+from marginal_core.methods import TASK_METHODS
 from marginal_core.tasks.mt import MTTask
 from marginal_core.tasks.qa import QATask
 from marginal_core.tasks.report import mt_report, qa_report
 from marginal_core.tasks.store import ResultStore
 from marginal_core.tasks.task import SCORE_COLUMNS
-from marginal_core.methods import TASK_METHODS
 
 METHOD_SETS = [s for n in range(1, len(TASK_METHODS) + 1) for s in itertools.combinations(TASK_METHODS, n)]
 

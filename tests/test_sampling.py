@@ -200,12 +200,12 @@ def test_sampling_beyond_64_bits_is_uniform(long_lattice):
     lengths = ref.length_counts(lat.data)
     for bound in (None, len(lat.canonical) + 15):
         sample = draws if bound is None else sample_uniform(lat, 4000, max_len=bound, seed=12).tolist()
-        support = sorted(l for l in lengths if bound is None or l <= bound)
-        total = sum(lengths[l] for l in support)
+        support = sorted(n for n in lengths if bound is None or n <= bound)
+        total = sum(lengths[n] for n in support)
         assert total == lat.count(bound)
         seen = Counter(len(p) for p in sample)
         assert set(seen) <= set(support)
-        obs, exp = merge_small_bins([seen[l] for l in support], [len(sample) * lengths[l] / total for l in support])
+        obs, exp = merge_small_bins([seen[n] for n in support], [len(sample) * lengths[n] / total for n in support])
         assert len(obs) >= 3
         assert stats.chisquare(obs, exp).pvalue > P_MIN
 

@@ -133,8 +133,10 @@ def test_packaged_translation_sets():
 def test_report_arithmetic():
     rows = pd.DataFrame([
         # question a: gold 1; canonical picks 0, lattice picks 1; per byte picks 1 for canonical
-        dict(item="a", choice=0, gold=1, method="canonical", log_marginal=-10.0, num_bytes=2, seconds=0.1, log_noncanonical=-math.inf),
-        dict(item="a", choice=1, gold=1, method="canonical", log_marginal=-12.0, num_bytes=10, seconds=0.1, log_noncanonical=-math.inf),
+        dict(item="a", choice=0, gold=1, method="canonical", log_marginal=-10.0, num_bytes=2, seconds=0.1,
+             log_noncanonical=-math.inf),
+        dict(item="a", choice=1, gold=1, method="canonical", log_marginal=-12.0, num_bytes=10, seconds=0.1,
+             log_noncanonical=-math.inf),
         dict(item="a", choice=0, gold=1, method="lattice", log_marginal=-9.0, num_bytes=2, seconds=1.0, log_noncanonical=-11.0),
         dict(item="a", choice=1, gold=1, method="lattice", log_marginal=-8.0, num_bytes=10, seconds=1.0, log_noncanonical=-9.0),
         dict(item="a", choice=0, gold=1, method="proxy", log_marginal=-9.5, num_bytes=2, seconds=3.0, log_noncanonical=-12.0),

@@ -7,7 +7,6 @@ which needs real ones: " Paris" scored exactly by SmolLM2 (a few seconds).
 from __future__ import annotations
 
 import dataclasses
-
 import math
 import re
 import shutil
@@ -417,7 +416,7 @@ def test_mass_flow_shares_sum_to_one_over_every_cut_and_name_the_best_path(paris
     assert flow.log_total == pytest.approx(exact.log_marginal, abs=1e-9)
     assert np.allclose(cut_sums(lat, flow), 1.0, rtol=0, atol=1e-9)
     scores = {lat.canonical: exact.log_p_canonical, **dict(zip(exact.paths.tolist(), exact.log_p.tolist()))}
-    for arc, (start, end, token) in enumerate(lat.arcs):  # brute force: every path through each arc
+    for arc, (start, _, token) in enumerate(lat.arcs):  # brute force: every path through each arc
         through = {p: lp for p, lp in scores.items() if _uses(lat, p, start, token)}
         assert flow.share[arc] == pytest.approx(np.exp(np.logaddexp.reduce(list(through.values())) - flow.log_total))
         assert flow.best[arc] == max(through, key=through.get)

@@ -290,7 +290,8 @@ def test_disk_cache_is_written_reused_and_rebuilt(tmp_path, monkeypatch):
     # A changed tokenizer gets another key: add a token to tokenizer.json.
     spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
     spec["added_tokens"].append(
-        {"id": 49152, "content": "<extra>", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": False}
+        {"id": 49152, "content": "<extra>", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+         "special": False}
     )
     (folder / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
     changed = fresh_copy(folder)

@@ -22,7 +22,6 @@ from marginal_core.errors import MarginalError
 from marginal_core.lm.oom import halved
 
 
-
 class Loaded(Protocol):
     """What the adapter reads of a loaded model (``marginal_core.models.LoadedModel`` is one): the
     transformers model, its tokenizer, and the one adapter it owns."""

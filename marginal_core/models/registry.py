@@ -135,7 +135,7 @@ def resolve(name: str) -> Source:
         try:
             return Source(key, spec.locate(), None)
         except Exception as exc:  # package missing or broken
-            raise unknown_model(key, f"its package is not usable ({exc}); install it with `{spec.install}`")
+            raise unknown_model(key, f"its package is not usable ({exc}); install it with `{spec.install}`") from exc
     path = Path(name.strip()).expanduser()
     try:
         if path.suffix.lower() == ".gguf":

@@ -63,8 +63,16 @@ def scan_command(args: argparse.Namespace) -> dict[str, Any]:
     """Score every text of a file under each model; export the tidy tables (Ctrl-C keeps what is done)."""
     from dataclasses import replace
 
-    from marginal_core.tasks.scan import LEADING_SPACE, ScanTask, bare_leading_space, merge, model_folder, \
-        parse_models, parse_shard, write_index
+    from marginal_core.tasks.scan import (
+        LEADING_SPACE,
+        ScanTask,
+        bare_leading_space,
+        merge,
+        model_folder,
+        parse_models,
+        parse_shard,
+        write_index,
+    )
     from marginal_core.tasks.scan_report import export
 
     task, options, models = ScanTask(args.file, parse_shard(args.shard)), _options(args), parse_models(args.models)

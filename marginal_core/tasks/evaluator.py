@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
 from marginal_core.jsonsafe import json_float
 from marginal_core.progress import StopCheck, tqdm_bar
-from marginal_core.tasks.store import ResultStore
 from marginal_core.tasks.options import EvalOptions
+from marginal_core.tasks.store import ResultStore
 from marginal_core.tasks.task import SCORE_COLUMNS, Item, Request, Task
 
 if TYPE_CHECKING:

@@ -163,7 +163,7 @@ def _answer_index(value: Any, n: int, qid: str, where: Any) -> int:
             try:
                 value = int(text)
             except ValueError:
-                raise MarginalError(f"{where}: question {qid} has answer {value!r}, not an index or letter")
+                raise MarginalError(f"{where}: question {qid} has answer {value!r}, not an index or letter") from None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int) or not 0 <= value < n:

@@ -28,9 +28,9 @@ import pandas as pd
 
 from marginal_core.errors import MarginalError, run_cli
 from marginal_core.jsonsafe import json_float
+from marginal_core.methods import TASK_METHODS
 from marginal_core.tasks import store
 from marginal_core.tasks.tables import mt_markdown, qa_markdown
-from marginal_core.methods import TASK_METHODS
 
 NUMERIC = [
     "log_marginal", "log_p_canonical", "log_noncanonical", "num_samples", "num_distinct",
