@@ -58,7 +58,7 @@ def library_loop(path: str, model: str, dtype: str) -> None:
         record = json.loads(line)
         m = Marginalizer(lm, record["text"], record["context"] or None)
         for method in METHODS.split(","):
-            m.estimate(method, samples=100, seed=0)
+            m.estimate(method, samples=100, seed=0, beam_width=None)  # the scan's and the CLI's default: auto
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from marginal_core.beam_width import parse_width
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.errors import run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN
 from marginal_core.methods import TASK_METHODS
@@ -103,13 +103,14 @@ def _common(p: argparse.ArgumentParser, default_samples: int) -> None:
     _options_arguments(p, default_samples, "canonical,lattice,proxy")
 
 
-def _options_arguments(p: argparse.ArgumentParser, default_samples: int, methods: str) -> None:
+def _options_arguments(p: argparse.ArgumentParser, default_samples: int, methods: str,
+                       width: str = str(DEFAULT_BEAM_WIDTH)) -> None:
     """Every option of a results-folder command but the model."""
     p.add_argument("--limit", type=int, help="only the first N items (default: all)")
     p.add_argument("--samples", type=int, default=default_samples,
                    help=f"k: lattice samples and proxy samples per scored text (default: {default_samples})")
     p.add_argument("--methods", default=methods, help=f"comma list of {', '.join(TASK_METHODS)} (default: {methods})")
-    add_beam_width(p)
+    add_beam_width(p, width)
     p.add_argument("--seed", type=int, default=0, help="seed of every sampler (default: 0)")
     p.add_argument("--max-len", type=int, help=f"lattice length bound L (default: canonical length + {DEFAULT_LENGTH_MARGIN})")
     add_device_arguments(p)
@@ -162,7 +163,7 @@ def add_commands(subparsers: Any) -> None:
                                       "one shared; default: every text)")
     scan.add_argument("--merge", nargs="+", metavar="DIR", help="first take the finished texts of these scan folders "
                                                                "(shards run elsewhere); then score what is missing")
-    _options_arguments(scan, 100, "canonical,beam")
+    _options_arguments(scan, 100, "canonical,beam", width="auto")  # a new command: the anytime beam
     scan.set_defaults(run=scan_command)
 
 
