@@ -18,6 +18,12 @@ class Method(str, Enum):
     BEAM = "beam"
     EXACT = "exact"
 
+    @property
+    def progress_unit(self) -> str:
+        """What a run of this method counts as it goes (its RunState's requested and covered): the
+        beam's walk steps, every other method's samples."""
+        return "steps" if self is Method.BEAM else "samples"
+
     @classmethod
     def parse(cls, name: str | Method) -> Method:
         """The method of a name; a MarginalError naming the choices for an unknown one."""

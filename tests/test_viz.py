@@ -372,9 +372,9 @@ def test_a_stopped_live_run_says_how_far_it_got_in_its_own_unit(qa):
     est = fake_estimate(qa, k=10)
     est = dataclasses.replace(est, run=RunState(40, ((10, 1.0),), done=False, cancelled=True))
     assert live.Unfinished(40, est).describe() == "after 10 of 40 samples"
-    assert live.Unfinished(40, beam=True).describe() == "before the beam's first step (nothing was kept)"
+    assert live.Unfinished(40, unit="steps").describe() == "before the beam's first step (nothing was kept)"
     beam = dataclasses.replace(est, method="beam", run=RunState(7, ((10, 1.0),), done=False, cancelled=True, covered=3))
-    assert live.Unfinished(40, beam, beam=True).describe() == "after 10 paths completed, step 3 of 7"
+    assert live.Unfinished(40, beam, unit="steps").describe() == "after 10 paths completed, step 3 of 7"
 
 
 def test_running_figure_of_the_noncanonical_mass(qa):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from marginal_core.methods import Method
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.turns import TurnCancelled
 from pages._app import results
@@ -158,15 +159,15 @@ class Unfinished:
 
     requested: int
     estimate: Estimate | None = None
-    beam: bool = False
+    unit: str = "samples"  # what the run counts: Method.progress_unit
 
     def describe(self) -> str:
         """'after 100 of 600 samples scored', or that nothing had been scored yet."""
         e = self.estimate
-        if e is not None and e.run.covered is not None:  # a beam: steps, and the paths completed
+        if self.unit == "steps":  # a beam: steps, and the paths completed
+            if e is None:
+                return "before the beam's first step (nothing was kept)"
             return f"after {_done_text(e)}" + ("" if e.num_samples else " (no path was complete yet)")
-        if self.beam:
-            return "before the beam's first step (nothing was kept)"
         if e is None or not e.num_samples:
             return f"before its first chunk was scored, of {self.requested:,} samples asked for (nothing was kept)"
         return f"after {e.num_samples:,} of {e.run.requested or self.requested:,} samples"
@@ -201,13 +202,13 @@ def run_live(
         return done
     runs = _unfinished_runs()
     requested = _requested(m, method, options.get("samples", DEFAULT_SAMPLES))
-    beam = method == "beam"
-    runs[key] = Unfinished(requested, beam=beam)
-    bar = Bar(label, "steps" if beam else "samples")
+    unit = Method.parse(method).progress_unit
+    runs[key] = Unfinished(requested, unit=unit)
+    bar = Bar(label, unit)
     est = None
     try:
         for est in live_stream(m, method, should_stop=bar.should_stop, progress=bar.progress, **options):
-            runs[key] = Unfinished(requested, est, beam)
+            runs[key] = Unfinished(requested, est, unit)
             bar.update(est.run.fraction, f"{label}: {_done_text(est)} in {est.seconds:.1f} s")
             if on_update is not None:
                 on_update(est)
