@@ -15,12 +15,12 @@ from pages._app.errors import guard
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
     from marginal_core.estimators import Estimate
 
-# Pixels of the tokenization column: with the numbers it fits half the page on a laptop (two
-# tables a row), and is stretched on wider screens; its cells wrap, so every split stays in view.
-TOKENIZATION_PX = 300
+# Pixels of the tokenization column: with the numbers it fills half the page on a laptop (two
+# tables a row; the proxy's numbers take PROXY_NUMBERS_PX more), and is stretched on wider
+# screens; its cells wrap, so every split stays in view.
+TOKENIZATION_PX = 280
+PROXY_NUMBERS_PX = 96
 COLUMNS = {
-    "tokenization": st.column_config.TextColumn("tokenization", width=TOKENIZATION_PX,
-                                                help="Tokens separated by |, spaces shown as ␣"),
     "tokens": st.column_config.NumberColumn("len", width=34, help="Number of tokens"),
     "log_p": st.column_config.NumberColumn("log p", format="%.2f", width=52),
     "log_q": st.column_config.NumberColumn("log q", format="%.2f", width=52),
@@ -32,7 +32,10 @@ ORDER = ("log_p", "log_q", "draws", "tokens", "tokenization")
 
 def show_table(frame: pd.DataFrame) -> None:
     """One sampler's table, its tokenizations whole (wrapped)."""
-    tables.wrapped_dataframe(frame, {"tokenization": TOKENIZATION_PX}, column_config=COLUMNS, height=360,
+    width = TOKENIZATION_PX - (PROXY_NUMBERS_PX if "log_q" in frame.columns else 0)
+    config = {**COLUMNS, "tokenization": st.column_config.TextColumn(
+        "tokenization", width=width, help="Tokens separated by |, spaces shown as ␣")}
+    tables.wrapped_dataframe(frame, {"tokenization": width}, column_config=config, height=360,
                              column_order=[c for c in ORDER if c in frame.columns])
 
 
