@@ -62,6 +62,7 @@ class BeamResult:
     done: bool = True
     pruned: int = 0
     rounds: tuple[tuple[int, float, int], ...] = ()
+    scored: int = 0  # prefixes whose next-token scores the head computed (not taken from a memo)
 
     @property
     def log_mass(self) -> float:
@@ -107,6 +108,30 @@ def _choose(
     return complete, (rows, cols, states, values), int((~keep).sum())
 
 
+Memo = dict[tuple[int, ...], torch.Tensor]
+"""A prefix's next-token log-probabilities (its automaton state's allowed tokens), by its tokens."""
+
+
+def _head_scores(lm: LM, hidden: torch.Tensor, beam: _Beam, tables: Tables, memo: Memo | None) -> tuple[torch.Tensor, int]:
+    """Each row's allowed next-token log p, and how many rows the head computed: rows a memo holds
+    (scored in an earlier, narrower walk) are read from it, and the rest are added to it."""
+    tok, width = tables.tokens[beam.state], tables.width[beam.state]
+    if memo is None:
+        return lm.allowed_logprobs(hidden, tok, width), len(tok)
+    keys = [tuple(row) for row in beam.tokens.tolist()]
+    new = [i for i, key in enumerate(keys) if key not in memo]
+    old = [i for i, key in enumerate(keys) if key in memo]
+    lp = torch.empty(tok.shape, dtype=torch.float64, device=tok.device)
+    if old:
+        lp[torch.tensor(old, device=tok.device)] = torch.stack([memo[keys[i]] for i in old])
+    if new:
+        rows = torch.tensor(new, device=tok.device)
+        fresh = lm.allowed_logprobs(hidden[rows], tok[rows], width[rows])
+        lp[rows] = fresh
+        memo.update(zip((keys[i] for i in new), fresh, strict=True))
+    return lp, len(new)
+
+
 def beam_stream(
     lm: LM | LoadedModel,
     lattice: Lattice,
@@ -115,25 +140,27 @@ def beam_stream(
     *,
     progress: Progress | None = None,
     should_stop: StopCheck | None = None,
+    memo: Memo | None = None,
 ) -> Iterator[BeamResult]:
     """The complete paths found so far after each step that found some; the last result is final.
 
     context is token ids (prefilled here) or a ContextState to share. progress gets (steps done,
     most steps); should_stop is polled before every pass, and a stopped walk keeps its paths.
-    A text whose only tokenization is the canonical one gets no paths and no passes.
+    A text whose only tokenization is the canonical one gets no paths and no passes. A memo
+    (shared by the anytime beam's rounds) spares the head the prefixes an earlier walk scored.
     """
     started = time.perf_counter()
     check_width(width)
     proposal = proposal_of(lattice, include_canonical=False)
     found_tokens: list[np.ndarray] = []
     found_lp: list[float] = []
-    passes = step = pruned = 0
+    passes = step = pruned = scored = 0
 
     def result(done: bool, cancelled: bool = False) -> BeamResult:
         paths = PathBatch.from_paths([tuple(t) for t in found_tokens])
         log_p = np.array(found_lp, dtype=np.float64)
         return BeamResult(paths, log_p, width, step, proposal.max_steps, passes,
-                          time.perf_counter() - started, cancelled, done, pruned)
+                          time.perf_counter() - started, cancelled, done, pruned, scored=scored)
 
     if proposal.empty:
         yield result(True)
@@ -151,7 +178,8 @@ def beam_stream(
     with torch.inference_mode():
         while True:
             tok = tables.tokens[beam.state]
-            lp = lm.allowed_logprobs(hidden, tok, tables.width[beam.state])
+            lp, computed = _head_scores(lm, hidden, beam, tables, memo)
+            scored += computed
             (rows, last, scores), (parent, cols, states, values), dropped = _choose(beam, lp, tables, extended, width)
             step, pruned = step + 1, pruned + dropped
             if len(rows):
@@ -201,8 +229,9 @@ def anytime_beam(
     (seconds) runs out, or should_stop; the best bound found so far after every step that found
     paths. Its paths are the union over the rounds (each scored exactly), so the bound never
     falls from one round to the next; ``rounds`` lists (width, log mass, pruned) after each round."""
-    started, rounds = time.perf_counter(), []
+    started, rounds, memo = time.perf_counter(), [], {}
     found: dict[tuple[int, ...], float] = {}
+    scored = 0  # head rows of finished rounds
     lm = LM.of(lm)
     ctx = lm.state_of(context)
     earlier = 0 if ctx is context else ctx.passes  # passes of finished rounds (and of a prefill made here)
@@ -222,11 +251,12 @@ def anytime_beam(
             found.setdefault(tuple(ids), lp)
         return BeamResult(PathBatch.from_paths(list(found)), np.fromiter(found.values(), float, len(found)),
                           last.width, last.steps, last.max_steps, earlier + last.forward_passes,
-                          time.perf_counter() - started, cancelled, done, last.pruned, tuple(rounds))
+                          time.perf_counter() - started, cancelled, done, last.pruned, tuple(rounds),
+                          scored + last.scored)
 
     for i, width in enumerate(widths):
         before = mass()
-        for last in beam_stream(lm, lattice, width, ctx, progress=progress, should_stop=stop):
+        for last in beam_stream(lm, lattice, width, ctx, progress=progress, should_stop=stop, memo=memo):
             if not last.done and not last.cancelled:
                 yield best(last, False)
         if last.cancelled:  # Stop or the time budget inside the round: what it found is kept
@@ -237,4 +267,4 @@ def anytime_beam(
         if last.pruned == 0 or rounds[-1][1] - before < tolerance or i == len(widths) - 1 or stop():
             yield best(last, True, user_stop())
             return
-        earlier += last.forward_passes
+        earlier, scored = earlier + last.forward_passes, scored + last.scored

@@ -85,7 +85,7 @@ def test_the_anytime_beam_is_a_bound_that_rises_by_round_and_is_exact_when_nothi
     width = auto.run.rounds[-1][0]
     fixed = m.beam(width)
     assert set(fixed.paths.tolist()) <= set(auto.paths.tolist())  # the rounds' union holds the fixed width's paths
-    assert auto.log_noncanonical >= fixed.log_noncanonical - 1e-6  # (a path scored in another batch moves by ~1e-8)
+    assert auto.log_noncanonical >= fixed.log_noncanonical - 1e-5  # (a path scored in another batch moves by ~1e-6)
     (*_, (_, before, _), (_, after, pruned)) = [(0, -np.inf, 1), *auto.run.rounds]
     assert pruned == 0 or after - before < 0.01  # stopped as exact, or by the tolerance
     if pruned == 0:
@@ -122,3 +122,17 @@ def test_auto_width_on_the_command_line(capsys):
     assert auto["log_marginal"] is not None
     assert cli_main(["estimate", "hi", "--methods", "beam", "--beam-width", "wide"]) == 2
     assert "a number from 1 to 1024 or 'auto'" in capsys.readouterr().err
+
+
+def test_a_widening_pays_the_head_only_for_new_prefixes(smollm_model):
+    """The rounds share one memo of prefixes' next-token scores: the anytime beam's head rows are
+    the union of its rounds' prefixes, not their sum."""
+    from marginal_core.beam import anytime_beam, beam_stream
+
+    m = Marginalizer(smollm_model, "Entschuldigung")
+    auto = list(anytime_beam(smollm_model, m.lattice, m.context_state()))[-1]
+    widths = [w for w, _, _ in auto.rounds]
+    assert len(widths) >= 2
+    fixed = [list(beam_stream(smollm_model, m.lattice, w, m.context_state()))[-1] for w in widths]
+    assert fixed[-1].scored <= auto.scored < sum(f.scored for f in fixed)
+    assert auto.log_mass == pytest.approx(fixed[-1].log_mass, abs=1e-5)  # scores from other batches: ~1e-6
