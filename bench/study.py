@@ -26,7 +26,7 @@ import numpy as np
 from estimators import text_sets
 from peers.genlm_peer import GenlmPeer
 
-from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.errors import TooManyPathsError
 from marginal_core.estimators import Estimate, Marginalizer
 from marginal_core.models import load_model
@@ -38,7 +38,7 @@ class Budgets:
     """The settings each method runs at."""
 
     lattice: tuple[int, ...]
-    beam: tuple[int, ...]
+    beam: tuple[int | None, ...]  # None: the anytime beam
     proxy: tuple[int, ...]
     peer: tuple[int, ...]
 
@@ -67,7 +67,7 @@ def run_text(m: Marginalizer, budgets: Budgets, seed: int, peer: GenlmPeer | Non
     if splits:  # Algorithm 1's first samples are these splits: k = their count takes them alone
         points.append(_point("one-token splits", "all", m.lattice_estimate(splits, seed=seed)))
     points += [_point("Algorithm 1", f"k={k}", m.lattice_estimate(k, seed=seed)) for k in budgets.lattice]
-    points += [_point("beam", f"W={w}", m.beam(w)) for w in budgets.beam]
+    points += [_point("beam", f"W={w or 'auto'}", m.beam(w)) for w in budgets.beam]
     points += [_point("proxy", f"k={k}", m.proxy(k, seed=seed), bound=False) for k in budgets.proxy]
     for run in peer.run(m, budgets.peer) if peer else []:
         points.append(Point("genlm-bytes", f"K={run.width}", run.bound, run.seconds, run.num_noncanonical))
@@ -157,7 +157,8 @@ def main() -> None:
     parser.add_argument("--short-limit", type=int, default=None, help="Q&A answers per model (default all)")
     parser.add_argument("--long-limit", type=int, default=5, help="sentences per model")
     parser.add_argument("--lattice-ks", default="10,100,1000")
-    parser.add_argument("--beam-widths", default=f"1,4,16,{DEFAULT_BEAM_WIDTH}")
+    parser.add_argument("--beam-widths", default=f"1,4,16,{DEFAULT_BEAM_WIDTH},auto",
+                        help="widths, auto for the anytime beam (default: 1,4,16,32,auto)")
     parser.add_argument("--proxy-ks", default="10,100,1000")
     parser.add_argument("--peer", choices=["genlm"], help="run genlm-bytes' beam too (own venv, built once)")
     parser.add_argument("--peer-widths", default="4,16")
@@ -166,7 +167,8 @@ def main() -> None:
     add_device_arguments(parser)
     args = parser.parse_args()
     ints = lambda s: tuple(int(x) for x in s.split(",") if x)  # noqa: E731
-    budgets = Budgets(ints(args.lattice_ks), ints(args.beam_widths), ints(args.proxy_ks),
+    widths = tuple(parse_width(w) for w in args.beam_widths.split(",") if w)
+    budgets = Budgets(ints(args.lattice_ks), widths, ints(args.proxy_ks),
                       ints(args.peer_widths) if args.peer else ())
     started = time.perf_counter()
     print(f"machine: {_machine()}", flush=True)
@@ -207,8 +209,8 @@ def report(model: str, short: list[list[Point]], exact: list[float], canonical: 
     if long:
         print("\nLonger texts, each bound against seconds (gap: its bound minus the best bound found on the text):")
         print("\n".join(BOUNDS_HEAD + bounds_table(f"{model} ({len(long)} sentences)", long)))
-    if budgets.peer and DEFAULT_BEAM_WIDTH in budgets.beam:
-        ours, theirs = f"W={DEFAULT_BEAM_WIDTH}", f"K={max(budgets.peer)}"
+    if budgets.peer and (None in budgets.beam or DEFAULT_BEAM_WIDTH in budgets.beam):
+        ours, theirs = f"W={'auto' if None in budgets.beam else DEFAULT_BEAM_WIDTH}", f"K={max(budgets.peer)}"
         print(f"\nOur beam {ours} against genlm-bytes {theirs}, text by text:")
         print("| model | texts | n | bound >= genlm's | worst gap (nats) | seconds <= genlm's | beam s (total) "
               "| genlm s (total) |\n|---|---|---:|---:|---:|---:|---:|---:|")
