@@ -133,8 +133,8 @@ def _row(name: str, r: Estimate) -> dict[str, object]:
     """One method's line of the table, in words a student reads."""
     return {
         "method": name,
-        "log p(text)": round(r.log_marginal, 4),
-        "log p(canonical)": round(r.log_p_canonical, 4),
+        "log p(text)": r.log_marginal,
+        "log p(canonical)": r.log_p_canonical,
         "mass off the canonical": viz.format_small(-math.expm1(r.log_p_canonical - r.log_marginal), 2, percent=True),
         "samples": r.num_samples,
         "distinct paths": r.num_distinct,
