@@ -46,7 +46,7 @@ def proposal_log_q(loaded, lattice, paths, context, *, include_canonical: bool =
             if longest > 1:
                 cache = copy.deepcopy(ctx.cache)
                 cache.reorder_cache(torch.zeros(len(batch), dtype=torch.long))
-                later = lm.decoder(input_ids=ids[:, :-1], past_key_values=cache, use_cache=True).last_hidden_state
+                later = lm.decoder(input_ids=ids[:, :-1], cache=cache, use_cache=True).last_hidden_state
                 hidden = torch.cat([hidden, later], dim=1)
             states = np.concatenate([walks[i][:-1] for i in batch])
             rows = torch.cat([hidden[r, : len(paths[i])] for r, i in enumerate(batch)])
