@@ -73,6 +73,7 @@ serve-class: export MARGINAL_SERVE = class
 serve-class: app
 
 test: setup
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: setup

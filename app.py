@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import home, lattice, mass, qa, rank, results, running, samplers, translation
 from marginal_core.turns import TurnCancelled
+from pages import home, lattice, mass, qa, rank, results, running, samplers, translation
 from pages._app import inputs, lesson, links, live, loaders, machine, projector
 
 

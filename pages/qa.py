@@ -6,9 +6,9 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from marginal_core.methods import TASK_METHODS
 from marginal_core.tasks import qa
 from marginal_core.tasks.report import load_rows, qa_report
-from marginal_core.methods import TASK_METHODS
 from pages._app import inputs, loaders, server
 from pages._app.errors import show_error
 from pages._app.task_tables import choices_table, qa_questions_table

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from marginal_core.methods import TASK_METHODS
 from marginal_core.tasks import mt
 from marginal_core.tasks.report import load_rows, mt_report
 from marginal_core.tasks.store import read_items
-from marginal_core.methods import TASK_METHODS
 from pages._app import inputs, loaders, server
 from pages._app.errors import show_error
 from pages._app.task_tables import choices_table, mt_sentences_table
