@@ -14,6 +14,7 @@ It prints one table, and the largest difference between the scan's log marginal 
 (the same text, method, seed and dtype).
 
 Run: .venv/bin/python bench/scan.py [--model gemma3-270m] [--dtype float32] [--limit 30]
+     [--beam-width auto|W]   (the same width in all three; auto is the scan's and the CLI's default)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.estimators import text_sets  # noqa: E402
+from marginal_core.beam_width import parse_width  # noqa: E402
 
 METHODS = "canonical,beam"
 
@@ -48,7 +50,7 @@ def timed(argv: list[str]) -> tuple[float, str]:
     return time.perf_counter() - start, out.stdout
 
 
-def library_loop(path: str, model: str, dtype: str) -> None:
+def library_loop(path: str, model: str, dtype: str, width: int | None) -> None:
     """The hand-written loop: load once, estimate each text by each method."""
     from marginal_core.estimators import Marginalizer
     from marginal_core.models import load_model
@@ -58,7 +60,7 @@ def library_loop(path: str, model: str, dtype: str) -> None:
         record = json.loads(line)
         m = Marginalizer(lm, record["text"], record["context"] or None)
         for method in METHODS.split(","):
-            m.estimate(method, samples=100, seed=0, beam_width=None)  # the scan's and the CLI's default: auto
+            m.estimate(method, samples=100, seed=0, beam_width=width)
 
 
 def main() -> None:
@@ -66,20 +68,22 @@ def main() -> None:
     parser.add_argument("--model", default="gemma3-270m")
     parser.add_argument("--dtype", default="float32", choices=("auto", "float32", "bfloat16"))
     parser.add_argument("--limit", type=int, default=30, help="how many of the 30 texts")
+    parser.add_argument("--beam-width", default="auto", help="the beam's width in all three (default: auto)")
     parser.add_argument("--loop", help=argparse.SUPPRESS)  # internal: run the library loop on this file
     args = parser.parse_args()
     if args.loop:
-        library_loop(args.loop, args.model, args.dtype)
+        library_loop(args.loop, args.model, args.dtype, parse_width(args.beam_width))
         return
     pairs = texts(args.limit)
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         file = Path(tmp) / "texts.jsonl"
         file.write_text("".join(json.dumps({"text": t, "context": c}) + "\n" for c, t in pairs), encoding="utf-8")
-        model_args = ["--dtype", args.dtype]
+        model_args = ["--dtype", args.dtype, "--beam-width", args.beam_width]
         scan_s, _ = timed([py, "-m", "marginal_core", "scan", str(file), "--out", f"{tmp}/scan", "--models", args.model,
                            "--methods", METHODS, *model_args, "--json"])
-        loop_s, _ = timed([py, __file__, "--loop", str(file), "--model", args.model, "--dtype", args.dtype])
+        loop_s, _ = timed([py, __file__, "--loop", str(file), "--model", args.model, "--dtype", args.dtype,
+                           "--beam-width", args.beam_width])
         cli_s, worst = 0.0, 0.0
         import pandas as pd
 
@@ -95,7 +99,8 @@ def main() -> None:
     print(f"| model | texts | methods | scan (one process) | library loop (one process) | {len(pairs)} CLI calls "
           "| CLI calls / scan | scan / loop | max abs diff, scan vs CLI log p |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
-    print(f"| {args.model} ({args.dtype}) | {len(pairs)} | {METHODS} | {scan_s:.1f} s | {loop_s:.1f} s | {cli_s:.1f} s "
+    print(f"| {args.model} ({args.dtype}) | {len(pairs)} | {METHODS} (W = {args.beam_width}) "
+          f"| {scan_s:.1f} s | {loop_s:.1f} s | {cli_s:.1f} s "
           f"| {cli_s / scan_s:.2f}x | {scan_s / loop_s:.2f}x | {worst:.1e} |")
     print(f"Wall seconds from process start to exit, model load included; load average (1 min) at the end: {load:.2f}")
 
