@@ -246,9 +246,12 @@ def anytime_beam(
     def mass() -> float:
         return float(np.logaddexp.reduce(np.fromiter(found.values(), float, len(found)))) if found else -math.inf
 
-    def best(last: BeamResult, done: bool, cancelled: bool = False) -> BeamResult:
+    def take(last: BeamResult) -> None:
         for ids, lp in zip(last.paths.tolist(), last.log_p.tolist(), strict=True):
             found.setdefault(tuple(ids), lp)
+
+    def best(last: BeamResult, done: bool, cancelled: bool = False) -> BeamResult:
+        take(last)
         return BeamResult(PathBatch.from_paths(list(found)), np.fromiter(found.values(), float, len(found)),
                           last.width, last.steps, last.max_steps, earlier + last.forward_passes,
                           time.perf_counter() - started, cancelled, done, last.pruned, tuple(rounds),
@@ -262,7 +265,7 @@ def anytime_beam(
         if last.cancelled:  # Stop or the time budget inside the round: what it found is kept
             yield best(last, not user_stop(), user_stop())
             return
-        best(last, False)
+        take(last)
         rounds.append((width, mass(), last.pruned))
         if last.pruned == 0 or rounds[-1][1] - before < tolerance or i == len(widths) - 1 or stop():
             yield best(last, True, user_stop())
