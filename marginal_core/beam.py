@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from marginal_core.beam_width import DEFAULT_TOLERANCE, check_width
+from marginal_core.beam_width import AUTO_WIDTHS, DEFAULT_TOLERANCE, Round, check_width
 from marginal_core.errors import MarginalError
 from marginal_core.lattice import Lattice, PathBatch
 from marginal_core.lm.adapter import LM, ContextState
@@ -48,7 +48,7 @@ class BeamResult:
     should_stop ended the walk; ``done`` is False for the results yielded before the last.
     ``pruned`` counts the prefixes the per-state budget left unextended: a finished walk that
     pruned none found every non-canonical path, so its bound is exact. ``rounds`` holds, for an
-    anytime beam, (width, log of the mass found, prefixes pruned) after each finished round.
+    anytime beam, each finished round (:class:`Round`).
     """
 
     paths: PathBatch
@@ -61,7 +61,7 @@ class BeamResult:
     cancelled: bool = False
     done: bool = True
     pruned: int = 0
-    rounds: tuple[tuple[int, float, int], ...] = ()
+    rounds: tuple[Round, ...] = ()
     scored: int = 0  # prefixes whose next-token scores the head computed (not taken from a memo)
 
     @property
@@ -210,9 +210,6 @@ def beam_stream(
     yield result(True)
 
 
-AUTO_WIDTHS = (16, 64, 256, 1024)  # the anytime beam's rounds: each four times the last
-
-
 def anytime_beam(
     lm: LM | LoadedModel,
     lattice: Lattice,
@@ -228,7 +225,7 @@ def anytime_beam(
     then exact), a widening adds less than ``tolerance`` nats to the mass found, the time budget
     (seconds) runs out, or should_stop; the best bound found so far after every step that found
     paths. Its paths are the union over the rounds (each scored exactly), so the bound never
-    falls from one round to the next; ``rounds`` lists (width, log mass, pruned) after each round."""
+    falls from one round to the next; ``rounds`` lists each finished :class:`Round`."""
     started, rounds, memo = time.perf_counter(), [], {}
     found: dict[tuple[int, ...], float] = {}
     scored = 0  # head rows of finished rounds
@@ -266,8 +263,8 @@ def anytime_beam(
             yield best(last, not user_stop(), user_stop())
             return
         take(last)
-        rounds.append((width, mass(), last.pruned))
-        if last.pruned == 0 or rounds[-1][1] - before < tolerance or i == len(widths) - 1 or stop():
+        rounds.append(Round(width, mass(), last.pruned, time.perf_counter() - started, len(found)))
+        if last.pruned == 0 or rounds[-1].log_mass - before < tolerance or i == len(widths) - 1 or stop():
             yield best(last, True, user_stop())
             return
         earlier, scored = earlier + last.forward_passes, scored + last.scored

@@ -1,13 +1,50 @@
-"""The beam's width: its default, its largest allowed value and the check, apart from the beam
-itself so that options are checked without importing torch."""
+"""The beam's width: its default, its largest allowed value and the check, and the anytime
+beam's rounds with what they say of convergence, apart from the beam itself so that options are
+checked (and rounds described) without importing torch."""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from marginal_core.errors import MarginalError
 
 DEFAULT_BEAM_WIDTH = 32
 MAX_BEAM_WIDTH = 1024
 DEFAULT_TOLERANCE = 0.01  # nats: a widening that adds less ends the anytime beam
+AUTO_WIDTHS = (16, 64, 256, 1024)  # the anytime beam's rounds: each four times the last
+
+
+class Round(NamedTuple):
+    """One finished round of the anytime beam: its width, the log of the non-canonical mass found
+    by it and the rounds before it, the prefixes it pruned, and the seconds and paths at its end."""
+
+    width: int
+    log_mass: float
+    pruned: int
+    seconds: float
+    paths: int
+
+
+def auto_widths(widest: int = MAX_BEAM_WIDTH) -> tuple[int, ...]:
+    """The anytime beam's widths up to ``widest`` (a server's cap): AUTO_WIDTHS below it, then it."""
+    check_width(widest)
+    return tuple(w for w in AUTO_WIDTHS if w < widest) + (widest,)
+
+
+def describe_rounds(rounds: Sequence[Round]) -> str:
+    """How converged the anytime beam's bound is, in a sentence: exact (the last round pruned
+    nothing), or what the last widening added to the non-canonical mass found."""
+    widths = " → ".join(str(r.width) for r in rounds)
+    if not rounds:
+        return "no round finished"
+    if rounds[-1].pruned == 0:
+        return f"widths {widths}; the last round pruned no prefix, so the bound is exact"
+    if len(rounds) == 1:
+        return f"width {widths}; stopped before a widening could be measured"
+    added = -math.expm1(rounds[-2].log_mass - rounds[-1].log_mass) if math.isfinite(rounds[-1].log_mass) else 0.0
+    return f"widths {widths}; the last widening added {100 * added:.2f}% of the non-canonical mass found"
 
 
 def check_width(width: int) -> None:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from marginal_core.beam_width import DEFAULT_TOLERANCE, parse_width
+from marginal_core.beam_width import DEFAULT_TOLERANCE, Round, describe_rounds, parse_width
 from marginal_core.errors import run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
 from marginal_core.methods import METHODS
@@ -153,16 +153,9 @@ def _summary(result: dict[str, Any]) -> str:
 
 
 def _rounds(name: str, rounds: list[dict]) -> str:
-    """A line on the anytime beam's rounds: the widths, and whether the bound is exact or what the
-    last widening added."""
-    widths = " -> ".join(str(r["width"]) for r in rounds)
-    if rounds[-1]["pruned"] == 0:
-        return f"{name}: widths {widths}; the last pruned no prefix, so the bound is exact"
-    if len(rounds) == 1:
-        return f"{name}: width {widths}, stopped before a widening could be measured"
-    before, after = rounds[-2]["log_mass"], rounds[-1]["log_mass"]
-    added = 0.0 if before is None or after is None else 100 * -math.expm1(before - after)
-    return f"{name}: widths {widths}; the last widening added {added:.2f}% of the non-canonical mass found"
+    """A line on the anytime beam's rounds (their JSON rows): how converged its bound is."""
+    return f"{name}: " + describe_rounds([Round(**{**r, "log_mass": -math.inf if r["log_mass"] is None else r["log_mass"]})
+                                          for r in rounds])
 
 
 def _num(value: float | None) -> str:

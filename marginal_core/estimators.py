@@ -27,7 +27,7 @@ from functools import cached_property
 import numpy as np
 
 from marginal_core.beam import anytime_beam, beam_stream
-from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, DEFAULT_TOLERANCE, check_width
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, DEFAULT_TOLERANCE, MAX_BEAM_WIDTH, Round, auto_widths, check_width
 from marginal_core.context import context_ids
 from marginal_core.errors import ContextWindowError, MarginalError
 from marginal_core.jsonsafe import json_float
@@ -51,7 +51,8 @@ class EstimateOptions:
     samples per streamed update (None: everything at once, which shares the most prefixes), and
     the first update's samples (then full chunks, so a large run's first estimate comes early;
     None: every chunk is ``chunk``); the beam's width (None: the anytime beam, widened until a
-    widening adds less than ``tolerance`` nats or ``time_budget`` seconds have passed)."""
+    widening adds less than ``tolerance`` nats or ``time_budget`` seconds have passed, its
+    widest round ``max_beam_width``)."""
 
     samples: int = 1000
     max_len: int | None = None
@@ -63,8 +64,10 @@ class EstimateOptions:
     beam_width: int | None = DEFAULT_BEAM_WIDTH
     tolerance: float = DEFAULT_TOLERANCE
     time_budget: float | None = None
+    max_beam_width: int = MAX_BEAM_WIDTH  # the anytime beam's widest round (a class server caps it)
 
     def __post_init__(self) -> None:
+        check_width(self.max_beam_width)
         if self.beam_width is not None:
             check_width(self.beam_width)
         checks = [
@@ -96,7 +99,7 @@ class RunState:
     done: bool = True
     cancelled: bool = False
     covered: int | None = None
-    rounds: tuple[tuple[int, float, int], ...] = ()  # the anytime beam's (width, log mass found, pruned) per round
+    rounds: tuple[Round, ...] = ()  # the anytime beam's finished rounds
 
     @property
     def fraction(self) -> float:
@@ -167,8 +170,9 @@ class Estimate:
             row["num_paths"] = str(self.num_paths)
         if self.run.cancelled:
             row["cancelled"] = True
-        if self.run.rounds:  # the anytime beam: width, log mass found and prefixes pruned, per round
-            row["rounds"] = [{"width": w, "log_mass": json_float(mass), "pruned": n} for w, mass, n in self.run.rounds]
+        if self.run.rounds:  # the anytime beam: each round's width, mass found, pruned prefixes, seconds and paths
+            row["rounds"] = [{**r._asdict(), "log_mass": json_float(r.log_mass), "seconds": round(r.seconds, 4)}
+                             for r in self.run.rounds]
         return row
 
 
@@ -378,8 +382,9 @@ class Marginalizer:
         checkpoints: list[tuple[int, float]] = []
         canonical = self.canonical_score().log_p
         if options.beam_width is None:
-            results = anytime_beam(self.lm, self.lattice, self.context_state(), tolerance=options.tolerance,
-                                   time_budget=options.time_budget, progress=progress, should_stop=should_stop)
+            results = anytime_beam(self.lm, self.lattice, self.context_state(), widths=auto_widths(options.max_beam_width),
+                                   tolerance=options.tolerance, time_budget=options.time_budget, progress=progress,
+                                   should_stop=should_stop)
         else:
             results = beam_stream(self.lm, self.lattice, options.beam_width, self.context_state(),
                                   progress=progress, should_stop=should_stop)

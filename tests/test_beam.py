@@ -79,23 +79,26 @@ def test_the_anytime_beam_is_a_bound_that_rises_by_round_and_is_exact_when_nothi
     assert all(a <= b + 1e-12 for a, b in zip(bounds, bounds[1:]))  # never falls, within or across rounds
     auto = stream[-1]
     assert auto.run.done and not auto.run.cancelled and auto.run.rounds
-    masses = [mass for _, mass, _ in auto.run.rounds]
+    masses = [r.log_mass for r in auto.run.rounds]
+    assert [r.seconds for r in auto.run.rounds] == sorted(r.seconds for r in auto.run.rounds)
+    assert auto.run.rounds[-1].paths == auto.num_samples  # the union over the rounds
     assert all(a <= b + 1e-12 for a, b in zip(masses, masses[1:]))
     assert auto.log_noncanonical <= exact.log_noncanonical + 2e-4  # a bound
-    width = auto.run.rounds[-1][0]
+    width = auto.run.rounds[-1].width
     fixed = m.beam(width)
     assert set(fixed.paths.tolist()) <= set(auto.paths.tolist())  # the rounds' union holds the fixed width's paths
     assert auto.log_noncanonical >= fixed.log_noncanonical - 1e-5  # (a path scored in another batch moves by ~1e-6)
-    (*_, (_, before, _), (_, after, pruned)) = [(0, -np.inf, 1), *auto.run.rounds]
-    assert pruned == 0 or after - before < 0.01  # stopped as exact, or by the tolerance
-    if pruned == 0:
+    before = auto.run.rounds[-2].log_mass if len(auto.run.rounds) > 1 else -np.inf
+    last = auto.run.rounds[-1]
+    assert last.pruned == 0 or last.log_mass - before < 0.01  # stopped as exact, or by the tolerance
+    if last.pruned == 0:
         assert auto.log_noncanonical == pytest.approx(exact.log_noncanonical, abs=2e-4)
 
 
 def test_an_anytime_beam_that_prunes_nothing_is_exact_after_one_round(smollm_model):
     m = Marginalizer(smollm_model, " Paris", QUESTION)
     auto, exact = m.beam(), m.exact()
-    assert [(w, n) for w, _, n in auto.run.rounds] == [(16, 0)]
+    assert [(r.width, r.pruned) for r in auto.run.rounds] == [(16, 0)]
     assert sorted(auto.paths.tolist()) == sorted(exact.paths.tolist())
     assert auto.log_noncanonical == pytest.approx(exact.log_noncanonical, abs=2e-4)
 
@@ -131,8 +134,22 @@ def test_a_widening_pays_the_head_only_for_new_prefixes(smollm_model):
 
     m = Marginalizer(smollm_model, "Entschuldigung")
     auto = list(anytime_beam(smollm_model, m.lattice, m.context_state()))[-1]
-    widths = [w for w, _, _ in auto.rounds]
+    widths = [r.width for r in auto.rounds]
     assert len(widths) >= 2
     fixed = [list(beam_stream(smollm_model, m.lattice, w, m.context_state()))[-1] for w in widths]
     assert fixed[-1].scored <= auto.scored < sum(f.scored for f in fixed)
     assert auto.log_mass == pytest.approx(fixed[-1].log_mass, abs=1e-5)  # scores from other batches: ~1e-6
+
+
+def test_a_capped_anytime_beam_stops_at_the_cap_and_says_how_converged_it_is(smollm_model):
+    """A class server caps the widest round; the rounds' sentence says what the last widening added."""
+    from marginal_core.beam_width import Round, auto_widths, describe_rounds
+
+    assert auto_widths() == (16, 64, 256, 1024) and auto_widths(64) == (16, 64) and auto_widths(100) == (16, 64, 100)
+    assert auto_widths(8) == (8,)
+    capped = Marginalizer(smollm_model, "Entschuldigung").estimate(Method.BEAM, beam_width=None, max_beam_width=16)
+    assert [r.width for r in capped.run.rounds] == [16]
+    assert "the bound is exact" in describe_rounds([Round(16, -3.0, 0, 0.1, 5)])
+    assert describe_rounds([Round(16, -3.0, 4, 0.1, 5), Round(64, -2.9, 2, 0.3, 9)]) == (
+        "widths 16 → 64; the last widening added 9.52% of the non-canonical mass found")
+    assert "before a widening" in describe_rounds([Round(16, -3.0, 4, 0.1, 5)])
