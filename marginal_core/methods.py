@@ -24,6 +24,12 @@ class Method(str, Enum):
         beam's walk steps, every other method's samples."""
         return "steps" if self is Method.BEAM else "samples"
 
+    @property
+    def is_bound(self) -> bool:
+        """Whether its estimate is a lower bound of p(text): a sum over distinct scored paths
+        (every method but the proxy, whose importance-sampling mean can land above)."""
+        return self is not Method.PROXY
+
     @classmethod
     def parse(cls, name: str | Method) -> Method:
         """The method of a name; a MarginalError naming the choices for an unknown one."""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from marginal_core.beam_width import Round
 from marginal_core.errors import MarginalError
 from marginal_core.lattice import Lattice, Path, format_count
 from marginal_core.mass_flow import MassFlow
@@ -622,6 +623,7 @@ class RunTrace:
     checkpoints: Sequence[tuple[int, float]]
     color: str | None = None
     noncanonical: np.ndarray | None = None
+    rounds: Sequence[Round] = ()  # an anytime beam's finished rounds, marked on the plots
 
     @classmethod
     def of(cls, estimate: Estimate, label: str | None = None) -> RunTrace:
@@ -632,6 +634,7 @@ class RunTrace:
             list(estimate.run.checkpoints) or [(estimate.num_samples, estimate.seconds)],
             COLORS.get(estimate.method),
             np.asarray(estimate.running, dtype=float),
+            estimate.run.rounds,
         )
 
 
@@ -695,6 +698,11 @@ def running_figure(
                        line=dict(color=trace.color, width=2.5), opacity=0.85,
                        marker=dict(size=6, maxdisplayed=0 if x == "seconds" else 30))
         )
+    for trace in traces:  # where each round of an anytime beam ended, with the width it reached
+        for r in trace.rounds:
+            fig.add_vline(x=r.seconds if x == "seconds" else r.paths, line_dash="dot", line_width=1,
+                          line_color=trace.color or "grey", annotation_text=f"W={r.width}",
+                          annotation_position="top left", annotation_font_size=11)
     # The reference lines go under the traces: an estimate equal to the canonical stays visible.
     if y == "marginal":
         shown.append(log_p_canonical)

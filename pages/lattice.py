@@ -10,7 +10,7 @@ import streamlit as st
 
 from marginal_core import viz
 from marginal_core.mass_flow import MassFlow, flow_of
-from pages._app import counts, inputs, live, loaders, projector, results, widgets
+from pages._app import bounds, counts, inputs, live, loaders, projector, results, widgets
 from pages._app.defaults import APP_EXACT_BUDGET, exact_feasible
 from pages._app.errors import guard, show_error
 
@@ -78,7 +78,7 @@ def _mass_flow(inp: inputs.Inputs, lat: Lattice, L: int) -> MassFlow | None:
     if est is None:
         b = st.columns([2, 1, 5])
         what = {"exact": "Score every tokenization", "lattice": f"Score {k} lattice samples",
-                "beam": f"Run the beam (W = {W})"}[method]
+                "beam": f"Run the beam (W = {bounds.width_label(W)})"}[method]
         score = b[0].button(what, type="primary", key="flow_score")
         live.stop_button(b[1])
         if not score:
@@ -103,6 +103,8 @@ def _mass_flow(inp: inputs.Inputs, lat: Lattice, L: int) -> MassFlow | None:
                 f"(log p(text) = {viz.format_log(flow.log_total)}).")
     st.caption(f"Arc width and colour (grey ≤ {viz.FLOW_FLOOR:.0e}, orange about 1e-3, red all of it): " + said
                + " Hover an arc for its share and the most probable tokenization through it.")
+    label = {"exact": "exact", "lattice": f"lattice (k = {k})", "beam": f"beam (W = {bounds.width_label(W)})"}[method]
+    bounds.say(inp, est, label)
     return flow
 
 

@@ -7,7 +7,7 @@ import math
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import inputs, live, loaders, projector, results, widgets, words
+from pages._app import bounds, inputs, live, loaders, projector, results, widgets, words
 from pages._app.defaults import APP_EXACT_BUDGET
 from pages._app.errors import guard
 from pages._app.top import top_table
@@ -44,7 +44,7 @@ def page() -> None:
     if est is None:
         b = st.columns([2, 1, 5])
         what = {"exact": "Score every tokenization", "lattice": f"Score {k} lattice samples",
-                "beam": f"Run the beam (W = {W})"}
+                "beam": f"Run the beam (W = {bounds.width_label(W)})"}
         compute = b[0].button(what[method], type="primary", key="compute")
         live.stop_button(b[1])
         if not compute:
@@ -68,8 +68,10 @@ def page() -> None:
     m[2].metric("Off-by-one share", viz.format_small(share.get("off_by_one", 0), 2, percent=True))
     m[3].metric("Rest", viz.format_small(share.get("rest", 0), 2, percent=True),
                 help=f"{est.num_distinct:,} non-canonical tokenizations scored")
+    labels = {"exact": "exact", "lattice": f"lattice (k = {k}, L = {L})", "beam": f"beam (W = {bounds.width_label(W)})"}
     if exact:
         st.caption(f"Exact (all {lat.count():,} tokenizations scored).")
+    bounds.say(inp, est, labels[method])
     st.markdown("**Which tokenizations carry the mass** (the five most probable found):")
     top_table(lat, est)
 
@@ -88,7 +90,6 @@ def page() -> None:
                    "true shares.")
     found = {name: r for name, k_ in keys.items() if (r := results.cached(k_)) is not None}
     if len(found) > 1:
-        labels = {"exact": "exact", "lattice": f"lattice (k = {k}, L = {L})", "beam": f"beam (W = {W})"}
         st.caption("Non-canonical mass found, log: " + "; ".join(
             f"{labels[name]} {viz.format_log(r.log_noncanonical)} ({r.num_distinct:,} paths, {r.seconds:.1f} s)"
             for name, r in found.items()) + ".")

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import inputs, live, loaders, projector, results, widgets, words
+from pages._app import bounds, inputs, live, loaders, projector, results, widgets, words
 from pages._app.defaults import APP_EXACT_BUDGET
 from pages._app.errors import guard
 
@@ -49,7 +49,7 @@ def page() -> None:
 
     keys = {"lattice": inp.key("lattice", k, L, seed), "proxy": inp.key("proxy", k, seed), "beam": inp.key("beam", W),
             "exact": inp.key("exact")}
-    labels = {"beam": f"beam (W = {W})"}
+    labels = {"beam": f"beam (W = {bounds.width_label(W)})"}
     wanted = list(methods) + (["exact"] if exact else [])
 
     b = st.columns([1, 1, 3, 3], vertical_alignment="center")
@@ -67,7 +67,7 @@ def page() -> None:
     status = st.empty()
     left, right = st.columns(2)
     plot_samples, plot_seconds = left.empty(), right.empty()
-    table_spot = st.empty()
+    table_spot, said_spot = st.empty(), st.empty()
     st.caption(f"{words.NATS} {words.PROXY_MAY_EXCEED} {words.precision(inp)}")
 
     drawn = [0]  # each redraw needs fresh element keys within one run
@@ -92,6 +92,10 @@ def page() -> None:
             table_spot.table(rows, hide_index=True)
         else:
             table_spot.dataframe(rows, hide_index=True)
+        with said_spot.container():
+            for name, r in shown.items():
+                if r.run.done:
+                    bounds.say(inp, r, labels.get(name, name))
 
     def empty_plots() -> None:
         """Both plots' axes before any result: the browser loads its plotting code with the page,

@@ -9,7 +9,7 @@ import streamlit as st
 
 from marginal_core import viz
 from marginal_core.sampling import lattice_samples
-from pages._app import inputs, live, loaders, projector, results, tables, widgets, words
+from pages._app import bounds, inputs, live, loaders, projector, results, tables, widgets, words
 from pages._app.errors import guard
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
@@ -77,7 +77,7 @@ def page() -> None:
             with guard("scoring"):
                 scored = live.run_live(lat_key, m, "lattice", "Scoring lattice samples", samples=k, max_len=L, seed=seed)
                 proxy = live.run_live(proxy_key, m, "proxy", "Drawing proxy samples", samples=pk, seed=seed)
-                beam = live.run_live(beam_key, m, "beam", f"Running the beam (W = {W})", beam_width=W)
+                beam = live.run_live(beam_key, m, "beam", f"Running the beam (W = {bounds.width_label(W)})", beam_width=W)
         else:
             stopped = [f"{what} {run.describe()}" for what, key in (("scoring", lat_key), ("the proxy", proxy_key),
                                                                      ("the beam", beam_key))
@@ -117,10 +117,11 @@ def page() -> None:
             st.info("Proxy samples need the model: press the button above.")
     with columns[3]:
         if beam is not None:
-            st.markdown(f"#### Beam, W = {W} ({beam.num_samples:,} paths)")
+            st.markdown(f"#### Beam, W = {bounds.width_label(W)} ({beam.num_samples:,} paths)")
             show_table(viz.samples_frame(lat, beam).drop(columns="kind").sort_values("log_p", ascending=False))
+            bounds.say(inp, beam, f"beam (W = {bounds.width_label(W)})")
         else:
-            st.markdown(f"#### Beam, W = {W}")
+            st.markdown(f"#### Beam, W = {bounds.width_label(W)}")
             st.info("The beam needs the model: press the button above.")
 
     st.caption(f"Canonical: {viz.code_span(viz.segmented(lat, lat.canonical))} ({len(lat.canonical)} tokens). "

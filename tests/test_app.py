@@ -280,7 +280,7 @@ def test_lattice_page_mass_flow_mode():
     arcs = at.dataframe[0].value
     assert arcs["mass_share"].between(0, 1).all() and arcs["best_path"].notna().all()
     long_text = " The capital of France is Paris."  # past the exact budget under SmolLM2
-    at = app("pages/lattice.py", model=SMOL, text=long_text, dtype="float32", arcs_by="mass flow", W="1")
+    at = app("pages/lattice.py", model=SMOL, text=long_text, dtype="float32", arcs_by="mass flow", W="1", Wauto="false")
     assert_clean(at)
     assert at.segmented_control(key="flow_source").value == "beam"
     if any(b.key == "flow_score" for b in at.button):
@@ -341,7 +341,7 @@ def test_lattice_page_windows_a_long_text():
 
 def test_samplers_page_shows_four_samplers_scored():
     """Off-by-one, uniform, proxy and (issue 11 item 1) the beam's complete paths with their log p."""
-    at = app("pages/samplers.py", model=SMOL, text=SHORT, k="12", pk="10", W="2", dtype="float32")
+    at = app("pages/samplers.py", model=SMOL, text=SHORT, k="12", pk="10", W="2", dtype="float32", Wauto="false")
     assert_clean(at)
     off, uni = at.dataframe[0].value, at.dataframe[1].value
     assert len(off) == 4 and (off["tokens"] == 3).all()  # " Paris." has 4 one-token splits
@@ -414,7 +414,7 @@ def test_mass_page_exact_on_a_short_text():
 
 def test_mass_page_shares_of_the_beams_paths():
     """Issue 11 item 1: the mass found by the beam, beside the exact mass once both are known."""
-    at = app("pages/mass.py", model=SMOL, text=SHORT, dtype="float32", exact="false", source="beam", W="2")
+    at = app("pages/mass.py", model=SMOL, text=SHORT, dtype="float32", exact="false", source="beam", W="2", Wauto="false")
     assert_clean(at)
     assert at.number_input(key="k").disabled and not at.number_input(key="W").disabled
     if any(b.key == "compute" for b in at.button):  # not there when an earlier test ran this beam
@@ -506,7 +506,7 @@ def test_running_page_opens_on_the_non_canonical_mass_where_the_marginal_is_flat
 def test_running_page_plots_the_beam_beside_exact():
     """Issue 11 item 1: the beam on the running page, keyed by its width (URL key W), its points
     the paths completed, a row in the summary table, a lower bound of the exact marginal."""
-    at = app("pages/running.py", model=SMOL, text=SHORT, dtype="float32", methods="beam", W="2", y="log p(text)")
+    at = app("pages/running.py", model=SMOL, text=SHORT, dtype="float32", methods="beam", W="2", y="log p(text)", Wauto="false")
     assert_clean(at)
     assert at.number_input(key="W").value == 2 and at.multiselect(key="methods").value == ["beam"]
     click(at, "run")
@@ -520,6 +520,41 @@ def test_running_page_plots_the_beam_beside_exact():
     seconds = values(by_seconds.data[0].x)
     assert seconds[0] == 0 and all(a <= b for a, b in zip(seconds, seconds[1:]))
     assert table.loc["beam", "log p(text)"] <= table.loc["exact", "log p(text)"] + 1e-4
+
+
+def test_the_anytime_beam_draws_its_rounds_and_a_far_lower_bound_is_warned_about():
+    """Issue 21: Auto W (the default) widens the beam; the plots mark each round with its width, a
+    caption says how converged the bound is, and the lattice sampler's bound at k = 4, some 10 nats
+    below the beam's on this word, comes with a warning (on this page and on the mass page)."""
+    text = "Entschuldigung"
+    at = app("pages/running.py", model=SMOL, text=text, dtype="float32", methods=["lattice", "beam"], k="4")
+    assert_clean(at)
+    assert at.toggle(key="Wauto").value and at.number_input(key="W").disabled
+    click(at, "run")
+    assert_clean(at)
+    _, by_seconds = plotly(at)
+    marks = [a.text for a in by_seconds.layout.annotations]
+    assert "W=16" in marks and "W=64" in marks
+    assert any(c.value.startswith("Anytime beam: widths 16 → 64") for c in at.caption)
+    (warning,) = [w.value for w in at.warning]
+    assert warning.startswith("The lattice bound is") and "nats below the best bound found for this text" in warning
+    mass = app("pages/mass.py", model=SMOL, text=text, dtype="float32", exact="false", source="lattice", k="4")
+    assert_clean(mass)
+    assert any("nats below the best bound found for this text" in w.value for w in mass.warning)
+
+
+def test_a_bound_is_compared_only_with_bounds():
+    from marginal_core.estimators import Marginalizer
+    from marginal_core.models import load_model
+    from pages._app.bounds import shortfall
+
+    m = Marginalizer(load_model(SMOL, dtype="float32", device="cpu"), "Entschuldigung")
+    beam, lattice, proxy = m.beam(), m.lattice_estimate(4), m.proxy(4)
+    best = ("beam (W = auto)", beam)
+    assert "misses at least 99" in shortfall(lattice, "lattice (k = 4)", best)
+    assert shortfall(beam, "beam (W = auto)", best) is None  # the best itself
+    assert shortfall(proxy, "proxy (k = 4)", best) is None  # an estimate, not a bound
+    assert shortfall(lattice, "lattice (k = 4)", None) is None  # nothing to compare with
 
 
 def test_live_streams_match_the_library_estimators():

@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from marginal_core.beam_width import MAX_BEAM_WIDTH
 from marginal_core.methods import Method
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.turns import TurnCancelled
-from pages._app import results
+from pages._app import results, server
 from pages._app.defaults import DEFAULT_SAMPLES
 
 if TYPE_CHECKING:
@@ -87,10 +88,12 @@ def live_stream(
 ) -> Iterator[Estimate]:
     """``m.stream`` in chunks sized for a live plot (FIRST_CHUNK samples, then chunks of
     :func:`live_chunk`; the proxy in batches of :func:`proxy_batch`; chunk and first_chunk in
-    options override these); same samples as ``m.estimate`` with the same options."""
+    options override these), the anytime beam's widest round the server's cap; same samples as
+    ``m.estimate`` with the same options."""
     k = _requested(m, method, samples)
     chunks = {"chunk": proxy_batch(k)} if method == "proxy" else {"chunk": live_chunk(k), "first_chunk": FIRST_CHUNK}
-    return m.stream(method, samples=samples, should_stop=should_stop, progress=progress, **{**chunks, **options})
+    widest = {"max_beam_width": server.policy().cap_beam_width(MAX_BEAM_WIDTH)}  # the anytime beam's, on this server
+    return m.stream(method, samples=samples, should_stop=should_stop, progress=progress, **{**chunks, **widest, **options})
 
 
 def begin_script_run() -> None:

@@ -31,6 +31,12 @@ class SharedResults:
             self._items.move_to_end(key)
             return self._items[key]
 
+    def under(self, prefix: tuple) -> list[tuple[tuple, Any]]:
+        """The (key, result) pairs whose tuple key starts with prefix (e.g. every result of one
+        text, by any page or session), most recently used last."""
+        with self._lock:
+            return [(k, v) for k, v in self._items.items() if isinstance(k, tuple) and k[: len(prefix)] == prefix]
+
     def put(self, key: Hashable, value: Any) -> None:
         """Store a result, dropping the least recently used beyond the capacity."""
         with self._lock:
@@ -48,6 +54,11 @@ def _store() -> SharedResults:
 def cached(key: Hashable) -> Any | None:
     """A finished result stored under key by any page or session, or None."""
     return _store().get(key)
+
+
+def under(prefix: tuple) -> list[tuple[tuple, Any]]:
+    """Every stored (key, result) whose key starts with prefix."""
+    return _store().under(prefix)
 
 
 def store(key: Hashable, value: Any) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH
+from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH, auto_widths
 from marginal_core.viz import count_label
 from pages._app import server
 from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, MAX_SAMPLES, exact_feasible
@@ -36,16 +36,21 @@ def proxy_samples(where: DeltaGenerator) -> int:
                                   help="Tokenizations drawn from the model constrained to the lattice."))
 
 
-def beam_width(where: DeltaGenerator, *, disabled: bool = False) -> int:
-    """The beam's width W (URL key W): prefixes it extends per lattice state, up to the server's cap
-    (at least the default width: server.py)."""
+def beam_width(where: DeltaGenerator, *, disabled: bool = False) -> int | None:
+    """The beam's width W (URL key W), up to the server's cap, or None for the anytime beam (URL
+    key Wauto, the default): widened round by round until a widening stops finding mass."""
     top = server.policy().cap_beam_width(MAX_BEAM_WIDTH)
-    return int(where.number_input(
+    auto = where.toggle(
+        "Auto W", value=True, key="Wauto", bind="query-params", disabled=disabled,
+        help=f"Widen the beam by itself (W = {', '.join(map(str, auto_widths(top)))}) until a widening adds "
+        "less than 1% of the mass found, or the last round prunes nothing (then the bound is exact).")
+    width = int(where.number_input(
         "Beam width W", min_value=1, max_value=top, value=DEFAULT_BEAM_WIDTH, step=1, key="W",
-        bind="query-params", disabled=disabled,
+        bind="query-params", disabled=disabled or auto,
         help="Prefixes the beam extends per lattice state; its lower bound grows with W (exact once W covers "
-        f"every prefix). 1 to {top:,}.",
+        f"every prefix). 1 to {top:,}. Turn Auto W off to fix it.",
     ))
+    return None if auto else width
 
 
 def length_bound(where: DeltaGenerator, lat: Lattice, *, disabled: bool = False) -> int:
