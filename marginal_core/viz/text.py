@@ -1,0 +1,112 @@
+"""Text for display: token pieces with invisible characters made visible, code spans, segmented
+tokenizations, token chips, counts, logs and tiny shares."""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+import unicodedata
+
+from marginal_core.lattice import Lattice, Path, format_count
+from marginal_core.viz.style import CHIP_COLORS
+
+# Characters a label shows as an escape (\x07, \u200b, \ud800) instead of as themselves: control
+# and format characters (bidi overrides, zero-width joiners), line and paragraph separators, lone
+# surrogates and noncharacters. They are invisible, reorder or break lines, and are not allowed in
+# XML (SVG); combining marks, emoji and every script are shown as they are.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+_SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+
+
+
+def _visible(char: str) -> str:
+    if char in _SHOWN_AS:
+        return _SHOWN_AS[char]
+    code = ord(char)
+    noncharacter = 0xFDD0 <= code <= 0xFDEF or (code & 0xFFFE) == 0xFFFE
+    if unicodedata.category(char) in _HIDDEN_CATEGORIES or noncharacter:
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    return char
+
+
+
+def show_piece(text: str) -> str:
+    r"""A token's text with invisible characters made visible: space ␣, newline ↵, tab ⇥, CR ␍, and
+    any other control, format or separator character, lone surrogate or noncharacter as a Python
+    escape (``\x07``, ``\u200d``)."""
+    if text.isprintable():  # the common case, fast: nothing to escape but spaces
+        return text.replace(" ", "␣")
+    return "".join(map(_visible, text))
+
+
+
+def code_span(text: str) -> str:
+    """Text as a Markdown inline code span that shows it literally, backticks in it included
+    (a fence one backtick longer than its longest run), so no text turns into markup or math."""
+    longest = max(map(len, re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {text} {fence}" if longest else f"`{text}`"
+
+
+
+def segmented(lattice: Lattice, path: Path, sep: str = "|") -> str:
+    """A tokenization as one string with its token boundaries marked: ``␣The|␣cap|ital``."""
+    return sep.join(show_piece(p) for p in lattice.pieces(path))
+
+
+
+def chips_html(lattice: Lattice, path: Path | None = None, *, show_ids: bool = True) -> str:
+    """The tokens of a path (default: canonical) as coloured chips, one per token.
+
+    Each chip shows the token's text (spaces as ␣) and, below it, its id; hovering shows the
+    byte span. The result is self-contained HTML for ``st.html`` or a notebook.
+    """
+    path = lattice.canonical if path is None else path
+    chips, at = [], 0
+    for n, (token, piece) in enumerate(zip(path, lattice.pieces(path))):
+        width = len(lattice.vocab.surface(token))
+        color = CHIP_COLORS[n % len(CHIP_COLORS)]
+        label = html.escape(show_piece(piece))
+        sub = f'<span style="display:block;font-size:0.65em;color:#666">{token}</span>' if show_ids else ""
+        chips.append(
+            f'<span title="token {n + 1}: id {token}, bytes {at}–{at + width}" '
+            f'style="display:inline-block;background:{color};border:1px solid #9aa;'
+            f"border-radius:6px;padding:2px 6px;margin:2px 1px;font-family:monospace;"
+            f'font-size:1.05em;text-align:center;line-height:1.2">{label}{sub}</span>'
+        )
+        at += width
+    return '<div style="line-height:2.2">' + "".join(chips) + "</div>"
+
+
+
+def count_label(n: int) -> str:
+    """A count as a page shows it: digits with separators below a billion, else "1.23 × 10^13"
+    (lattice.format_count, typeset)."""
+    mantissa, _, exponent = format_count(n, exact_below=10**9).partition("e")
+    return f"{mantissa} × 10^{exponent}" if exponent else mantissa
+
+
+
+def format_log(x: float, digits: int = 3) -> str:
+    """A natural log for display ('−inf' where no mass was found)."""
+    return f"{x:.{digits}f}" if math.isfinite(x) else "−inf"
+
+
+
+def format_small(x: float, digits: int = 3, *, percent: bool = False, signed: bool = False) -> str:
+    """A number that may be tiny, for display: ``digits`` decimals ("0.125", "12.50%"), or two
+    significant digits in scientific notation where those decimals would hide it ("4.7e-05",
+    "4.7e-03%"); a share just short of 100% keeps the digits that show the gap ("99.99969%");
+    signed adds "+" to positive numbers (a gain)."""
+    value = 100 * x if percent else x
+    sign = "+" if signed else ""
+    gap = 100 - value  # a share just short of all of it ("99.99969%", never a rounded "100.00%")
+    if value != 0 and math.isfinite(value) and abs(value) < 10**-digits:
+        text = f"{value:{sign}.1e}"
+    elif percent and 0 < gap < 10**-digits:
+        text = f"{value:{sign}.{min(12, math.ceil(-math.log10(gap)) + 1)}f}"
+    else:
+        text = f"{value:{sign}.{digits}f}"
+    return text + ("%" if percent else "")
