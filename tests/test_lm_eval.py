@@ -42,9 +42,9 @@ def harness():
 def tasks(harness):
     """A task manager of marginal's task folder only (indexing lm-eval's whole catalogue takes
     seconds that these tests do not need)."""
-    from lm_eval.tasks import TaskManager
+    from marginal_core.harness import task_manager
 
-    return TaskManager(include_defaults=False)
+    return task_manager()
 
 
 def run(harness, model, tasks, limit=DOCS, **kwargs):
@@ -87,21 +87,20 @@ def test_offline_tasks_load_without_network(harness, tasks):
     assert not obqa.doc_to_text(obqa.test_docs()[0]).startswith("Question:")  # lm-eval's: the bare stem
 
 
-def test_runs_of_our_tasks_alone_skip_lm_evals_catalogue(harness):
-    """`marginal lm-eval --tasks marginal_...` indexes marginal's task folder only; any other
-    task name (or none) keeps lm-eval's whole catalogue."""
-    from lm_eval.tasks import TaskManager
+def test_lm_eval_finds_the_tasks_through_its_public_include_path(harness, tasks):
+    """No lm-eval internals are replaced: the task folder reaches lm-eval as its include_path
+    (TaskManager's argument in Python, `--include_path` on the command line, where
+    `marginal lm-eval` adds it unless the arguments name a folder of their own)."""
+    import lm_eval.tasks
 
-    from marginal_core.harness import own_tasks, register
-    from marginal_core.harness.cli import _named_tasks
+    from marginal_core.harness import TASKS_DIR, own_tasks
+    from marginal_core.harness.cli import with_task_folder
 
-    assert _named_tasks(["--model", "marginal", "--tasks=marginal_arc_easy,marginal_qa"]) == ["marginal_arc_easy", "marginal_qa"]
-    try:
-        register(catalogue=False)
-        indexed = set(TaskManager().all_tasks)
-        assert own_tasks() <= indexed and all(name.startswith("marginal_") for name in indexed)
-    finally:
-        register()
+    assert "include_path" in lm_eval.tasks.TaskManager.__init__.__code__.co_varnames  # lm-eval's own __init__
+    indexed = set(tasks.all_tasks)
+    assert own_tasks() <= indexed and all(name.startswith("marginal_") for name in indexed)
+    assert with_task_folder(["--tasks", "marginal_qa"]) == ["--tasks", "marginal_qa", "--include_path", str(TASKS_DIR)]
+    assert with_task_folder(["--include_path=/mine", "--tasks", "x"]) == ["--include_path=/mine", "--tasks", "x"]
 
 
 def test_missing_data_names_the_package(harness, monkeypatch):

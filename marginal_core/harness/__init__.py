@@ -9,14 +9,19 @@
 * :mod:`marginal_core.harness.cli`: ``marginal lm-eval ARGS``.
 
 Importing this package imports neither lm-eval nor torch; :func:`register` does, when called.
+lm-eval finds the task folder through its public ``include_path`` (``--include_path`` on its
+command line, :func:`task_manager` in Python); nothing of lm-eval's is patched.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
-_CATALOGUE = True  # whether task managers index lm-eval's own catalogue too (see register)
+
+if TYPE_CHECKING:
+    from lm_eval.tasks import TaskManager
 
 
 def own_tasks() -> set[str]:
@@ -24,33 +29,15 @@ def own_tasks() -> set[str]:
     return {path.stem for path in TASKS_DIR.glob("*.yaml")}
 
 
-def register(catalogue: bool = True) -> None:
-    """Register the ``marginal`` model and the task folder with lm-eval (idempotent).
-
-    lm-eval 0.4.13 discovers no plugins, so the task folder joins every TaskManager's
-    include_path, which is where lm-eval's own command line looks for tasks. Without
-    ``catalogue``, task managers index this folder alone, not lm-eval's thousands of task files
-    (minutes on a cold disk), for runs that name only marginal's tasks.
-    """
-    global _CATALOGUE
-    _CATALOGUE = catalogue
-    import lm_eval.tasks
-
+def register() -> None:
+    """Register the ``marginal`` model with lm-eval (idempotent): lm-eval 0.4.13 discovers no
+    plugins, so the backend's module registers it when imported."""
     import marginal_core.harness.backend  # noqa: F401  (registers the model)
 
-    manager = lm_eval.tasks.TaskManager
-    if getattr(manager.__init__, "_marginal", False):
-        return
-    plain_init = manager.__init__
 
-    def init(self, *args, include_path=None, **kwargs):  # type: ignore[no-untyped-def]
-        paths = list(include_path) if isinstance(include_path, (list, tuple)) else [include_path]
-        paths = [p for p in paths if p is not None]
-        if str(TASKS_DIR) not in map(str, paths):
-            paths.insert(0, TASKS_DIR)
-        if not _CATALOGUE:
-            kwargs["include_defaults"] = False
-        plain_init(self, *args, include_path=paths, **kwargs)
+def task_manager(catalogue: bool = False) -> TaskManager:
+    """lm-eval's TaskManager over marginal's task folder, through its public ``include_path``;
+    with ``catalogue``, lm-eval's own task files too (some 14,000, indexed in seconds)."""
+    from lm_eval.tasks import TaskManager
 
-    init._marginal = True  # type: ignore[attr-defined]
-    manager.__init__ = init
+    return TaskManager(include_path=str(TASKS_DIR), include_defaults=catalogue)

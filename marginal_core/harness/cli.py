@@ -1,5 +1,6 @@
-"""`marginal lm-eval ARGS`: lm-eval's own command line, with the ``marginal`` model and the
-offline task folder registered first (lm-eval 0.4.13 discovers no plugins)."""
+"""`marginal lm-eval ARGS`: lm-eval's own command line, with the ``marginal`` model registered
+first (lm-eval 0.4.13 discovers no plugins) and the offline task folder given as its
+``--include_path`` where the arguments give none."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import sys
 
 
 def main(args: list[str]) -> int | None:
-    """Run ``lm-eval ARGS`` (exactly lm-eval's arguments) after registering marginal's backend
-    and tasks; returns lm-eval's exit status."""
-    from marginal_core.harness import own_tasks, register
+    """Run ``lm-eval ARGS`` (exactly lm-eval's arguments) after registering marginal's backend,
+    with marginal's task folder as ``--include_path`` unless ARGS give one; returns lm-eval's
+    exit status."""
+    from marginal_core.harness import register
 
-    named = set(_named_tasks(args))
-    register(catalogue=not named or not named <= own_tasks())
+    register()
+    args = with_task_folder(args)
     import lm_eval.evaluator
     from lm_eval.__main__ import cli_evaluate
 
@@ -40,11 +42,11 @@ def _quiet_git_hash() -> str | None:
     return out.strip().decode()
 
 
-def _named_tasks(args: list[str]) -> list[str]:
-    """The task names of ``--tasks A,B`` (or ``--tasks=A,B``) in lm-eval's arguments; none if absent."""
-    for i, arg in enumerate(args):
-        if arg == "--tasks" and i + 1 < len(args):
-            return args[i + 1].split(",")
-        if arg.startswith("--tasks="):
-            return arg.split("=", 1)[1].split(",")
-    return []
+def with_task_folder(args: list[str]) -> list[str]:
+    """lm-eval's arguments with marginal's task folder as ``--include_path``, unless they name a
+    folder of their own (lm-eval 0.4.13 takes one: copy marginal's task files into it)."""
+    from marginal_core.harness import TASKS_DIR
+
+    if any(arg == "--include_path" or arg.startswith("--include_path=") for arg in args):
+        return list(args)
+    return [*args, "--include_path", str(TASKS_DIR)]
