@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import signal
@@ -32,8 +31,6 @@ from dataclasses import asdict, dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from marginal_core.cache import cache_root
 from marginal_core.markdown import table as markdown_table
@@ -157,47 +154,32 @@ def table1_sentences(n: int) -> dict[int, list[tuple[str, str]]]:
     }
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+def t1_out(out: Path, model: str, samples: int) -> Path:
+    return out / "table1" / f"{SENTENCE_SOURCE}-{model}-k{samples}"
 
 
-def t1_file(out: Path, model: str, samples: int, seed: int = 0) -> Path:
-    return out / "table1" / f"{model}-k{samples}-seed{seed}.jsonl"
+def table1_task(sizes: Sizes) -> Any:
+    """Table 1's task (marginal_core.tasks.rank) over the bench's sentences."""
+    from marginal_core.tasks.rank import RankTask, sentences_by_length
+
+    return RankTask(SENTENCE_SOURCE, sentences_by_length(table1_sentences(sizes.t1_sentences)))
 
 
 def table1_part(out: Path, model: str, sizes: Sizes) -> Part:
-    """The Table 1 sentences of one model not yet in its file, as one resumable part."""
-    path = t1_file(out, model, sizes.t1_samples)
-    done = {r["id"] for r in _read_jsonl(path)}
-    todo = [(t, i, s) for t, items in table1_sentences(sizes.t1_sentences).items() for i, s in items if i not in done]
-    cost = unit_seconds(model)["t1"]
-    seconds = sum(cost[t] for t, _, _ in todo) * _k_scale(sizes.t1_samples)
+    """The Table 1 sentences of one model not yet in its results folder, as one resumable part."""
+    from marginal_core.tasks.evaluator import evaluate
+    from marginal_core.tasks.rank import rank_options
+
+    task, folder = table1_task(sizes), t1_out(out, model, sizes.t1_samples)
+    done = _done_items(folder, ("proxy",))
+    todo = [s for s in task.sentences if s.id not in done]
+    seconds = sum(unit_seconds(model)["t1"][s.length] for s in todo) * _k_scale(sizes.t1_samples)
+    options = rank_options(sizes.t1_samples, model=model, dtype="float32")
 
     def run(lm: Any) -> None:
-        from marginal_core.analysis import spearman
-        from marginal_core.estimators import Marginalizer
-        from marginal_core.progress import tqdm_bar
+        evaluate(task, folder, options, lm=lm)
 
-        path.parent.mkdir(parents=True, exist_ok=True)
-        bar = tqdm_bar(len(todo), f"table 1 {model}")
-        try:
-            for target, qid, text in todo:
-                m = Marginalizer(lm, text)
-                m.canonical_score()
-                est = m.proxy(sizes.t1_samples, seed=0)
-                rho, n = spearman(est)
-                row = {"id": qid, "target": target, "chars": len(text), "samples": sizes.t1_samples,
-                       "distinct": n, "rho": None if math.isnan(rho) else rho, "seconds": round(est.seconds, 3),
-                       "text": text}
-                with path.open("a", encoding="utf-8") as f:
-                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
-                bar.update(1)
-        finally:
-            bar.close()
-
-    return Part("1", model, SENTENCE_SOURCE, path, len(todo), 3 * sizes.t1_sentences, seconds, run)
+    return Part("1", model, SENTENCE_SOURCE, folder, len(todo), len(task.sentences), seconds, run)
 
 
 def times_file(out: Path) -> Path:
@@ -221,18 +203,18 @@ def log_time(out: Path, part: Part, wall: float, cpu: float) -> None:
 
 def table1_rows(out: Path, models: Sequence[str], sizes: Sizes) -> list[list[str]]:
     """Ours: mean ± sd of rho per length (n sentences with a rho), then the paper's rows."""
-    rows = []
+    from marginal_core.tasks.rank import METHODS as RANK_METHODS
+
+    task, rows = table1_task(sizes), []
     for model in models:
-        got = _read_jsonl(t1_file(out, model, sizes.t1_samples))
-        if not got:
+        folder = t1_out(out, model, sizes.t1_samples)
+        done = _done_items(folder, RANK_METHODS)
+        if not done:
             continue
-        cells = []
-        for target in LENGTHS:
-            rhos = [r["rho"] for r in got if r["target"] == target and r["rho"] is not None]
-            distinct = [r["distinct"] for r in got if r["target"] == target]
-            spread = f" ± {np.std(rhos):.2f}" if len(rhos) > 1 else ""
-            cells.append("-" if not rhos else
-                         f"{np.mean(rhos):.2f}{spread} (n={len(rhos)}, {np.mean(distinct):.0f} distinct)")
+        by_length = {r["length"]: r for r in task.report(folder, sorted(done), RANK_METHODS)["by_length"]}
+        cells = ["-" if target not in by_length or not by_length[target]["with_rho"] else
+                 f"{by_length[target]['rho']} (n={by_length[target]['with_rho']}, "
+                 f"{by_length[target]['distinct']:.0f} distinct)" for target in LENGTHS]
         rows.append([f"**{model}** (ours, k={sizes.t1_samples})", *cells])
     rows += [[f"{m} (paper, 1000 distinct)", *(f"{a:.2f} ± {b:.2f}" for a, b in v)] for m, v in PAPER_T1.items()]
     return rows
@@ -254,15 +236,13 @@ def mt_out(out: Path, model: str, direction: str, sizes: Sizes) -> Path:
     return out / "mt" / f"{sizes.mt_data}-{direction}-{model}-k{sizes.mt_samples}-c{sizes.candidates}"
 
 
-def _done_items(folder: Path) -> set[str]:
+def _done_items(folder: Path, methods: Sequence[str] = METHODS) -> set[str]:
     """Items a results folder holds every method for (rows are written an item at a time)."""
-    from marginal_core.tasks.report import load_rows
+    from marginal_core.tasks.report import complete_items, load_rows
 
     if not (folder / "rows.csv").is_file():
         return set()
-    rows = load_rows(folder)
-    per = [set(rows.loc[rows["method"] == m, "item"]) for m in METHODS]
-    return set.intersection(*per)
+    return set(complete_items(load_rows(folder), methods, None))
 
 
 def task_part(table: str, model: str, dataset: str, folder: Path, sizes: Sizes) -> Part:

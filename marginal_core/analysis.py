@@ -6,6 +6,7 @@ It reads finished estimates, so it needs no model: the estimators are imported f
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,9 +42,16 @@ def spearman(estimate: Estimate) -> tuple[float, int]:
     if estimate.log_q is None:
         raise ValueError("Spearman's rho needs proxy samples (with log q)")
     rows = distinct(estimate)
-    if len(rows) < 3:
-        return math.nan, len(rows)
-    return float(spearmanr(rows["log_p"], rows["log_q"]).statistic), len(rows)
+    return rank_correlation(rows["log_p"], rows["log_q"])
+
+
+def rank_correlation(log_p: Sequence[float | None], log_q: Sequence[float | None]) -> tuple[float, int]:
+    """Spearman's rho between log p and log q over distinct paths (None: -inf, as stored in a
+    results folder), and their count; NaN under three."""
+    if len(log_p) < 3:
+        return math.nan, len(log_p)
+    p, q = (np.array([-math.inf if x is None else x for x in xs], dtype=float) for xs in (log_p, log_q))
+    return float(spearmanr(p, q).statistic), len(log_p)
 
 
 def boundaries(lattice: Lattice, path: Path) -> set[int]:

@@ -87,27 +87,50 @@ class EstimateOptions:
 
 @dataclass(frozen=True)
 class RunState:
-    """How far a stream got: the samples asked for, (samples, seconds) after each chunk, and
-    whether it finished (``done``) or was stopped (``cancelled``, keeping what it finished).
-
-    A beam asks for no number of samples: its ``requested`` is the walk's most steps and
-    ``covered`` the steps done, while its checkpoints count the paths it completed.
-    """
+    """How far a sampling stream got: the samples asked for, (samples, seconds) after each
+    chunk, and whether it finished (``done``) or was stopped (``cancelled``, keeping what it
+    finished). A beam's run is a :class:`BeamRun`: each kind says its own progress."""
 
     requested: int
     checkpoints: Checkpoints = ()
     done: bool = True
     cancelled: bool = False
-    covered: int | None = None
-    rounds: tuple[Round, ...] = ()  # the anytime beam's finished rounds
+
+    @property
+    def completed(self) -> int:
+        """Samples scored (a beam: paths completed) by the last checkpoint."""
+        return self.checkpoints[-1][0] if self.checkpoints else 0
 
     @property
     def fraction(self) -> float:
         """Share of the requested work covered (1.0 once done)."""
         if self.done or not self.requested:
             return 1.0
-        covered = self.covered if self.covered is not None else (self.checkpoints[-1][0] if self.checkpoints else 0)
-        return min(1.0, covered / self.requested)
+        return min(1.0, self.completed / self.requested)
+
+    def describe(self) -> str:
+        """How far it got, in words: '100 of 600 samples scored'."""
+        return f"{self.completed:,} of {self.requested:,} samples scored"
+
+
+@dataclass(frozen=True)
+class BeamRun(RunState):
+    """A beam's run: it asks for no number of samples, so ``requested`` is the walk's most steps
+    and ``steps`` those done, while its checkpoints count the paths it completed; an anytime
+    beam's finished ``rounds`` too."""
+
+    steps: int = 0
+    rounds: tuple[Round, ...] = ()
+
+    @property
+    def fraction(self) -> float:
+        if self.done or not self.requested:
+            return 1.0
+        return min(1.0, self.steps / self.requested)
+
+    def describe(self) -> str:
+        """'48 paths completed, step 7 of 14'."""
+        return f"{self.completed:,} paths completed, step {self.steps:,} of {self.requested:,}"
 
 
 @dataclass(frozen=True)
@@ -126,7 +149,7 @@ class Estimate:
     logs; -inf means no mass found (no non-canonical path, or the canonical method).
     """
 
-    method: str
+    method: Method
     log_p_canonical: float
     log_noncanonical: float
     paths: PathBatch
@@ -138,6 +161,14 @@ class Estimate:
     forward_passes: int
     run: RunState
     num_paths: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "method", Method.parse(self.method))  # a name given as a string
+
+    @property
+    def rounds(self) -> tuple[Round, ...]:
+        """An anytime beam's finished rounds; none for every other run."""
+        return self.run.rounds if isinstance(self.run, BeamRun) else ()
 
     @property
     def log_marginal(self) -> float:
@@ -170,9 +201,9 @@ class Estimate:
             row["num_paths"] = str(self.num_paths)
         if self.run.cancelled:
             row["cancelled"] = True
-        if self.run.rounds:  # the anytime beam: each round's width, mass found, pruned prefixes, seconds and paths
+        if self.rounds:  # the anytime beam: each round's width, mass found, pruned prefixes, seconds and paths
             row["rounds"] = [{**r._asdict(), "log_mass": json_float(r.log_mass), "seconds": round(r.seconds, 4)}
-                             for r in self.run.rounds]
+                             for r in self.rounds]
         return row
 
 
@@ -291,7 +322,7 @@ class Marginalizer:
             seconds = time.perf_counter() - started
             checkpoints.append((stop, seconds))
             yield Estimate(
-                method=method.value,
+                method=method,
                 log_p_canonical=canonical,
                 log_noncanonical=_last_of(running),
                 paths=_head(paths, 0, stop),
@@ -318,7 +349,7 @@ class Marginalizer:
         self._canonical_first(progress, 1)
         score = self.canonical_score()
         yield Estimate(
-            method=Method.CANONICAL.value,
+            method=Method.CANONICAL,
             log_p_canonical=score.log_p,
             log_noncanonical=-math.inf,
             paths=PathBatch.from_paths([self.lattice.canonical]),
@@ -392,7 +423,7 @@ class Marginalizer:
             checkpoints.append((len(result.log_p), result.seconds))
             running = np.logaddexp.accumulate(result.log_p) if len(result.log_p) else result.log_p
             yield Estimate(
-                method=Method.BEAM.value,
+                method=Method.BEAM,
                 log_p_canonical=canonical,
                 log_noncanonical=_last_of(running),
                 paths=result.paths,
@@ -402,8 +433,8 @@ class Marginalizer:
                 running=running,
                 seconds=result.seconds,
                 forward_passes=result.forward_passes,
-                run=RunState(result.max_steps, tuple(checkpoints), done=result.done, cancelled=result.cancelled,
-                             covered=result.steps, rounds=result.rounds),
+                run=BeamRun(result.max_steps, tuple(checkpoints), done=result.done, cancelled=result.cancelled,
+                            steps=result.steps, rounds=result.rounds),
             )
 
     def _from_proxy(self, result: ProxyResult, checkpoints: Checkpoints) -> Estimate:
@@ -413,7 +444,7 @@ class Marginalizer:
         if result.include_canonical:
             running = _log_minus(running, canonical)
         return Estimate(
-            method=Method.PROXY.value,
+            method=Method.PROXY,
             log_p_canonical=canonical,
             log_noncanonical=_last_of(running),
             paths=result.paths,

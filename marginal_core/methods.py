@@ -18,6 +18,9 @@ class Method(str, Enum):
     BEAM = "beam"
     EXACT = "exact"
 
+    def __str__(self) -> str:  # its name, in f-strings and prints on every Python version
+        return self.value
+
     @property
     def progress_unit(self) -> str:
         """What a run of this method counts as it goes (its RunState's requested and covered): the

@@ -6,9 +6,17 @@ import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
+from marginal_core.tasks import rank
+from marginal_core.tasks.evaluator import evaluate
+from marginal_core.tasks.scan import text_id
 from pages._app import inputs, live, loaders, results, server, widgets
 from pages._app.errors import guard
-from pages._app.table1 import RANK_SENTENCES, rank_table
+from pages._app.table1 import RANK_SENTENCES
+from pages._app.tasks import app_folder, run_task
+
+# The summary's columns as the page names them.
+SUMMARY_COLUMNS = {"length": "length ≈ (chars)", "sentences": "sentences", "with_rho": "with ρ", "rho": "ρ",
+                   "distinct": "distinct (mean)"}
 
 
 def page() -> None:
@@ -68,29 +76,21 @@ def page() -> None:
             for sentence in RANK_SENTENCES[length][:per]:
                 st.markdown(f"- ({len(sentence)} chars) {sentence}")
 
-    tkey = (inp.model, inp.device, inp.dtype, "table1", tuple(sorted(lengths)), per, tk, seed)
-    table = results.cached(tkey)
-    if table is None and lengths and st.button("Compute the table", key="table"):
-        loaders.model(inp.model, inp.device, inp.dtype)
-        rows = []
-        jobs = [(length, s) for length in sorted(lengths) for s in RANK_SENTENCES[length][:per]]
-        bar = live.Bar("Sentences")
-        with guard("computing the table"):
-            for i, (length, sentence) in enumerate(jobs):
-                bar.update(i / len(jobs), f"Sentence {i + 1} of {len(jobs)} ({length} chars)")
-                m = loaders.marginalizer_for(inp.model, inp.device, inp.dtype, sentence, "")
-                est = m.proxy(tk, seed=seed, should_stop=bar.should_stop)
-                if est.run.cancelled:
-                    st.stop()
-                rho, n = analysis.spearman(est)
-                rows.append({"length": length, "chars": len(sentence), "sentence": sentence, "rho": rho,
-                             "distinct": n, "draws": est.num_samples, "seconds": round(est.seconds, 1)})
-            bar.empty()
-            table = pd.DataFrame(rows)
-            results.store(tkey, table)
-    if table is not None:
-        st.dataframe(rank_table(table), hide_index=True)
-        st.dataframe(table, hide_index=True)
+    sentences = rank.sentences_by_length({length: [(text_id(t, ""), t) for t in RANK_SENTENCES[length][:per]]
+                                          for length in lengths})
+    task = rank.RankTask("app", sentences)
+    folder = app_folder("rank", dataset="app", model=inp.model, dtype=inp.dtype, samples=tk, seed=seed)
+    if sentences and st.button("Compute the table", key="table"):
+        lm = loaders.model(inp.model, inp.device, inp.dtype)
+        run_task(lambda **watch: evaluate(task, folder, rank.rank_options(tk, seed, show_bar=False), lm=lm, **watch),
+                 "sentences", "ranking the sentences", lambda s: s.text)
+    if sentences and (folder / "rows.csv").is_file():
+        report = task.report(folder, [s.id for s in sentences], rank.METHODS)
+        if report["sentences"] < len(sentences):
+            st.warning(f"{report['sentences']} of {len(sentences)} sentences are ranked; press the button to continue.")
+        st.dataframe(pd.DataFrame(report["by_length"]).rename(columns=SUMMARY_COLUMNS)[list(SUMMARY_COLUMNS.values())],
+                     hide_index=True)
+        st.dataframe(pd.DataFrame(report["rows"]).drop(columns="item"), hide_index=True)
 
 
 if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)

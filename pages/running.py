@@ -144,9 +144,7 @@ def _row(name: str, r: Estimate) -> dict[str, object]:
         "distinct paths": r.num_distinct,
         "seconds": round(r.seconds, 2),
         "forward passes": r.forward_passes,
-        "done": "yes" if r.run.done else (
-            f"stopped at step {r.run.covered}/{r.run.requested}" if r.run.covered is not None
-            else f"stopped at {r.num_samples}/{r.run.requested}"),
+        "done": "yes" if r.run.done else f"stopped: {r.run.describe()}",
     }
 
 

@@ -447,7 +447,7 @@ def test_a_link_keeps_the_exact_toggle_and_the_arcs_filter():
 
 def test_rank_page_scatter_and_table():
     at = app("pages/rank.py", model=SMOL, text=" Paris is the capital of France.", pk="20",
-             lengths="50", per="1", tk="6")
+             lengths="50", per="1", tk="6", dtype="float32")
     assert_clean(at)
     if any(b.key == "draw" for b in at.button):  # not there when an earlier test drew them
         click(at, "draw")
@@ -459,6 +459,16 @@ def test_rank_page_scatter_and_table():
     assert_clean(at)
     summary, rows = at.dataframe[0].value, at.dataframe[1].value
     assert summary["sentences"].tolist() == [1] and len(rows) == 1 and rows["draws"].tolist() == [6]
+    # Table 1's task (the evaluator's stored samples) gives the rho of the library's own proxy run
+    from marginal_core.analysis import spearman
+    from marginal_core.estimators import Marginalizer
+    from marginal_core.models import load_model
+    from pages._app.table1 import RANK_SENTENCES
+
+    est = Marginalizer(load_model(SMOL, dtype="float32", device="cpu"), RANK_SENTENCES[50][0]).proxy(6, seed=0)
+    rho, n = spearman(est)
+    assert rows["distinct"].tolist() == [n] and (rows["rho"].isna().all() if rho != rho
+                                                 else rows["rho"].tolist() == [pytest.approx(rho, abs=1e-9)])
 
 
 def test_running_page_plots_lattice_proxy_and_exact():

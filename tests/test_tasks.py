@@ -270,3 +270,28 @@ def test_mt_end_to_end_and_resume(smollm_model, tmp_path):
         assert 0 <= report["scores"][method]["chrf"] <= 100
     assert report["compared"] == n_cands
     assert "chrF" in (tmp_path / "report.md").read_text()
+
+
+def test_table_1_is_a_task_whose_rho_is_the_librarys(smollm_model, tmp_path):
+    """Table 1 (tasks.rank) through the one evaluator: each sentence's rho is Spearman's rho of the
+    library's own proxy run; a sentence with fewer than three distinct draws has none; a rerun
+    scores nothing again."""
+    from marginal_core.analysis import spearman
+    from marginal_core.estimators import Marginalizer
+    from marginal_core.tasks.evaluator import evaluate
+    from marginal_core.tasks.rank import METHODS, RankTask, rank_options, sentences_by_length
+
+    texts = {50: [("a", "She sells sea shells by the sea shore every day."), ("b", "Hi")]}
+    task = RankTask("test", sentences_by_length(texts))
+    options = rank_options(8, show_bar=False, dtype="float32")
+    report = evaluate(task, tmp_path, options, lm=smollm_model)
+    rows = {r["item"]: r for r in report["rows"]}
+    rho, n = spearman(Marginalizer(smollm_model, texts[50][0][1]).proxy(8, seed=0))
+    assert rows["a"]["rho"] == pytest.approx(rho, abs=1e-9) and rows["a"]["distinct"] == n >= 3
+    assert math.isnan(rows["b"]["rho"]) and rows["b"]["distinct"] < 3
+    (summary,) = report["by_length"]
+    assert (summary["sentences"], summary["with_rho"], summary["rho"]) == (2, 1, f"{rho:.2f}")
+    assert "## Table 1" in (tmp_path / "report.md").read_text()
+    again = evaluate(task, tmp_path, options, lm=smollm_model)
+    assert again["rows"] == report["rows"] and list(METHODS) == ["proxy"]
+    assert len(pd.read_csv(tmp_path / "rows.csv")) == 2  # nothing scored twice

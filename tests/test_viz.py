@@ -17,7 +17,7 @@ import pytest
 
 from marginal_core import analysis, viz
 from marginal_core.errors import MarginalError
-from marginal_core.estimators import Estimate, RunState
+from marginal_core.estimators import BeamRun, Estimate, RunState
 from marginal_core.lattice import build_lattice
 from marginal_core.mass_flow import flow_of, mass_flow
 from marginal_core.sampling import lattice_samples
@@ -373,7 +373,7 @@ def test_a_stopped_live_run_says_how_far_it_got_in_its_own_unit(qa):
     est = dataclasses.replace(est, run=RunState(40, ((10, 1.0),), done=False, cancelled=True))
     assert live.Unfinished(40, est).describe() == "after 10 of 40 samples"
     assert live.Unfinished(40, unit="steps").describe() == "before the beam's first step (nothing was kept)"
-    beam = dataclasses.replace(est, method="beam", run=RunState(7, ((10, 1.0),), done=False, cancelled=True, covered=3))
+    beam = dataclasses.replace(est, method="beam", run=BeamRun(7, ((10, 1.0),), done=False, cancelled=True, steps=3))
     assert live.Unfinished(40, beam, unit="steps").describe() == "after 10 paths completed, step 3 of 7"
 
 

@@ -1,5 +1,5 @@
-"""Downstream experiments of the paper (multiple-choice Q&A, translation reranking) and scans of
-a file of texts.
+"""Downstream experiments of the paper (multiple-choice Q&A, translation reranking), its Table 1
+(rank correlation) and scans of a file of texts.
 
 A task (:mod:`~marginal_core.tasks.task`) declares how to load its items, the (context,
 continuation) requests of an item, and its metrics, as in lm-evaluation-harness; one resumable
@@ -10,6 +10,9 @@ loop (:func:`marginal_core.tasks.evaluator.evaluate`) runs every task.
   methods asked for).
 * :mod:`marginal_core.tasks.mt`: candidate translations sampled from the model, reranked by
   each method, scored with chrF (COMET-22 where available).
+* :mod:`marginal_core.tasks.rank`: the paper's Table 1, Spearman's rho of log p and log q over
+  each sentence's distinct proxy samples, by sentence length (the app's Rank correlation page
+  and ``bench/paper_tables.py`` run it).
 * :mod:`marginal_core.tasks.scan`: the texts of a .txt/.jsonl/.csv file, each scored as it is
   (after its optional context); :mod:`marginal_core.tasks.scan_report`: the gains, tidy exports.
 * :mod:`marginal_core.tasks.report` and :mod:`marginal_core.tasks.tables`: Tables 2, 3 and 4
@@ -24,5 +27,5 @@ Importing this package is cheap; the heavy modules load when used.
 
 from __future__ import annotations
 
-__all__ = ["task", "options", "evaluator", "qa", "mt", "scan", "scan_report", "datafiles", "report", "tables",
+__all__ = ["task", "options", "evaluator", "qa", "mt", "rank", "scan", "scan_report", "datafiles", "report", "tables",
            "store", "cli"]

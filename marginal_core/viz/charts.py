@@ -167,12 +167,12 @@ class RunTrace:
     def of(cls, estimate: Estimate, label: str | None = None) -> RunTrace:
         """From an Estimate (its checkpoints, or one point at its end)."""
         return cls(
-            label or estimate.method,
+            label or str(estimate.method),
             estimate.running_marginal(),
             list(estimate.run.checkpoints) or [(estimate.num_samples, estimate.seconds)],
             COLORS.get(estimate.method),
             np.asarray(estimate.running, dtype=float),
-            estimate.run.rounds,
+            estimate.rounds,
         )
 
 

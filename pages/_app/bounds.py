@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core.beam_width import describe_rounds
-from marginal_core.methods import Method
 from marginal_core.viz import format_log, format_small
 from pages._app import results
 
@@ -45,13 +44,13 @@ def best_bound(inp: Inputs) -> tuple[str, Estimate] | None:
     from marginal_core.estimators import Estimate
 
     found = [(setting_label(key[len(inp.key()):]), r) for key, r in results.under(inp.key())
-             if isinstance(r, Estimate) and len(key) > len(inp.key()) and Method.parse(r.method).is_bound]
+             if isinstance(r, Estimate) and len(key) > len(inp.key()) and r.method.is_bound]
     return max(found, key=lambda pair: pair[1].log_marginal, default=None)
 
 
 def shortfall(est: Estimate, label: str, best: tuple[str, Estimate] | None) -> str | None:
     """A warning when est (a bound, shown as label) lies FAR_BELOW or more under the best bound."""
-    if best is None or not Method.parse(est.method).is_bound:
+    if best is None or not est.method.is_bound:
         return None
     best_label, top = best
     gap = top.log_marginal - est.log_marginal
@@ -67,7 +66,7 @@ def shortfall(est: Estimate, label: str, best: tuple[str, Estimate] | None) -> s
 def say(inp: Inputs, est: Estimate, label: str) -> None:
     """Under a shown estimate: how converged an anytime beam is, and a warning when a better bound
     for the same text shows this one to be far short."""
-    if est.run.rounds:
-        st.caption(f"Anytime beam: {describe_rounds(est.run.rounds)}.")
+    if est.rounds:
+        st.caption(f"Anytime beam: {describe_rounds(est.rounds)}.")
     if (warning := shortfall(est, label, best_bound(inp))) is not None:
         st.warning(warning, icon=":material/trending_down:")

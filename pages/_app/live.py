@@ -65,13 +65,6 @@ def proxy_batch(k: int) -> int:
     return int(min(DEFAULT_BATCH_SIZE, max(PROXY_BATCH, math.ceil(k / 4))))
 
 
-def _done_text(est: Estimate) -> str:
-    """How far a run got: samples scored of those asked for, or a beam's paths and steps."""
-    if est.run.covered is not None:
-        return f"{est.num_samples:,} paths completed, step {est.run.covered:,} of {est.run.requested:,}"
-    return f"{est.num_samples:,} of {est.run.requested:,} samples scored"
-
-
 def _requested(m: Marginalizer, method: str, samples: int) -> int:
     """The samples a live run of method asks for (exact: every non-canonical path)."""
     return m.lattice.count() - 1 if method == "exact" else samples
@@ -170,7 +163,7 @@ class Unfinished:
         if self.unit == "steps":  # a beam: steps, and the paths completed
             if e is None:
                 return "before the beam's first step (nothing was kept)"
-            return f"after {_done_text(e)}" + ("" if e.num_samples else " (no path was complete yet)")
+            return f"after {e.run.describe()}" + ("" if e.num_samples else " (no path was complete yet)")
         if e is None or not e.num_samples:
             return f"before its first chunk was scored, of {self.requested:,} samples asked for (nothing was kept)"
         return f"after {e.num_samples:,} of {e.run.requested or self.requested:,} samples"
@@ -212,7 +205,7 @@ def run_live(
     try:
         for est in live_stream(m, method, should_stop=bar.should_stop, progress=bar.progress, **options):
             runs[key] = Unfinished(requested, est, unit)
-            bar.update(est.run.fraction, f"{label}: {_done_text(est)} in {est.seconds:.1f} s")
+            bar.update(est.run.fraction, f"{label}: {est.run.describe()} in {est.seconds:.1f} s")
             if on_update is not None:
                 on_update(est)
     except TurnCancelled:  # stopped at its next unit of work: keeps the chunks it finished

@@ -1,10 +1,6 @@
-"""The rank correlation page's small Table 1: its sentences and the table of Spearman's rho."""
+"""The rank correlation page's small Table 1: its sentences (the task is marginal_core.tasks.rank)."""
 
 from __future__ import annotations
-
-import math
-
-import pandas as pd
 
 # Sentences of about 50, 100 and 300 characters (the paper uses 15 per length and 1000 unique
 # tokenizations each; the app's defaults take the first few and k = 50).
@@ -37,28 +33,3 @@ RANK_SENTENCES: dict[int, list[str]] = {
         "on its surface, pour in a thin layer, and cook each pancake until the edges turn golden brown.",
     ],
 }
-
-
-def rank_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard deviation of Spearman's rho per text length, as in the paper's Table 1.
-
-    ``rows`` has one row per sentence with columns ``length`` (the nominal length in
-    characters) and ``rho`` (NaN where fewer than three distinct samples were drawn, which is
-    left out of the mean and counted apart).
-    """
-    out = []
-    for length, group in rows.groupby("length", sort=True):
-        rho = group["rho"].dropna()
-        mean = float(rho.mean()) if len(rho) else math.nan
-        std = float(rho.std(ddof=0)) if len(rho) else math.nan
-        out.append(
-            {
-                "length ≈ (chars)": int(length),
-                "sentences": len(group),
-                "with ρ": len(rho),
-                "mean ρ": mean,
-                "std ρ": std,
-                "ρ": "n/a" if math.isnan(mean) else f"{mean:.2f} ± {std:.2f}",
-            }
-        )
-    return pd.DataFrame(out)
