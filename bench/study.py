@@ -88,7 +88,7 @@ def _point(method: str, setting: str, e: Estimate, bound: bool = True) -> Point:
     trace = ()
     if e.method == "beam":  # checkpoints count the paths completed when the walk yielded
         trace = tuple((s, float(e.running[n - 1])) for n, s in e.run.checkpoints if n)
-    note = ",".join(f"{r.width}" + ("" if r.pruned else " exact") for r in e.run.rounds)
+    note = ",".join(f"{r.width}" + ("" if r.pruned else " exact") for r in e.rounds)
     return Point(method, setting, e.log_noncanonical, e.seconds, e.num_distinct, bound, trace,
                  _found(e.paths.tolist(), e.log_p) if bound else {}, note)
 
