@@ -102,11 +102,16 @@ class RunState:
         return self.checkpoints[-1][0] if self.checkpoints else 0
 
     @property
+    def covered(self) -> int:
+        """The units of ``requested`` done: samples scored."""
+        return self.completed
+
+    @property
     def fraction(self) -> float:
         """Share of the requested work covered (1.0 once done)."""
         if self.done or not self.requested:
             return 1.0
-        return min(1.0, self.completed / self.requested)
+        return min(1.0, self.covered / self.requested)
 
     def describe(self) -> str:
         """How far it got, in words: '100 of 600 samples scored'."""
@@ -123,10 +128,9 @@ class BeamRun(RunState):
     rounds: tuple[Round, ...] = ()
 
     @property
-    def fraction(self) -> float:
-        if self.done or not self.requested:
-            return 1.0
-        return min(1.0, self.steps / self.requested)
+    def covered(self) -> int:
+        """The units of ``requested`` done: the walk's steps."""
+        return self.steps
 
     def describe(self) -> str:
         """'48 paths completed, step 7 of 14'."""
