@@ -44,7 +44,8 @@ def describe_rounds(rounds: Sequence[Round]) -> str:
     if len(rounds) == 1:
         return f"width {widths}; stopped before a widening could be measured"
     added = -math.expm1(rounds[-2].log_mass - rounds[-1].log_mass) if math.isfinite(rounds[-1].log_mass) else 0.0
-    return f"widths {widths}; the last widening added {100 * added:.2f}% of the non-canonical mass found"
+    share = "less than 0.01%" if added < 1e-4 else f"{100 * added:.2f}%"
+    return f"widths {widths}; the last widening added {share} of the non-canonical mass found"
 
 
 def check_width(width: int) -> None:

@@ -144,7 +144,7 @@ def _row(name: str, r: Estimate) -> dict[str, object]:
         "distinct paths": r.num_distinct,
         "seconds": round(r.seconds, 2),
         "forward passes": r.forward_passes,
-        "done": "yes" if r.run.done else f"stopped: {r.run.describe()}",
+        "done": "yes" if r.run.done else f"{'stopped' if r.run.cancelled else 'running'}: {r.run.describe()}",
     }
 
 

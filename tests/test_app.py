@@ -535,7 +535,8 @@ def test_running_page_plots_the_beam_beside_exact():
 def test_the_anytime_beam_draws_its_rounds_and_a_far_lower_bound_is_warned_about():
     """Issue 21: Auto W (the default) widens the beam; the plots mark each round with its width, a
     caption says how converged the bound is, and the lattice sampler's bound at k = 4, some 10 nats
-    below the beam's on this word, comes with a warning (on this page and on the mass page)."""
+    below the exact value on this word, comes with a warning naming exact, the best there is (on
+    this page and on the mass page)."""
     text = "Entschuldigung"
     at = app("pages/running.py", model=SMOL, text=text, dtype="float32", methods=["lattice", "beam"], k="4")
     assert_clean(at)
@@ -547,7 +548,7 @@ def test_the_anytime_beam_draws_its_rounds_and_a_far_lower_bound_is_warned_about
     assert "W=16" in marks and "W=64" in marks
     assert any(c.value.startswith("Anytime beam: widths 16 → 64") for c in at.caption)
     (warning,) = [w.value for w in at.warning]
-    assert warning.startswith("The lattice bound is") and "nats below the best bound found for this text" in warning
+    assert warning.startswith("The lattice bound is") and "nats below the best bound found for this text, exact:" in warning
     mass = app("pages/mass.py", model=SMOL, text=text, dtype="float32", exact="false", source="lattice", k="4")
     assert_clean(mass)
     assert any("nats below the best bound found for this text" in w.value for w in mass.warning)

@@ -153,3 +153,4 @@ def test_a_capped_anytime_beam_stops_at_the_cap_and_says_how_converged_it_is(smo
     assert describe_rounds([Round(16, -3.0, 4, 0.1, 5), Round(64, -2.9, 2, 0.3, 9)]) == (
         "widths 16 → 64; the last widening added 9.52% of the non-canonical mass found")
     assert "before a widening" in describe_rounds([Round(16, -3.0, 4, 0.1, 5)])
+    assert "added less than 0.01% of" in describe_rounds([Round(16, -3.0, 4, 0.1, 5), Round(64, -3.0 + 1e-7, 2, 0.3, 9)])

@@ -235,7 +235,7 @@ def running_figure(
         for r in trace.rounds:
             fig.add_vline(x=r.seconds if x == "seconds" else r.paths, line_dash="dot", line_width=1,
                           line_color=trace.color or "grey", annotation_text=f"W={r.width}",
-                          annotation_position="top left", annotation_font_size=11)
+                          annotation_position="bottom left", annotation_font_size=11)
     # The reference lines go under the traces: an estimate equal to the canonical stays visible.
     if y == "marginal":
         shown.append(log_p_canonical)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core.beam_width import describe_rounds
+from marginal_core.methods import Method
 from marginal_core.viz import format_log, format_small
 from pages._app import results
 
@@ -40,12 +41,14 @@ def setting_label(key_tail: tuple) -> str:
 
 def best_bound(inp: Inputs) -> tuple[str, Estimate] | None:
     """The finished lower bound with the most mass for these inputs (model, precision, text,
-    context) among every stored result, with its label; None when none is stored."""
+    context) among every stored result, with its label (exact wherever it is known: a bound a
+    rounding error above it is no better); None when none is stored."""
     from marginal_core.estimators import Estimate
 
     found = [(setting_label(key[len(inp.key()):]), r) for key, r in results.under(inp.key())
              if isinstance(r, Estimate) and len(key) > len(inp.key()) and r.method.is_bound]
-    return max(found, key=lambda pair: pair[1].log_marginal, default=None)
+    exact = [pair for pair in found if pair[1].method is Method.EXACT]  # the value itself: no bound passes it
+    return (exact or [max(found, key=lambda pair: pair[1].log_marginal, default=None)])[0]
 
 
 def shortfall(est: Estimate, label: str, best: tuple[str, Estimate] | None) -> str | None:
