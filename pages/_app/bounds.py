@@ -61,7 +61,8 @@ def shortfall(est: Estimate, label: str, best: tuple[str, Estimate] | None) -> s
         return None
     missed = -math.expm1(est.log_noncanonical - top.log_noncanonical) if math.isfinite(est.log_noncanonical) else 1.0
     return (f"The {label} bound is {gap:.2f} nats below the best bound found for this text, {best_label}: "
-            f"log p(text) ≥ {format_log(top.log_marginal)} there, {format_log(est.log_marginal)} here. It misses at "
+            f"log p(text) {'=' if top.method is Method.EXACT else '≥'} {format_log(top.log_marginal)} there, "
+            f"{format_log(est.log_marginal)} here. It misses at "
             f"least {format_small(missed, 1, percent=True)} of the mass off the canonical that {best_label} found: "
             "read its shares and paths as a partial view.")
 
