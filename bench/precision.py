@@ -1,19 +1,25 @@
-"""Benchmark of bfloat16 against float32: how far the scores and each estimator move, and the time.
+"""Benchmark of reduced precision against float32: how far the scores and each estimator move, and the time.
 
 For each model, the same texts as the estimator benchmark (20 short answers after their question,
-10 sentences) are run through a float32 and a bfloat16 copy of the model on one device. Per path
+10 sentences) are run in float32 and in each reduced mode on one device: ``bfloat16`` (weights and
+activations), ``autocast`` (float32 weights, residual stream, norms and softmax, with bfloat16
+matrix products: torch.autocast) and, on CUDA, ``tf32`` (float32 with TF32 matrix products). Per path
 (the canonical tokenization and k Algorithm-1 samples of every text, scored by both): mean and
 largest |d log p| and Spearman's rank correlation. Per estimator (same seed and k): mean and
 largest |d| over the texts of what it estimates, log p(canonical) for the canonical method and the
 log non-canonical mass for the lattice and the proxy (the log marginal hides their differences
 where the canonical path carries most of the mass). And the seconds each dtype took.
 Run: .venv/bin/python bench/precision.py [--models a,b] [--samples K] [--device cuda] [--quick]
+     [--modes bfloat16,autocast,tf32]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 from estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
@@ -25,7 +31,7 @@ from marginal_core.models import load_model
 from marginal_core.sampling import lattice_samples
 from marginal_core.scoring import score_paths
 
-DTYPES = ("float32", "bfloat16")
+MODES = ("bfloat16", "autocast", "tf32")  # each against float32; tf32 on CUDA only
 METHODS = (Method.CANONICAL, Method.LATTICE, Method.PROXY)
 
 
@@ -37,33 +43,69 @@ def estimated(estimate) -> float:
     return estimate.log_noncanonical
 
 
+@contextlib.contextmanager
+def precision(mode: str, device_type: str) -> Iterator[None]:
+    """The numerics a mode runs its float32 or bfloat16 model under."""
+    import torch
+
+    if mode == "autocast":
+        with torch.autocast(device_type, dtype=torch.bfloat16):
+            yield
+    elif mode == "tf32":
+        before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+    else:
+        yield
+
+
 def run_text(lms: dict, context: str | None, text: str, options: EstimateOptions) -> dict:
-    """Both dtypes' path scores and estimates for one text, with their seconds."""
+    """Every mode's path scores and estimates for one text, with their seconds."""
     out: dict = {"paths": {}, "estimates": {}, "seconds": {}}
-    for dtype, lm in lms.items():
+    for mode, lm in lms.items():
         started = time.perf_counter()
-        m = Marginalizer(lm, text, context)
-        paths = [m.lattice.canonical, *lattice_samples(m.lattice, options.samples, seed=options.seed).paths.tolist()]
-        out["paths"][dtype] = score_paths(lm, paths, m.context_state())
-        out["estimates"][dtype] = {meth: estimated(m.estimate(meth, options)) for meth in METHODS}
-        out["seconds"][dtype] = time.perf_counter() - started
+        with precision(mode, torch_device(lm).type):
+            m = Marginalizer(lm, text, context)
+            paths = [m.lattice.canonical, *lattice_samples(m.lattice, options.samples, seed=options.seed).paths.tolist()]
+            out["paths"][mode] = score_paths(lm, paths, m.context_state())
+            out["estimates"][mode] = {meth: estimated(m.estimate(meth, options)) for meth in METHODS}
+        out["seconds"][mode] = time.perf_counter() - started
     return out
 
 
-def table_row(model: str, device: str, runs: list[dict]) -> str:
-    """One markdown row: path-score error, each estimator's error, seconds per dtype."""
+def table_row(model: str, device: str, mode: str, runs: list[dict]) -> str:
+    """One markdown row: a mode's path-score error, each estimator's error, seconds against float32."""
     f32 = np.concatenate([r["paths"]["float32"] for r in runs])
-    b16 = np.concatenate([r["paths"]["bfloat16"] for r in runs])
-    diff = np.abs(b16 - f32)
-    cells = [model, device, str(len(runs)), str(len(f32)), f"{diff.mean():.3f}", f"{diff.max():.2f}",
-             f"{spearmanr(f32, b16)[0]:.4f}"]
+    low = np.concatenate([r["paths"][mode] for r in runs])
+    diff = np.abs(low - f32)
+    cells = [model, device, mode, str(len(runs)), str(len(f32)), f"{diff.mean():.3f}", f"{diff.max():.2f}",
+             f"{spearmanr(f32, low)[0]:.4f}"]
     for meth in METHODS:
-        pairs = [(r["estimates"]["bfloat16"][meth], r["estimates"]["float32"][meth]) for r in runs]
+        pairs = [(r["estimates"][mode][meth], r["estimates"]["float32"][meth]) for r in runs]
         d = [abs(a - b) for a, b in pairs if np.isfinite(a) and np.isfinite(b)]  # texts where both found mass
         cells.append(f"{np.mean(d):.3f} / {np.max(d):.2f} ({len(d)})" if d else "n/a")
-    seconds = {dtype: sum(r["seconds"][dtype] for r in runs) for dtype in DTYPES}
-    cells += [f"{seconds['float32']:.1f}", f"{seconds['bfloat16']:.1f}", f"{seconds['float32'] / seconds['bfloat16']:.2f}x"]
+    seconds = {m: sum(r["seconds"][m] for r in runs) for m in ("float32", mode)}
+    cells += [f"{seconds['float32']:.1f}", f"{seconds[mode]:.1f}", f"{seconds['float32'] / seconds[mode]:.2f}x"]
     return "| " + " | ".join(cells) + " |"
+
+
+def torch_device(lm: Any) -> Any:
+    """A loaded model's device as a torch.device (its ``device`` may be a name)."""
+    import torch
+
+    return torch.device(lm.device)
+
+
+def load_modes(model: str, device: str | None, modes: list[str]) -> dict[str, Any]:
+    """float32 and each mode's model (autocast and tf32 share the float32 weights)."""
+    f32 = load_model(model, device=device, dtype="float32")
+    lms = {"float32": f32}
+    for mode in modes:
+        lms[mode] = load_model(model, device=device, dtype="bfloat16") if mode == "bfloat16" else f32
+    return lms
 
 
 def main() -> None:
@@ -73,21 +115,29 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
     parser.add_argument("--quick", action="store_true", help="3 answers, 2 sentences, k = 16")
+    parser.add_argument("--modes", default="bfloat16,autocast", help=f"of {', '.join(MODES)} (tf32: CUDA only)")
     args = parser.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    if not set(modes) <= set(MODES):
+        parser.error(f"--modes takes {', '.join(MODES)}")
     sets = text_sets()
     pairs = [*sets["qa"][:3], *sets["sentences"][:2]] if args.quick else [*sets["qa"], *sets["sentences"]]
     options = EstimateOptions(samples=16 if args.quick else args.samples, seed=args.seed)
-    print(f"k = {options.samples}, seed {options.seed}; |d| = |bfloat16 - float32| in nats, mean / largest; "
+    print(f"k = {options.samples}, seed {options.seed}; |d| = |mode - float32| in nats, mean / largest; "
           "estimators: canonical log p, lattice and proxy log non-canonical mass (texts where both found some)")
-    print("| model | device | texts | paths | mean abs d log p | max abs d log p | Spearman "
-          "| canonical | lattice | proxy | float32 s | bfloat16 s | speed-up |")
-    print("|" + "---|" * 13)
+    print("| model | device | mode | texts | paths | mean abs d log p | max abs d log p | Spearman "
+          "| canonical | lattice | proxy | float32 s | mode s | speed-up |")
+    print("|" + "---|" * 14)
     for model in args.models.split(","):
-        lms = {dtype: load_model(model, device=args.device, dtype=dtype) for dtype in DTYPES}
-        for lm in lms.values():  # warm-up outside the timings
-            score_paths(lm, [(1,)], [1])
+        lms = load_modes(model, args.device, modes)
+        if torch_device(lms["float32"]).type != "cuda":
+            lms.pop("tf32", None)  # TF32 is a CUDA matmul mode
+        for mode, lm in lms.items():  # warm-up outside the timings
+            with precision(mode, torch_device(lm).type):
+                score_paths(lm, [(1,)], [1])
         runs = [run_text(lms, context, text, options) for context, text in pairs]
-        print(table_row(model, str(lms["float32"].device), runs), flush=True)
+        for mode in (m for m in lms if m != "float32"):
+            print(table_row(model, str(lms["float32"].device), mode, runs), flush=True)
 
 
 if __name__ == "__main__":
