@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU path, run and measured on a machine with a CUDA device: the CUDA tests, then the
-# scorer against the matmul roofline per dtype, bfloat16 against float32, and the estimators
+# scorer against the matmul roofline per dtype, bfloat16, autocast and TF32 against float32, and the estimators
 # (lattice against proxy at equal k) on the GPU, then bench/scale.py at the paper's model sizes. Prints every table; the log also goes to
 # $LOG (default test-output/gpu.log).
 # Run: bench/gpu.sh [quick]   (PYTHON defaults to .venv/bin/python, else python3)
@@ -17,7 +17,7 @@ K=${K:-1000}
   "$PYTHON" -m marginal_core.models --warm
   "$PYTHON" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider
   "$PYTHON" bench/scoring.py --device cuda --dtypes float32,bfloat16 --samples 256
-  "$PYTHON" bench/precision.py --device cuda
+  "$PYTHON" bench/precision.py --device cuda --modes bfloat16,autocast,tf32
   for dtype in float32 bfloat16; do
     "$PYTHON" bench/estimators.py --device cuda --dtype $dtype --samples "$K"
   done
