@@ -6,9 +6,11 @@ the context's shared KV cache (``proxy.extend``), constrained to the proxy's pro
 whose paths are the lattice's non-canonical tokenizations. At each step every allowed extension
 of every row is scored exactly (log p over the whole vocabulary, in float64), a prefix that
 reaches the end of the text is kept as a complete path, and the others compete per automaton
-state (a byte offset, off or on the canonical path): each state extends at most W prefixes over
-the whole walk, the most probable first among those that reach it at the same step. Prefixes
-with fewer tokens reach a state first, so the state's budget goes to them.
+state (a byte offset, off or on the canonical path): a prefix that reaches a state is extended
+when it ranks within the W most probable of all the prefixes that state has extended so far,
+this step's included, whatever their length. Prefixes with fewer tokens reach a state first; a
+longer one that arrives later still takes its place among the W best if it is more probable (a
+budget of the first W arrivals dropped the mass-carrying paths of some sentences: docs/results.md).
 
 Every complete path is a distinct tokenization with its exact log p, so the log-sum-exp of those
 found so far is a lower bound on the non-canonical marginal at every step, growing with W and
@@ -46,7 +48,7 @@ class BeamResult:
     ``steps`` of at most ``max_steps`` tokens are done; ``forward_passes`` counts model calls
     (a prefill of the context included when the walk made it). ``cancelled`` is True when
     should_stop ended the walk; ``done`` is False for the results yielded before the last.
-    ``pruned`` counts the prefixes the per-state budget left unextended: a finished walk that
+    ``pruned`` counts the prefixes the per-state rank left unextended: a finished walk that
     pruned none found every non-canonical path, so its bound is exact. ``rounds`` holds, for an
     anytime beam, each finished round (:class:`Round`).
     """
@@ -86,11 +88,13 @@ def _ranks(key: torch.Tensor) -> torch.Tensor:
 
 
 def _choose(
-    beam: _Beam, lp: torch.Tensor, tables: Tables, extended: torch.Tensor, width: int
+    beam: _Beam, lp: torch.Tensor, tables: Tables, best: torch.Tensor, width: int
 ) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...], int]:
     """Split one step's extensions into complete paths (rows, tokens, log p) and the chosen
-    ones to extend (parent rows, columns, states, log p), charging each state's budget; and
-    how many the budget left out."""
+    ones to extend (parent rows, columns, states, log p), and how many were left out. An
+    extension is chosen when fewer than W prefixes at least as probable have been (or are being)
+    extended at its state: ``best`` holds each state's W most probable extended log p so far
+    (descending, -inf where fewer), and takes the chosen ones in."""
     tok, nxt = tables.tokens[beam.state], tables.next_state[beam.state]
     score = beam.log_p[:, None] + lp
     valid = torch.isfinite(lp) & (nxt >= 0)
@@ -102,10 +106,23 @@ def _choose(
     order = torch.argsort(values, descending=True, stable=True)
     order = order[torch.argsort(states[order], stable=True)]  # by state, best first within each
     rows, cols, states, values = rows[order], cols[order], states[order], values[order]
-    keep = _ranks(states) < (width - extended[states])
-    rows, cols, states, values = rows[keep], cols[keep], states[keep], values[keep]
-    extended.index_add_(0, states, torch.ones_like(states))
+    ranks = _ranks(states)  # this step's more probable arrivals at the same state
+    # fewer than W - rank earlier ones at least as probable: it beats the (W - rank)-th best so far
+    # (monotone within a state: a kept one's betters are kept too)
+    keep = (ranks < width) & (values > best[states, (width - 1 - ranks).clamp(min=0)])
+    rows, cols, states, values, ranks = rows[keep], cols[keep], states[keep], values[keep], ranks[keep]
+    _take(best, states, ranks, values)
     return complete, (rows, cols, states, values), int((~keep).sum())
+
+
+def _take(best: torch.Tensor, states: torch.Tensor, ranks: torch.Tensor, values: torch.Tensor) -> None:
+    """Merge the chosen log p (by state, with their rank there, each < W) into each state's W best."""
+    if not len(states):
+        return
+    touched, where = torch.unique(states, return_inverse=True)
+    fresh = torch.full((len(touched), best.shape[1]), -math.inf, dtype=best.dtype, device=best.device)
+    fresh[where, ranks] = values
+    best[touched] = torch.topk(torch.cat([best[touched], fresh], dim=1), best.shape[1], dim=1).values
 
 
 Memo = dict[tuple[int, ...], torch.Tensor]
@@ -170,8 +187,8 @@ def beam_stream(
     passes = 0 if ctx is context else ctx.passes
     device = lm.device
     tables = Tables.of(proposal, device)
-    extended = torch.zeros(len(proposal.width), dtype=torch.long, device=device)
-    extended[proposal.start] = 1
+    best = torch.full((len(proposal.width), width), -math.inf, dtype=torch.float64, device=device)
+    best[proposal.start, 0] = 0.0  # the empty prefix, extended at the start
     beam = _Beam(torch.tensor([proposal.start], device=device), torch.zeros(1, dtype=torch.float64, device=device),
                  torch.zeros((1, 0), dtype=torch.long, device=device))
     cache, hidden = copy.deepcopy(ctx.cache), ctx.last_hidden
@@ -180,7 +197,7 @@ def beam_stream(
             tok = tables.tokens[beam.state]
             lp, computed = _head_scores(lm, hidden, beam, tables, memo)
             scored += computed
-            (rows, last, scores), (parent, cols, states, values), dropped = _choose(beam, lp, tables, extended, width)
+            (rows, last, scores), (parent, cols, states, values), dropped = _choose(beam, lp, tables, best, width)
             step, pruned = step + 1, pruned + dropped
             if len(rows):
                 paths = torch.cat([beam.tokens[rows], last[:, None]], dim=1).cpu().numpy()
