@@ -154,3 +154,33 @@ def test_a_capped_anytime_beam_stops_at_the_cap_and_says_how_converged_it_is(smo
         "widths 16 → 64; the last widening added 9.52% of the non-canonical mass found")
     assert "before a widening" in describe_rounds([Round(16, -3.0, 4, 0.1, 5)])
     assert "added less than 0.01% of" in describe_rounds([Round(16, -3.0, 4, 0.1, 5), Round(64, -3.0 + 1e-7, 2, 0.3, 9)])
+
+
+def test_a_later_longer_prefix_takes_its_rank_at_a_state():
+    """The per-state rule (issue 21's cause): a state extends a prefix that ranks within the W most
+    probable it has extended so far, whatever its length, so a longer, more probable prefix that
+    arrives after the state's first W is still extended; a less probable one is not."""
+    import math
+
+    import torch
+
+    from marginal_core.beam import _Beam, _choose
+    from marginal_core.proxy import Tables
+
+    # states 0 (start), 1, 2, 3 (final); token 10: 0 -> 1, token 11: 0 -> 2, token 12: 1 -> 2, token 13: 2 -> 3
+    tables = Tables(tokens=torch.tensor([[10, 11], [12, 0], [13, 0], [0, 0]]),
+                    next_state=torch.tensor([[1, 2], [2, -1], [3, -1], [-1, -1]]),
+                    width=torch.tensor([2, 1, 1, 0]), final=torch.tensor([False, False, False, True]))
+    best = torch.full((4, 1), -math.inf, dtype=torch.float64)
+    best[0, 0] = 0.0
+    start = _Beam(torch.tensor([0]), torch.zeros(1, dtype=torch.float64), torch.zeros((1, 0), dtype=torch.long))
+    _, (_, _, states, values), dropped = _choose(start, torch.tensor([[-1.0, -5.0]], dtype=torch.float64), tables, best, 1)
+    assert states.tolist() == [1, 2] and values.tolist() == [-1.0, -5.0] and dropped == 0
+    step = _Beam(states, values, torch.tensor([[10], [11]]))
+    inf = -math.inf
+    for lp, kept in ((-0.5, [2]), (-4.5, [])):  # reaching state 2 at -1.5 beats its -5; at -5.5 it does not
+        trial = best.clone()
+        _, (_, _, states, _), dropped = _choose(step, torch.tensor([[lp, inf], [inf, inf]], dtype=torch.float64),
+                                                tables, trial, 1)
+        assert states.tolist() == kept and dropped == 1 - len(kept)
+        assert trial[2, 0] == (-1.5 if kept else -5.0)  # the state's best now holds what it extended
