@@ -331,7 +331,7 @@ def _pruned_at(log: list[tuple[tuple[int, ...], int, float, bool]], path: tuple[
             earlier = [v for k, v in rivals if k < n]
             weaker = sum(v < value for k, v in rivals)
             return (f"pruned after {n} tokens (log p {value:.2f}); the state's {len(rivals)} slots went "
-                    f"{len(earlier)} to prefixes of fewer tokens, {weaker} of them less probable")
+                    f"{len(earlier)} to prefixes of fewer tokens; {weaker} of the {len(rivals)} were less probable")
     return "not pruned"
 
 
