@@ -12,7 +12,6 @@ import re
 import shutil
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from marginal_core import analysis, viz
@@ -347,10 +346,12 @@ def test_running_figure_keeps_a_trace_on_the_canonical_line_visible_with_short_t
 
 
 def test_rank_table_reports_mean_and_std_per_length():
-    rows = pd.DataFrame({"length": [50, 50, 100, 100], "rho": [0.5, 0.7, 0.9, math.nan]})
-    table = table1.rank_table(rows)
-    assert table["ρ"].tolist() == ["0.60 ± 0.10", "0.90 ± 0.00"]
-    assert table["with ρ"].tolist() == [2, 1]
+    from marginal_core.tasks.rank import by_length
+
+    rows = [{"length": n, "rho": rho, "distinct": 5} for n, rho in ((50, 0.5), (50, 0.7), (100, 0.9), (100, math.nan))]
+    table = by_length(rows)
+    assert [r["rho"] for r in table] == ["0.60 ± 0.10", "0.90"]  # one rho: its value, no spread
+    assert [r["with_rho"] for r in table] == [2, 1] and [r["sentences"] for r in table] == [2, 2]
     for length, sentences in table1.RANK_SENTENCES.items():
         assert all(abs(len(s) - length) <= length * 0.15 for s in sentences), length
 
