@@ -26,6 +26,7 @@ from estimators import text_sets  # bench/estimators.py: the same texts as the e
 from scipy.stats import spearmanr
 
 from marginal_core.estimators import EstimateOptions, Marginalizer
+from marginal_core.lm.adapter import LM
 from marginal_core.methods import Method
 from marginal_core.models import load_model
 from marginal_core.sampling import lattice_samples
@@ -67,7 +68,7 @@ def run_text(lms: dict, context: str | None, text: str, options: EstimateOptions
     out: dict = {"paths": {}, "estimates": {}, "seconds": {}}
     for mode, lm in lms.items():
         started = time.perf_counter()
-        with precision(mode, torch_device(lm).type):
+        with precision(mode, LM.of(lm).device.type):
             m = Marginalizer(lm, text, context)
             paths = [m.lattice.canonical, *lattice_samples(m.lattice, options.samples, seed=options.seed).paths.tolist()]
             out["paths"][mode] = score_paths(lm, paths, m.context_state())
@@ -90,13 +91,6 @@ def table_row(model: str, device: str, mode: str, runs: list[dict]) -> str:
     seconds = {m: sum(r["seconds"][m] for r in runs) for m in ("float32", mode)}
     cells += [f"{seconds['float32']:.1f}", f"{seconds[mode]:.1f}", f"{seconds['float32'] / seconds[mode]:.2f}x"]
     return "| " + " | ".join(cells) + " |"
-
-
-def torch_device(lm: Any) -> Any:
-    """A loaded model's device as a torch.device (its ``device`` may be a name)."""
-    import torch
-
-    return torch.device(lm.device)
 
 
 def load_modes(model: str, device: str | None, modes: list[str]) -> dict[str, Any]:
@@ -130,10 +124,10 @@ def main() -> None:
     print("|" + "---|" * 14)
     for model in args.models.split(","):
         lms = load_modes(model, args.device, modes)
-        if torch_device(lms["float32"]).type != "cuda":
+        if LM.of(lms["float32"]).device.type != "cuda":
             lms.pop("tf32", None)  # TF32 is a CUDA matmul mode
         for mode, lm in lms.items():  # warm-up outside the timings
-            with precision(mode, torch_device(lm).type):
+            with precision(mode, LM.of(lm).device.type):
                 score_paths(lm, [(1,)], [1])
         runs = [run_text(lms, context, text, options) for context, text in pairs]
         for mode in (m for m in lms if m != "float32"):
