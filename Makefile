@@ -59,10 +59,10 @@ system-deps:
 warm: python-deps
 	@$(PY) -m marginal_core.models --warm
 
-# The server's MARGINAL_* variables are checked (and what it offers said) before Streamlit starts.
+# The server's MARGINAL_* variables are checked (and what it offers said) before Streamlit starts,
+# and the model the sidebar opens on loads while it starts ($MARGINAL_PRELOAD: pages/_app/serve.py).
 app: setup
-	@$(PY) -m pages._app.server
-	$(VENV)/bin/streamlit run app.py --server.headless true --server.address $(HOST) \
+	$(PY) -m pages._app.serve --server.headless true --server.address $(HOST) \
 	  --server.port $(PORT) --browser.gatherUsageStats false
 
 # For a class: reachable from other machines, only the embedded models, capped k, W and text length,

@@ -72,7 +72,7 @@ def main() -> None:
     with chromium() as browser:
         page = new_page(browser, 1400, 1100)
         started = time.perf_counter()
-        with streamlit_server() as server:
+        with streamlit_server(preload=None) as server:
             base = server.url
             page.goto(f"{base}/?{query}")
             home = home_rendered(page, started)

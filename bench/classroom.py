@@ -13,8 +13,15 @@ For each size N (`--sessions 1,8,16,32` runs each in turn, each against a fresh 
 - per session, timed in the page itself: seconds from its click to the first estimate plotted
   and to "Done:", the first error or exception shown, and the first queue message seen while
   it waited (an element saying "ahead of yours" or "in the queue");
+- the same two moments on the server's side, from its log (pages/_app/machine.py logs when each
+  run first showed a result and when it ended): the browsers at nice 19 on the server's cores
+  draw late while the server is busy, which a student's own machine would not, so the server's
+  times are what a class sees, less its own browser's drawing;
 - the server's memory (RSS of the streamlit process and its children, every 0.2 s): just
   before the clicks and the peak until every session has ended;
+- the CPU seconds the server and the browsers used from the clicks to the last end (the
+  browsers, drawing every session's page on the server's own cores, take what would be the
+  students' machines' work);
 - the serial reference, after the server has stopped: the same N estimates one after another
   in this process with the model loaded once (the library's ``Marginalizer(lm, text).estimate``
   in one chunk, which scores the canonical path too, as the app's run does), summed wall
@@ -35,6 +42,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -55,6 +63,7 @@ import pages._app  # noqa: E402,F401 -- the app's process settings (OMP_WAIT_POL
 from tests.test_browser import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
+    cpu_seconds,
     new_page,
     settle,
     streamlit_server,
@@ -185,6 +194,10 @@ class Size:
     browser_nice: set[int]  # the niceness of the browser's threads
     screenshots: list[str]
     serial: float  # seconds for the same estimates in one process, one after another
+    server_first: list[float]  # epoch seconds at which the server's runs first showed a result
+    server_ended: list[float]  # ... and at which those runs ended
+    server_cpu: float  # CPU seconds the server used from the clicks to the last end
+    browser_cpu: float  # ... and the browsers
 
     @property
     def click_spread(self) -> float:
@@ -198,6 +211,22 @@ class Size:
         if any(s.ended is None for s in self.sessions):
             return None
         return max(s.clicked + s.ended for s in self.sessions) - min(s.clicked for s in self.sessions)
+
+    def since_clicks(self, moments: list[float]) -> list[float]:
+        """Epoch moments as seconds after the first click."""
+        first_click = min(s.clicked for s in self.sessions if s.clicked is not None)
+        return [t - first_click for t in moments]
+
+
+RUN_LOG = re.compile(r"run \S+: (first result|ended) .*\(at=([0-9.]+) ")
+
+
+def server_moments(log: Path) -> dict[str, list[float]]:
+    """The epoch moments the server logged for its runs, by event ('first result', 'ended')."""
+    moments: dict[str, list[float]] = {"first result": [], "ended": []}
+    for event, at in RUN_LOG.findall(log.read_text(encoding="utf-8", errors="replace")):
+        moments[event].append(float(at))
+    return moments
 
 
 class ServerMemory:
@@ -249,6 +278,17 @@ def low_priority_chromium() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
+
+
+def browser_cpu_seconds() -> float:
+    """CPU seconds (user and system) used so far by the Chromium processes started by this one."""
+    total = 0.0
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if proc.name().startswith("chrom"):
+                times = proc.cpu_times()
+                total += times.user + times.system
+    return total
 
 
 def browser_niceness() -> set[int]:
@@ -315,16 +355,20 @@ def run_size(n: int, args: argparse.Namespace) -> Size:
     texts = SENTENCES[:n]
     sessions = [Session(text) for text in texts]
     load_before = os.getloadavg()[0]
-    with streamlit_server() as server, low_priority_chromium() as browser:
+    with streamlit_server(preload=None) as server, low_priority_chromium() as browser:
         pages = open_sessions(browser, server.url, args, texts)
         wait_until_idle(server.pid, timeout=args.timeout)
         nice = browser_niceness()
         with ServerMemory(server.pid) as memory:
+            cpu = cpu_seconds(server.pid), browser_cpu_seconds()
             click_all(pages)
             wait_for_ends(pages, sessions, args.timeout)
+            cpu = cpu_seconds(server.pid) - cpu[0], browser_cpu_seconds() - cpu[1]
         shots = screenshot_ends(pages)
     load_after = os.getloadavg()[0]
-    return Size(sessions, memory.before, memory.peak, load_before, load_after, nice, shots, serial_seconds(args, texts))
+    logged = server_moments(server.log)
+    return Size(sessions, memory.before, memory.peak, load_before, load_after, nice, shots, serial_seconds(args, texts),
+                logged["first result"], logged["ended"], *cpu)
 
 
 def serial_seconds(args: argparse.Namespace, texts: list[str]) -> float:
@@ -354,9 +398,12 @@ def table_row(n: int, size: Size, timeout: float) -> str:
     span = f"{makespan:.1f} s" if makespan is not None else f"> {timeout:.0f} s (not all ended)"
     ratio = f"{makespan / size.serial:.2f}x" if makespan is not None else "-"
     queued = sum(x.queue is not None for x in s)
+    ended = size.since_clicks(size.server_ended)
+    server_span = f"{max(ended):.1f} s ({max(ended) / size.serial:.2f}x)" if len(ended) == n else f"{len(ended)} of {n} ended"
     return (f"| {n} | {sum(x.done is not None for x in s)} | {sum(x.error is not None for x in s)} "
             f"| {spread([x.first for x in s if x.first is not None])} "
             f"| {spread([x.done for x in s if x.done is not None])} | {span} | {size.serial:.1f} s | {ratio} "
+            f"| {spread(size.since_clicks(size.server_first))} | {spread(ended)} | {server_span} "
             f"| {size.memory_before:.2f} → {size.memory_peak:.2f} | {queued or '-'} |")
 
 
@@ -366,15 +413,17 @@ def print_report(args: argparse.Namespace, sizes: dict[int, Size], load_before: 
           f"server env: {' '.join(args.env) or 'none'}")
     print("| sessions | finished | errors | click→first estimate min/median/max | click→Done min/median/max "
           "| makespan | serial (same N estimates, one process) | makespan / serial "
+          "| server: first result min/median/max | server: run ended min/median/max | server: makespan (/ serial) "
           "| server memory before Run → peak (GiB) | queue message seen (sessions) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n, size in sizes.items():
         print(table_row(n, size, args.timeout))
     for n, size in sizes.items():
         queue = next((f"{x.queue!r} at {x.queue_at:.1f} s" for x in size.sessions if x.queue), "-")
         errors = [x.error for x in size.sessions if x.error]
         print(f"N = {n}: clicks within {size.click_spread:.2f} s; browser threads at nice {sorted(size.browser_nice)}"
-              f"; load (1 min) {size.load_before:.2f} → {size.load_after:.2f}; first queue message: {queue}"
+              f"; load (1 min) {size.load_before:.2f} → {size.load_after:.2f}; CPU seconds from the clicks to the "
+              f"last end: server {size.server_cpu:.1f}, browsers {size.browser_cpu:.1f}; first queue message: {queue}"
               + (f"; first error: {errors[0]!r}" if errors else ""))
     print("load average (1/5/15 min): before " + " / ".join(f"{x:.2f}" for x in load_before)
           + ", after " + " / ".join(f"{x:.2f}" for x in load_after) + f"; screenshots in {OUTPUT}")

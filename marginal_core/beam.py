@@ -49,8 +49,10 @@ class BeamResult:
     (a prefill of the context included when the walk made it). ``cancelled`` is True when
     should_stop ended the walk; ``done`` is False for the results yielded before the last.
     ``pruned`` counts the prefixes the per-state rank left unextended: a finished walk that
-    pruned none found every non-canonical path, so its bound is exact. ``rounds`` holds, for an
-    anytime beam, each finished round (:class:`Round`).
+    pruned none found every non-canonical path, so its bound is exact. ``log_missed`` is the log
+    of their summed probability: every path the walk did not find extends one of them, so it
+    bounds the mass missed. ``rounds`` holds, for an anytime beam, each finished round
+    (:class:`Round`).
     """
 
     paths: PathBatch
@@ -65,6 +67,7 @@ class BeamResult:
     pruned: int = 0
     rounds: tuple[Round, ...] = ()
     scored: int = 0  # prefixes whose next-token scores the head computed (not taken from a memo)
+    log_missed: float = -math.inf
 
     @property
     def log_mass(self) -> float:
@@ -89,9 +92,10 @@ def _ranks(key: torch.Tensor) -> torch.Tensor:
 
 def _choose(
     beam: _Beam, lp: torch.Tensor, tables: Tables, best: torch.Tensor, width: int
-) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...], int]:
+) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...], tuple[int, float]]:
     """Split one step's extensions into complete paths (rows, tokens, log p) and the chosen
-    ones to extend (parent rows, columns, states, log p), and how many were left out. An
+    ones to extend (parent rows, columns, states, log p), and how many were left out with the
+    log of their summed probability. An
     extension is chosen when fewer than W prefixes at least as probable have been (or are being)
     extended at its state: ``best`` holds each state's W most probable extended log p so far
     (descending, -inf where fewer), and takes the chosen ones in."""
@@ -110,9 +114,11 @@ def _choose(
     # fewer than W - rank earlier ones at least as probable: it beats the (W - rank)-th best so far
     # (monotone within a state: a kept one's betters are kept too)
     keep = (ranks < width) & (values > best[states, (width - 1 - ranks).clamp(min=0)])
+    left = values[~keep]
+    left_mass = float(torch.logsumexp(left, dim=0)) if len(left) else -math.inf
     rows, cols, states, values, ranks = rows[keep], cols[keep], states[keep], values[keep], ranks[keep]
     _take(best, states, ranks, values)
-    return complete, (rows, cols, states, values), int((~keep).sum())
+    return complete, (rows, cols, states, values), (len(left), left_mass)
 
 
 def _take(best: torch.Tensor, states: torch.Tensor, ranks: torch.Tensor, values: torch.Tensor) -> None:
@@ -172,12 +178,13 @@ def beam_stream(
     found_tokens: list[np.ndarray] = []
     found_lp: list[float] = []
     passes = step = pruned = scored = 0
+    missed = -math.inf  # log of the pruned prefixes' summed probability
 
     def result(done: bool, cancelled: bool = False) -> BeamResult:
         paths = PathBatch.from_paths([tuple(t) for t in found_tokens])
         log_p = np.array(found_lp, dtype=np.float64)
         return BeamResult(paths, log_p, width, step, proposal.max_steps, passes,
-                          time.perf_counter() - started, cancelled, done, pruned, scored=scored)
+                          time.perf_counter() - started, cancelled, done, pruned, scored=scored, log_missed=missed)
 
     if proposal.empty:
         yield result(True)
@@ -197,8 +204,8 @@ def beam_stream(
             tok = tables.tokens[beam.state]
             lp, computed = _head_scores(lm, hidden, beam, tables, memo)
             scored += computed
-            (rows, last, scores), (parent, cols, states, values), dropped = _choose(beam, lp, tables, best, width)
-            step, pruned = step + 1, pruned + dropped
+            (rows, last, scores), (parent, cols, states, values), (dropped, mass) = _choose(beam, lp, tables, best, width)
+            step, pruned, missed = step + 1, pruned + dropped, float(np.logaddexp(missed, mass))
             if len(rows):
                 paths = torch.cat([beam.tokens[rows], last[:, None]], dim=1).cpu().numpy()
                 found_tokens.extend(paths)
@@ -238,9 +245,9 @@ def anytime_beam(
     progress: Progress | None = None,
     should_stop: StopCheck | None = None,
 ) -> Iterator[BeamResult]:
-    """The beam widened round by round (``widths``) until a round prunes nothing (its bound is
-    then exact), a widening adds less than ``tolerance`` nats to the mass found, the time budget
-    (seconds) runs out, or should_stop; the best bound found so far after every step that found
+    """The beam widened round by round (``widths``) until what a round pruned could add less than
+    ``tolerance`` nats to the mass found (nothing pruned: the bound is exact), a widening adds
+    less than that, the time budget (seconds) runs out, or should_stop; the best bound found so far after every step that found
     paths. Its paths are the union over the rounds (each scored exactly), so the bound never
     falls from one round to the next; ``rounds`` lists each finished :class:`Round`."""
     started, rounds, memo = time.perf_counter(), [], {}
@@ -280,8 +287,9 @@ def anytime_beam(
             yield best(last, not user_stop(), user_stop())
             return
         take(last)
-        rounds.append(Round(width, mass(), last.pruned, time.perf_counter() - started, len(found)))
-        if last.pruned == 0 or rounds[-1].log_mass - before < tolerance or i == len(widths) - 1 or stop():
+        rounds.append(Round(width, mass(), last.pruned, time.perf_counter() - started, len(found), last.log_missed))
+        converged = last.pruned == 0 or rounds[-1].certified_gap < tolerance or rounds[-1].log_mass - before < tolerance
+        if converged or i == len(widths) - 1 or stop():
             yield best(last, True, user_stop())
             return
         earlier, scored = earlier + last.forward_passes, scored + last.scored

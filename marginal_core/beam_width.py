@@ -14,17 +14,33 @@ DEFAULT_BEAM_WIDTH = 32
 MAX_BEAM_WIDTH = 1024
 DEFAULT_TOLERANCE = 0.01  # nats: a widening that adds less ends the anytime beam
 AUTO_WIDTHS = (16, 64, 256, 1024)  # the anytime beam's rounds: each four times the last
+# A round whose pruned prefixes could hold at most this many nats more is described by that bound.
+CERTIFIED_NATS = 1.0
 
 
 class Round(NamedTuple):
     """One finished round of the anytime beam: its width, the log of the non-canonical mass found
-    by it and the rounds before it, the prefixes it pruned, and the seconds and paths at its end."""
+    by it and the rounds before it, the prefixes it pruned, the seconds and paths at its end, and
+    ``log_missed``: the log of the pruned prefixes' summed probability, which bounds the mass of
+    every path the rounds did not find (each extends a pruned prefix, and a prefix's completions
+    hold at most its own probability), so the exact mass is at most log_mass ⊕ log_missed."""
 
     width: int
     log_mass: float
     pruned: int
     seconds: float
     paths: int
+    log_missed: float = math.inf  # inf: not known
+
+    @property
+    def certified_gap(self) -> float:
+        """Nats by which the exact non-canonical mass may lie above the bound, at most."""
+        if self.pruned == 0:
+            return 0.0
+        if not (math.isfinite(self.log_mass) and math.isfinite(self.log_missed)):
+            return math.inf
+        excess = self.log_missed - self.log_mass  # log(1 + e^excess), without overflow
+        return excess + math.log1p(math.exp(-excess)) if excess > 0 else math.log1p(math.exp(excess))
 
 
 def auto_widths(widest: int = MAX_BEAM_WIDTH) -> tuple[int, ...]:
@@ -36,16 +52,23 @@ def auto_widths(widest: int = MAX_BEAM_WIDTH) -> tuple[int, ...]:
 def describe_rounds(rounds: Sequence[Round]) -> str:
     """How converged the anytime beam's bound is, in a sentence: exact (the last round pruned
     nothing), or what the last widening added to the non-canonical mass found."""
-    widths = " → ".join(str(r.width) for r in rounds)
     if not rounds:
         return "no round finished"
+    widths = ("widths " if len(rounds) > 1 else "width ") + " → ".join(str(r.width) for r in rounds)
     if rounds[-1].pruned == 0:
-        return f"widths {widths}; the last round pruned no prefix, so the bound is exact"
+        return f"{widths}; the last round pruned no prefix, so the bound is exact"
+    if rounds[-1].certified_gap < CERTIFIED_NATS:  # what it pruned cannot hold much
+        return (f"{widths}; what it pruned could hold at most {_share(-math.expm1(-rounds[-1].certified_gap))} "
+                "more mass, so the bound is exact to within that")
     if len(rounds) == 1:
-        return f"width {widths}; stopped before a widening could be measured"
+        return f"{widths}; stopped before a widening could be measured"
     added = -math.expm1(rounds[-2].log_mass - rounds[-1].log_mass) if math.isfinite(rounds[-1].log_mass) else 0.0
-    share = "less than 0.01%" if added < 1e-4 else f"{100 * added:.2f}%"
-    return f"widths {widths}; the last widening added {share} of the non-canonical mass found"
+    return f"{widths}; the last widening added {_share(added)} of the non-canonical mass found"
+
+
+def _share(fraction: float) -> str:
+    """A share of the mass in words: '0.20%', or 'less than 0.01%'."""
+    return "less than 0.01%" if fraction < 1e-4 else f"{100 * fraction:.2f}%"
 
 
 def check_width(width: int) -> None:

@@ -154,8 +154,11 @@ def _summary(result: dict[str, Any]) -> str:
 
 def _rounds(name: str, rounds: list[dict]) -> str:
     """A line on the anytime beam's rounds (their JSON rows): how converged its bound is."""
-    return f"{name}: " + describe_rounds([Round(**{**r, "log_mass": -math.inf if r["log_mass"] is None else r["log_mass"]})
-                                          for r in rounds])
+    def floats(r: dict) -> dict:  # JSON holds null for an infinite mass: none found, or none known
+        return {**r, "log_mass": -math.inf if r["log_mass"] is None else r["log_mass"],
+                "log_missed": math.inf if r.get("log_missed") is None else r["log_missed"]}
+
+    return f"{name}: " + describe_rounds([Round(**floats(r)) for r in rounds])
 
 
 def _num(value: float | None) -> str:

@@ -26,6 +26,7 @@ from functools import cached_property
 
 import numpy as np
 
+from marginal_core import turns
 from marginal_core.beam import anytime_beam, beam_stream
 from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, DEFAULT_TOLERANCE, MAX_BEAM_WIDTH, Round, auto_widths, check_width
 from marginal_core.context import context_ids
@@ -122,10 +123,13 @@ class RunState:
 class BeamRun(RunState):
     """A beam's run: it asks for no number of samples, so ``requested`` is the walk's most steps
     and ``steps`` those done, while its checkpoints count the paths it completed; an anytime
-    beam's finished ``rounds`` too."""
+    beam's finished ``rounds`` too; ``pruned`` prefixes left unextended by its (last) walk and
+    ``log_missed``, the log of their summed probability, which bounds the mass it did not find."""
 
     steps: int = 0
     rounds: tuple[Round, ...] = ()
+    pruned: int = 0
+    log_missed: float = -math.inf
 
     @property
     def covered(self) -> int:
@@ -206,7 +210,8 @@ class Estimate:
         if self.run.cancelled:
             row["cancelled"] = True
         if self.rounds:  # the anytime beam: each round's width, mass found, pruned prefixes, seconds and paths
-            row["rounds"] = [{**r._asdict(), "log_mass": json_float(r.log_mass), "seconds": round(r.seconds, 4)}
+            row["rounds"] = [{**r._asdict(), "log_mass": json_float(r.log_mass), "log_missed": json_float(r.log_missed),
+                              "seconds": round(r.seconds, 4)}
                              for r in self.rounds]
         return row
 
@@ -233,6 +238,14 @@ def chunk_sizes(total: int, chunk: int | None, first: int | None = None) -> Iter
         yield size
         done += size
         size = cap
+
+
+def _handing_on(stream: Iterator[Estimate]) -> Iterator[Estimate]:
+    """A stream whose chunk ends are checkpoints: where runs take turns (the app's), another
+    waiting run gets the device while this one's estimate is drawn."""
+    for estimate in stream:
+        turns.checkpoint()
+        yield estimate
 
 
 def _head(paths: PathBatch, start: int, stop: int) -> PathBatch:
@@ -438,7 +451,8 @@ class Marginalizer:
                 seconds=result.seconds,
                 forward_passes=result.forward_passes,
                 run=BeamRun(result.max_steps, tuple(checkpoints), done=result.done, cancelled=result.cancelled,
-                            steps=result.steps, rounds=result.rounds),
+                            steps=result.steps, rounds=result.rounds, pruned=result.pruned,
+                            log_missed=result.log_missed),
             )
 
     def _from_proxy(self, result: ProxyResult, checkpoints: Checkpoints) -> Estimate:
@@ -480,7 +494,7 @@ class Marginalizer:
         """
         runner = self._streams()[Method.parse(method)]
         options = replace(options or EstimateOptions(), **settings)
-        return runner(options, should_stop, progress)
+        return _handing_on(runner(options, should_stop, progress))
 
     def _streams(self) -> dict[Method, Callable[..., Iterator[Estimate]]]:
         return {

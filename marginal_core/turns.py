@@ -4,11 +4,15 @@
 The library wraps each unit of model work (a forward pass, a chunk of the LM head) in
 :func:`unit`. Outside a run that a :class:`Turns` admitted (the CLI, the tests, a script),
 :func:`unit` does nothing. Inside one, a run's first unit waits for its **turn**: the device is
-its own, for its units and the work between them, until it has held it for ``slice_s`` and
-another run waits (checked as each unit starts), or until it stays out of a unit for ``idle_s``
-(it is drawing, or done). The next turn goes to the waiting run that has used the device least
-so far (round-robin by service time), so a run that starts last gets its first turn within a
-round, and no run costs the others more than its share. One run at a time, rather than one unit
+its own, for its units and the work between them, until its units have used ``slice_s`` of
+it while another run waits (checked as each unit starts), until it reaches a :func:`checkpoint`
+(a natural break, such as the end of a chunk of samples) while another run waits, or until it
+stays out of a unit for ``idle_s`` (it is drawing, or done). Until a run's first checkpoint
+(its first estimate) its turns may use ``first_slice_s``: a newcomer's first turn ends with
+something to show, however much the other sessions' page code slows its own. The next turn
+goes to the waiting run that has used the device least so far (round-robin by service time), so
+a run that starts last gets its first turn within a round, and no run costs the others more
+than its share. One run at a time, rather than one unit
 at a time, keeps the work between units from fighting the holder for the cores. A run's stop
 check is polled while it waits and before each unit; True gives it :class:`TurnCancelled`.
 
@@ -30,7 +34,7 @@ from typing import Any
 from marginal_core.errors import MarginalError
 from marginal_core.progress import StopCheck
 
-__all__ = ["Place", "TurnCancelled", "Turns", "current", "unit"]
+__all__ = ["Place", "Run", "TurnCancelled", "Turns", "checkpoint", "current", "unit"]
 
 # Seconds between a waiting run's stop checks and reports of its place.
 POLL_S = 0.2
@@ -39,6 +43,9 @@ POLL_S = 0.2
 # unit before another run may take the device (a waiter checks that often).
 SLICE_S = 0.5
 IDLE_S = 0.5
+# The device seconds a run's turns may use before its first checkpoint (a canonical score and a
+# first chunk of a few samples take well under this on a CPU).
+FIRST_SLICE_S = 2.0
 # The seconds a run is assumed to take before any has finished (the queue's wait estimate).
 FIRST_GUESS_S = 2.0
 
@@ -68,7 +75,7 @@ raise to leave the queue)."""
 
 
 @dataclass(eq=False)
-class _Run:
+class Run:
     """One admitted or queued run: its owner, hooks, arrival and the device seconds it used."""
 
     owner: Hashable
@@ -79,8 +86,18 @@ class _Run:
     admitted: bool = False
     wants: bool = False
     turn_began: float = 0.0
+    turn_used: float = 0.0  # seconds inside its units in its current turn
+    checkpointed: bool = False  # it has reached a checkpoint (shown an estimate)
     in_unit: bool = False
     left_unit: float = 0.0
+    first_asked: float | None = None  # when it first asked for the device (perf_counter seconds)
+    first_given: float | None = None  # when its first turn began
+
+    def first_turn(self) -> tuple[float, float] | None:
+        """Seconds from its arrival to its first ask for the device, and to its first turn."""
+        if self.first_asked is None or self.first_given is None:
+            return None
+        return self.first_asked - self.arrived, self.first_given - self.arrived
 
     def order(self) -> tuple[float, float]:
         return self.served, self.arrived
@@ -89,21 +106,22 @@ class _Run:
         return self.should_stop is not None and bool(self.should_stop())
 
 
-_CURRENT: ContextVar[tuple[Turns, _Run] | None] = ContextVar("marginal_turn", default=None)
+_CURRENT: ContextVar[tuple[Turns, Run] | None] = ContextVar("marginal_turn", default=None)
 
 
 class Turns:
     """One device's turns: at most one unit at a time, the least-served waiting run next, at most
     ``max_runs`` runs admitted (the rest wait in arrival order)."""
 
-    def __init__(self, max_runs: int = 16, slice_s: float = SLICE_S, idle_s: float = IDLE_S) -> None:
+    def __init__(self, max_runs: int = 16, slice_s: float = SLICE_S, idle_s: float = IDLE_S,
+                 first_slice_s: float = FIRST_SLICE_S) -> None:
         if max_runs < 1:
             raise MarginalError("max_runs must be at least 1")
-        self.max_runs, self.slice_s, self.idle_s = max_runs, slice_s, idle_s
+        self.max_runs, self.slice_s, self.idle_s, self.first_slice_s = max_runs, slice_s, idle_s, first_slice_s
         self._cond = threading.Condition()
-        self._holder: _Run | None = None
-        self._admitted: list[_Run] = []
-        self._queue: list[_Run] = []
+        self._holder: Run | None = None
+        self._admitted: list[Run] = []
+        self._queue: list[Run] = []
         self._run_seconds: list[float] = []  # device seconds of recently finished runs
         self._scratch: dict[str, Any] = {}
 
@@ -111,19 +129,20 @@ class Turns:
 
     @contextlib.contextmanager
     def run(self, owner: Hashable, should_stop: StopCheck | None = None,
-            waiting: Waiting | None = None) -> Iterator[None]:
-        """The block in which owner's model work takes turns (nested blocks join the outer run)."""
+            waiting: Waiting | None = None) -> Iterator[Run]:
+        """The block in which owner's model work takes turns (nested blocks join the outer run);
+        it yields the run, whose :meth:`Run.first_turn` says how long its first turn took to come."""
         outer = _CURRENT.get()
         if outer is not None and outer[0] is self:
-            yield
+            yield outer[1]
             return
-        entry = _Run(owner, should_stop, waiting)
+        entry = Run(owner, should_stop, waiting)
         with self._cond:
             self._queue.append(entry)
             self._admit()
         token = _CURRENT.set((self, entry))
         try:
-            yield
+            yield entry
         finally:
             _CURRENT.reset(token)
             with self._cond:
@@ -137,7 +156,7 @@ class Turns:
             self._admitted.append(entry)
         self._cond.notify_all()
 
-    def _leave(self, entry: _Run) -> None:
+    def _leave(self, entry: Run) -> None:
         """Forget a run that ended, however it ended (lock held)."""
         if entry in self._queue:
             self._queue.remove(entry)
@@ -152,7 +171,7 @@ class Turns:
     # ------------------------------------------------------------------ units
 
     @contextlib.contextmanager
-    def unit(self, entry: _Run) -> Iterator[None]:
+    def unit(self, entry: Run) -> Iterator[None]:
         """One unit of entry's work in entry's turn (waiting for one first; a turn held past its
         slice while others wait is handed on first); a unit inside a unit is part of it."""
         if entry.in_unit:
@@ -161,20 +180,34 @@ class Turns:
         if entry.stopped():  # in its turn or not, a stopped run starts no more work
             raise TurnCancelled("stopped")
         with self._cond:
-            if self._holder is entry and time.perf_counter() - entry.turn_began >= self.slice_s and self._waiters(entry):
+            if self._holder is entry and entry.turn_used >= self._slice(entry) and self._waiters(entry):
                 self._end_turn(time.perf_counter())
             held = self._holder is entry
             entry.in_unit = held
         if not held:
             self._take(entry)
+        began = time.perf_counter()
         try:
             yield
         finally:
             with self._cond:
                 entry.in_unit, entry.left_unit = False, time.perf_counter()
+                entry.turn_used += entry.left_unit - began
                 self._cond.notify_all()
 
-    def _waiters(self, entry: _Run) -> bool:
+    def _slice(self, entry: Run) -> float:
+        """The device seconds entry's turn may use while others wait."""
+        return self.slice_s if entry.checkpointed else self.first_slice_s
+
+    def pause(self, entry: Run) -> None:
+        """A natural break in entry's work: if it holds the device and another run waits, its
+        turn ends here (a newcomer's first estimate need not wait for the holder's slice)."""
+        with self._cond:
+            entry.checkpointed = True
+            if self._holder is entry and not entry.in_unit and self._waiters(entry):
+                self._end_turn(time.perf_counter())
+
+    def _waiters(self, entry: Run) -> bool:
         """Whether another admitted run waits for the device (lock held)."""
         return any(r.wants for r in self._admitted if r is not entry)
 
@@ -186,10 +219,12 @@ class Turns:
             self._holder = None
             self._cond.notify_all()
 
-    def _take(self, entry: _Run) -> None:
+    def _take(self, entry: Run) -> None:
         """Wait until entry is admitted and the next to use the device, then begin its turn in
         a unit; a run told where it stood is told None when its turn comes."""
         told, shown = time.perf_counter(), None
+        if entry.first_asked is None:
+            entry.first_asked = told
         try:
             while not self._took(entry):
                 with self._cond:
@@ -204,7 +239,7 @@ class Turns:
         if shown is not None and entry.waiting is not None:
             entry.waiting(None)
 
-    def _took(self, entry: _Run) -> bool:
+    def _took(self, entry: Run) -> bool:
         """Begin entry's turn if it is next, else wait a little for a change (False)."""
         with self._cond:
             entry.wants = True
@@ -215,10 +250,12 @@ class Turns:
             now = time.perf_counter()
             if self._holder is not None:  # it stayed out of its units too long: its turn ends
                 self._end_turn(self._holder.left_unit)
-            self._holder, entry.wants, entry.in_unit, entry.turn_began = entry, False, True, now
+            self._holder, entry.wants, entry.in_unit, entry.turn_began, entry.turn_used = entry, False, True, now, 0.0
+            if entry.first_given is None:
+                entry.first_given = now
             return True
 
-    def _is_next(self, entry: _Run) -> bool:
+    def _is_next(self, entry: Run) -> bool:
         """Whether entry may take the device now: it is admitted, the device is free (or its
         holder idle for idle_s) and entry has used it least of the waiting runs (lock held)."""
         holder = self._holder
@@ -227,9 +264,9 @@ class Turns:
         if holder is not None and (holder.in_unit or time.perf_counter() - holder.left_unit < self.idle_s):
             return False
         waiting = [r for r in self._admitted if r.wants]
-        return min(waiting, key=_Run.order) is entry
+        return min(waiting, key=Run.order) is entry
 
-    def _place(self, entry: _Run) -> Place:
+    def _place(self, entry: Run) -> Place:
         """Where entry stands now (lock held): the runs whose turns come first, a slice each."""
         if entry.admitted:
             ahead = sum(1 for r in self._admitted if r.wants and r.order() < entry.order())
@@ -270,3 +307,10 @@ def unit() -> Iterator[None]:
     turns, entry = held
     with turns.unit(entry):
         yield
+
+
+def checkpoint() -> None:
+    """A natural break in a run's model work (a chunk's end): another run that waits goes first."""
+    held = _CURRENT.get()
+    if held is not None:
+        held[0].pause(held[1])

@@ -90,9 +90,37 @@ def test_the_anytime_beam_is_a_bound_that_rises_by_round_and_is_exact_when_nothi
     assert auto.log_noncanonical >= fixed.log_noncanonical - 1e-5  # (a path scored in another batch moves by ~1e-6)
     before = auto.run.rounds[-2].log_mass if len(auto.run.rounds) > 1 else -np.inf
     last = auto.run.rounds[-1]
-    assert last.pruned == 0 or last.log_mass - before < 0.01  # stopped as exact, or by the tolerance
+    assert last.pruned == 0 or last.log_mass - before < 0.01 or last.certified_gap < 0.01  # exact, or converged
+    assert exact.log_noncanonical <= np.logaddexp(last.log_mass, last.log_missed) + 2e-4  # the certificate holds
     if last.pruned == 0:
         assert auto.log_noncanonical == pytest.approx(exact.log_noncanonical, abs=2e-4)
+
+
+@pytest.mark.parametrize("context", [None, QUESTION])
+@pytest.mark.parametrize("text", [" eight legs", " a thermometer", "Entschuldigung"])
+def test_what_a_beam_pruned_bounds_what_it_missed(lm, context, text):
+    """Every path a walk did not find extends a pruned prefix, so the exact non-canonical mass is
+    at most the mass found plus the pruned prefixes' probability (log_missed), at every width."""
+    m = Marginalizer(lm, text, context)
+    exact = m.exact().log_noncanonical
+    for width in (1, 2, 4, 16):
+        walk = m.beam(width)
+        assert walk.log_noncanonical <= exact + 2e-4
+        assert exact <= np.logaddexp(walk.log_noncanonical, walk.run.log_missed) + 2e-4, width
+        assert (walk.run.log_missed == -np.inf) == (walk.run.pruned == 0)
+
+
+def test_an_anytime_beam_whose_pruned_prefixes_cannot_hold_more_stops_after_one_round(smollm_model):
+    """On an answer, what W = 16 pruned is too improbable to add 0.01 nats: no second round, and
+    the sentence says how little more the exact marginal can hold."""
+    from marginal_core.beam_width import describe_rounds
+
+    m = Marginalizer(smollm_model, " a thermometer", QUESTION)
+    auto = m.beam()
+    (first,) = auto.run.rounds
+    assert first.width == 16 and first.pruned > 0 and first.certified_gap < 0.01
+    assert auto.log_noncanonical == pytest.approx(m.exact().log_noncanonical, abs=0.01)
+    assert "could hold at most less than 0.01% more mass" in describe_rounds(auto.run.rounds)
 
 
 def test_an_anytime_beam_that_prunes_nothing_is_exact_after_one_round(smollm_model):
@@ -133,9 +161,9 @@ def test_a_widening_pays_the_head_only_for_new_prefixes(smollm_model):
     from marginal_core.beam import anytime_beam, beam_stream
 
     m = Marginalizer(smollm_model, "Entschuldigung")
-    auto = list(anytime_beam(smollm_model, m.lattice, m.context_state()))[-1]
+    auto = list(anytime_beam(smollm_model, m.lattice, m.context_state(), widths=(16, 64), tolerance=0.0))[-1]
     widths = [r.width for r in auto.rounds]
-    assert len(widths) >= 2
+    assert widths == [16, 64]
     fixed = [list(beam_stream(smollm_model, m.lattice, w, m.context_state()))[-1] for w in widths]
     assert fixed[-1].scored <= auto.scored < sum(f.scored for f in fixed)
     assert auto.log_mass == pytest.approx(fixed[-1].log_mass, abs=1e-5)  # scores from other batches: ~1e-6
@@ -175,12 +203,12 @@ def test_a_later_longer_prefix_takes_its_rank_at_a_state():
     best[0, 0] = 0.0
     start = _Beam(torch.tensor([0]), torch.zeros(1, dtype=torch.float64), torch.zeros((1, 0), dtype=torch.long))
     _, (_, _, states, values), dropped = _choose(start, torch.tensor([[-1.0, -5.0]], dtype=torch.float64), tables, best, 1)
-    assert states.tolist() == [1, 2] and values.tolist() == [-1.0, -5.0] and dropped == 0
+    assert states.tolist() == [1, 2] and values.tolist() == [-1.0, -5.0] and dropped == (0, -math.inf)
     step = _Beam(states, values, torch.tensor([[10], [11]]))
     inf = -math.inf
     for lp, kept in ((-0.5, [2]), (-4.5, [])):  # reaching state 2 at -1.5 beats its -5; at -5.5 it does not
         trial = best.clone()
         _, (_, _, states, _), dropped = _choose(step, torch.tensor([[lp, inf], [inf, inf]], dtype=torch.float64),
                                                 tables, trial, 1)
-        assert states.tolist() == kept and dropped == 1 - len(kept)
+        assert states.tolist() == kept and dropped == ((0, -math.inf) if kept else (1, -5.5))  # left out, its log p
         assert trial[2, 0] == (-1.5 if kept else -5.0)  # the state's best now holds what it extended

@@ -26,6 +26,8 @@ from urllib.parse import quote
 
 import pytest
 
+from pages._app.serve import PRELOAD_ENV
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -43,10 +45,11 @@ def free_port() -> int:
 
 
 class Server(NamedTuple):
-    """A running `streamlit run app.py`: its base URL and process id."""
+    """A running `streamlit run app.py`: its base URL, process id and log file."""
 
     url: str
     pid: int
+    log: Path
 
 
 def cpu_seconds(pid: int) -> float:
@@ -75,14 +78,18 @@ def wait_until_idle(pid: int, timeout: float = 120.0, window: float = 2.0, busy:
 
 
 @contextlib.contextmanager
-def streamlit_server(timeout: float = 120.0):
-    """`streamlit run app.py` on a free local port; yields the Server, stops it afterwards."""
+def streamlit_server(timeout: float = 120.0, preload: str | None = "none"):
+    """The app's server (`python -m pages._app.serve`, as `make app` starts it) on a free local
+    port; yields the Server, stops it afterwards. preload: $MARGINAL_PRELOAD where the environment
+    sets none (tests warm no model they may not use; None: the server's default, as users get)."""
     port = free_port()
     env = dict(os.environ)
     env.setdefault("MARGINAL_CACHE", str(Path.home() / ".cache" / "marginal"))
+    if preload is not None:
+        env.setdefault(PRELOAD_ENV, preload)
     log = open(OUTPUT.parent / f"streamlit-{port}.log", "w")  # noqa: SIM115 -- closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+        [sys.executable, "-m", "pages._app.serve", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
          "--server.fileWatcherType", "none"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -102,7 +109,7 @@ def streamlit_server(timeout: float = 120.0):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"streamlit did not answer within {timeout:.0f} s; see {log.name}")
             time.sleep(0.3)
-        yield Server(base, proc.pid)
+        yield Server(base, proc.pid, Path(log.name))
     finally:
         proc.terminate()
         try:

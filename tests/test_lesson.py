@@ -6,11 +6,13 @@ first screen with arc labels at least 12 px high."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
+from marginal_core.models import DEFAULT_MODEL
 from pages._app import lesson
 from pages._app.presets import PRESETS
 from tests.test_browser import CHROMIUM, OUTPUT, chromium, new_page, no_traceback, settle, streamlit_server
@@ -22,7 +24,7 @@ VIEWS = [title for path, title, _ in lesson.ORDER if path not in ("qa", "transla
 @pytest.fixture(scope="module")
 def server():
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    with streamlit_server() as running:
+    with streamlit_server(preload=None) as running:  # as `make app` starts it: the default model warms
         yield running
 
 
@@ -37,6 +39,15 @@ def clean(page) -> None:
     no_traceback(page)
     errors = page.locator('[data-testid="stAlertContentError"]')
     assert errors.count() == 0, errors.all_inner_texts()
+
+
+def test_the_server_warms_the_default_model_while_it_starts(server):
+    """`make app`'s server loads the model the sidebar opens on before any page asks for it."""
+    deadline = time.monotonic() + 300
+    while f"{DEFAULT_MODEL} loaded and warm in" not in server.log.read_text(encoding="utf-8", errors="replace"):
+        assert time.monotonic() < deadline, server.log.read_text(encoding="utf-8", errors="replace")[-2000:]
+        time.sleep(0.5)
+    assert "could not preload" not in server.log.read_text(encoding="utf-8", errors="replace")
 
 
 def test_every_example_loads_on_every_page_through_the_lesson_links(server, browser):

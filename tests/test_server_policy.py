@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from marginal_core.errors import UnknownModelError
-from pages._app import errors, server
+from pages._app import errors, serve, server
 from pages._app.server import PolicyError, ServerPolicy
 from tests.apptest import app
 
@@ -207,3 +207,12 @@ def test_class_mode_task_pages_open_no_server_file(class_mode):
     assert not at.exception
     assert not at.radio and "local file…" not in at.selectbox(key="qa_dataset").options
     assert at.number_input(key="qa_k").max == 1_000
+
+
+def test_the_server_warms_the_model_the_sidebar_opens_on_and_only_allowed_ones():
+    """pages/_app/serve.py: the first offered model by default; $MARGINAL_PRELOAD's allowed names, or none."""
+    local, klass = ServerPolicy(), ServerPolicy.from_env({server.SERVE: "class", server.ALLOWED_MODELS: SMOL})
+    assert serve.preloads(local, {}) == ["gemma3-270m"]
+    assert serve.preloads(klass, {}) == [SMOL]
+    assert serve.preloads(klass, {serve.PRELOAD_ENV: f"gemma3-270m, {SMOL}"}) == [SMOL]
+    assert serve.preloads(local, {serve.PRELOAD_ENV: "None"}) == []

@@ -59,7 +59,7 @@ def test_outside_a_run_a_unit_is_free_and_nested_runs_join_the_outer_one():
 def test_waiting_runs_take_the_device_in_rounds():
     """Three runs queued behind a holder then share the device one turn each per round (with
     no slice, a turn is one unit)."""
-    t, log = Turns(slice_s=0), []
+    t, log = Turns(slice_s=0, first_slice_s=0), []
     started, release = threading.Event(), threading.Event()
     blocker = _hold_while(t, started, release)
     workers = [_worker(t, name, 6, log) for name in "abc"]
@@ -75,7 +75,7 @@ def test_waiting_runs_take_the_device_in_rounds():
 
 
 def test_a_run_that_arrives_late_gets_its_first_unit_at_once():
-    t, log = Turns(slice_s=0), []
+    t, log = Turns(slice_s=0, first_slice_s=0), []
     first = _worker(t, "early", 40, log)
     first.start()
     _wait_for(lambda: len(log) >= 10)
@@ -91,7 +91,7 @@ def test_a_run_that_arrives_late_gets_its_first_unit_at_once():
 def test_a_turn_lasts_a_slice_and_ends_when_its_run_stays_out_of_its_units():
     """A run keeps the device for about slice_s of units while another waits; a holder that
     does other work for longer than idle_s between units lets the waiting run in."""
-    t, log = Turns(slice_s=10 * UNIT_S, idle_s=0.05), []
+    t, log = Turns(slice_s=10 * UNIT_S, idle_s=0.05, first_slice_s=10 * UNIT_S), []
     first = _worker(t, "a", 30, log)
     second = _worker(t, "b", 30, log)
     first.start()
@@ -118,6 +118,61 @@ def test_a_turn_lasts_a_slice_and_ends_when_its_run_stays_out_of_its_units():
     holder.join(5)
     waiter.join(5)
     assert log == ["idle", "waiter", "idle"]
+
+
+def test_a_checkpoint_hands_the_device_to_a_waiting_run_and_a_lone_run_keeps_it():
+    """A chunk's end (turns.checkpoint) ends the holder's turn when another run waits, though
+    its slice and idle limit would let it keep the device; with nobody waiting it changes nothing."""
+    t, log = Turns(slice_s=60, idle_s=60), []
+    waiter_came = threading.Event()
+
+    def holder() -> None:
+        with t.run("holder"):
+            with turns.unit():
+                log.append("holder")
+            turns.checkpoint()  # nobody waits yet: keeps the device
+            assert t.status()["busy"] == 1
+            waiter_came.wait(5)
+            time.sleep(0.1)  # the waiter is at its first unit
+            turns.checkpoint()
+            with turns.unit():
+                log.append("holder")
+
+    first, waiter = threading.Thread(target=holder), _worker(t, "waiter", 1, log)
+    first.start()
+    _wait_for(lambda: log == ["holder"])
+    waiter.start()
+    _wait_for(lambda: t.status()["admitted"] == 2)
+    waiter_came.set()
+    first.join(5)
+    waiter.join(5)
+    assert log == ["holder", "waiter", "holder"]
+
+
+def test_a_newcomers_turn_lasts_until_its_first_checkpoint_then_turns_are_a_slice():
+    """Before its first checkpoint (its first estimate) a run's units may use first_slice_s of
+    the device while others wait; at the checkpoint the waiting run goes next."""
+    t, log = Turns(slice_s=UNIT_S, idle_s=60, first_slice_s=60), []
+
+    def newcomer() -> None:
+        with t.run("new"):
+            for _ in range(5):  # its first estimate: five units, five slices' worth
+                with turns.unit():
+                    log.append("new")
+                    time.sleep(UNIT_S)
+            turns.checkpoint()
+            for _ in range(3):
+                with turns.unit():
+                    log.append("new")
+                    time.sleep(UNIT_S)
+
+    first, other = threading.Thread(target=newcomer), _worker(t, "other", 3, log)
+    first.start()
+    _wait_for(lambda: log.count("new") >= 1)
+    other.start()
+    first.join(5)
+    other.join(5)
+    assert log == ["new"] * 5 + ["other"] * 3 + ["new"] * 3, log
 
 
 def test_stop_takes_a_queued_run_out_at_once():

@@ -30,7 +30,7 @@ from marginal_core.beam_width import MAX_BEAM_WIDTH
 from marginal_core.methods import Method
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.turns import TurnCancelled
-from pages._app import results, server
+from pages._app import machine, results, server
 from pages._app.defaults import DEFAULT_SAMPLES
 
 if TYPE_CHECKING:
@@ -208,6 +208,7 @@ def run_live(
             bar.update(est.run.fraction, f"{label}: {est.run.describe()} in {est.seconds:.1f} s")
             if on_update is not None:
                 on_update(est)
+            machine.shown_result()
     except TurnCancelled:  # stopped at its next unit of work: keeps the chunks it finished
         st.stop()
     except Exception:  # refused (e.g. a text past the context window) or failed: not a stopped run

@@ -3,8 +3,9 @@
 With no variable set (``make app`` on 127.0.0.1) a visitor may load any Hugging Face id or server
 folder, within the app's own limits. ``MARGINAL_SERVE=class`` is for a server others reach: only
 the allowed models, capped k, beam width and text length, and no server path in any message or
-widget. Each cap can also be set on its own. ``python -m pages._app.server`` checks the variables
-and says what the server offers (``make app`` and ``make serve-class`` run it first).
+widget. Each cap can also be set on its own. :func:`main` checks the variables and says what the
+server offers; ``python -m pages._app.serve`` (what ``make app`` and ``make serve-class`` run)
+calls it before Streamlit starts.
 """
 
 from __future__ import annotations

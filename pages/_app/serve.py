@@ -1,0 +1,69 @@
+"""Start the app's server: check its variables, warm the model its visitors open on, run Streamlit.
+
+``python -m pages._app.serve [streamlit options]`` is what ``make app`` and ``make serve-class``
+run. It checks the ``MARGINAL_*`` variables (pages/_app/server.py) and stops with one line on a bad
+one; then, while Streamlit starts and the first browser loads the page, a background thread loads
+the model the sidebar opens on (its tokenizer, vocabulary index and weights, and one forward pass),
+so the first visitor's Home shows log p(canonical) without waiting for the model's load.
+``$MARGINAL_PRELOAD`` names the models to warm instead (comma-separated; ``none``: none). They
+go into the library's one owner of loaded models, which the app's pages read.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from pages._app import server
+
+PRELOAD_ENV = "MARGINAL_PRELOAD"
+APP = Path(__file__).resolve().parent.parent.parent / "app.py"
+
+
+def preloads(policy: server.ServerPolicy, env: Mapping[str, str] = os.environ) -> list[str]:
+    """The models to warm: $MARGINAL_PRELOAD's, else the one the sidebar opens on."""
+    from marginal_core.models import known_models
+
+    raw = env.get(PRELOAD_ENV, "").strip()
+    if raw.lower() == "none":
+        return []
+    if raw:
+        return [name for n in raw.split(",") if (name := n.strip()) and policy.allows(name)]
+    return [(policy.models or tuple(known_models()))[0]]
+
+
+def warm(name: str) -> None:
+    """Load a model as the app's pages load it (default device and dtype) and run one forward
+    pass; a failure is left to the page that needs the model to report."""
+    started = time.perf_counter()
+    try:
+        from marginal_core.estimators import Marginalizer
+        from marginal_core.models import load_model, load_text_tokenizer
+        from marginal_core.vocab import vocabulary
+
+        vocabulary(load_text_tokenizer(name))  # the lattice's, before the weights (Home's chips need it first)
+        Marginalizer(load_model(name, device=None, dtype="auto"), "A warm-up text.").canonical_score()
+    except Exception as exc:  # noqa: BLE001 -- the page's own load shows the error
+        print(f"marginal app: could not preload {name}: {exc}", file=sys.stderr, flush=True)
+        return
+    print(f"marginal app: {name} loaded and warm in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str]) -> int:
+    """Check the server's variables, start warming its models, then run Streamlit on app.py."""
+    if server.main() != 0:
+        return 2
+    names = preloads(server.policy())
+    threading.Thread(target=lambda: [warm(n) for n in names], name="preload", daemon=True).start()
+    from streamlit.web import cli
+
+    sys.argv = ["streamlit", "run", str(APP), *argv]
+    return cli.main()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
