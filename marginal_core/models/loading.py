@@ -42,6 +42,9 @@ SNAPSHOT_FILE = "lattice-snapshot.pkl"
 # used first out: a server whose visitors name many models holds at most this many of each.
 MAX_MODELS = int(os.environ.get("MARGINAL_MAX_MODELS", "4") or 4)
 _LOCK = threading.RLock()
+# Tokenizers load under a lock of their own (taken after _LOCK where both are held), so that a
+# page asking for a text's tokens does not wait for another thread's whole model load.
+_TOKENIZER_LOCK = threading.RLock()
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,7 +134,7 @@ def load_tokenizer(name: str = DEFAULT_MODEL) -> PreTrainedTokenizerFast:
 
     The same object is returned on every call in a process: treat it as read-only.
     """
-    with _LOCK:
+    with _TOKENIZER_LOCK:
         return _load_tokenizer_memo(canonical_name(name))
 
 
@@ -171,7 +174,7 @@ def load_text_tokenizer(name: str = DEFAULT_MODEL) -> TextTokenizer:
     transformers the first time); for a Hugging Face name: the transformers tokenizer's view.
     Canonical tokenizations are the same as :func:`load_tokenizer`'s.
     """
-    with _LOCK:
+    with _TOKENIZER_LOCK:
         return _load_text_tokenizer_memo(canonical_name(name))
 
 
@@ -251,7 +254,8 @@ def _load_model_memo(
     from transformers import AutoModelForCausalLM
 
     src = resolve(canonical)
-    tokenizer = _load_tokenizer_memo(canonical)
+    with _TOKENIZER_LOCK:
+        tokenizer = _load_tokenizer_memo(canonical)
     kwargs: dict[str, object] = {"dtype": dtype}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
@@ -338,7 +342,7 @@ def warm(names: list[str] | None = None, log: Callable[[str], None] = print) -> 
             continue
         folder = model_cache_dir(src.name)
         t0 = time.perf_counter()
-        with _LOCK:
+        with _LOCK, _TOKENIZER_LOCK:
             converted_tok = _ensure_tokenizer_cache(src, folder)
             load_text_tokenizer(src.name)  # takes the lattice's snapshot once
         t1 = time.perf_counter()

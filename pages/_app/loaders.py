@@ -69,7 +69,7 @@ def preload(inp: Inputs) -> None:
     key = (inp.model, inp.device, inp.dtype)
     if inp.model not in EMBEDDED_MODELS or key in _preloads() or key in _loaded():
         return
-    vocabulary(inp.model)  # first: the model's load holds the library's loading lock throughout
+    vocabulary(inp.model)  # first: the model's load holds the tokenizer lock while it reads its own tokenizer
 
     def load() -> None:
         try:
