@@ -113,8 +113,11 @@ def test_shards_and_resume_equal_one_run(smollm_model, tmp_path):
 
 
 def test_ctrl_c_keeps_finished_texts_and_rerun_continues(tmp_path):
-    """A real SIGINT after the first text: the command says what it kept; the rerun scores only the rest."""
-    (tmp_path / "texts.txt").write_text("\n".join(["Paris is the capital of France.", *TEXTS]) + "\n")
+    """A real SIGINT after the first text: the command says what it kept; the rerun scores only the rest.
+    (Sentences, not words, after the first: each takes seconds, so the interrupt lands mid-run.)"""
+    texts = ["Paris is the capital of France.", "Rome is the capital of Italy.", "Madrid is the capital of Spain.",
+             "Vienna is the capital of Austria."]
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
     out = tmp_path / "scan"
     argv = [sys.executable, "-m", "marginal_core", "scan", str(tmp_path / "texts.txt"), "--out", str(out),
             "--models", "smollm2-135m", "--samples", "200", "--methods", "canonical,lattice", "--device", "cpu",
