@@ -122,8 +122,11 @@ def test_ctrl_c_keeps_finished_texts_and_rerun_continues(tmp_path):
     argv = [sys.executable, "-m", "marginal_core", "scan", str(tmp_path / "texts.txt"), "--out", str(out),
             "--models", "smollm2-135m", "--samples", "200", "--methods", "canonical,lattice", "--device", "cpu",
             "--dtype", "float32"]
+    # Ctrl-C as a terminal sends it: a runner that ignores SIGINT (a library in an earlier test can
+    # leave it so) would pass that on to the child, whose Python would then never hear it.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     rows = model_folder(out, "smollm2-135m") / "rows.csv"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and not (rows.is_file() and len(rows.read_text().splitlines()) > 1):
