@@ -247,8 +247,8 @@ def anytime_beam(
 ) -> Iterator[BeamResult]:
     """The beam widened round by round (``widths``) until what a round pruned could add less than
     ``tolerance`` nats to the mass found (nothing pruned: the bound is exact), a widening adds
-    less than that, the time budget (seconds) runs out, or should_stop; the best bound found so far after every step that found
-    paths. Its paths are the union over the rounds (each scored exactly), so the bound never
+    less than that, the time budget (seconds) runs out, or should_stop; the best bound found so
+    far after every step that found paths. Its paths are the union over the rounds (each scored exactly), so the bound never
     falls from one round to the next; ``rounds`` lists each finished :class:`Round`."""
     started, rounds, memo = time.perf_counter(), [], {}
     found: dict[tuple[int, ...], float] = {}

@@ -123,13 +123,10 @@ class RunState:
 class BeamRun(RunState):
     """A beam's run: it asks for no number of samples, so ``requested`` is the walk's most steps
     and ``steps`` those done, while its checkpoints count the paths it completed; an anytime
-    beam's finished ``rounds`` too; ``pruned`` prefixes left unextended by its (last) walk and
-    ``log_missed``, the log of their summed probability, which bounds the mass it did not find."""
+    beam's finished ``rounds`` too."""
 
     steps: int = 0
     rounds: tuple[Round, ...] = ()
-    pruned: int = 0
-    log_missed: float = -math.inf
 
     @property
     def covered(self) -> int:
@@ -451,8 +448,7 @@ class Marginalizer:
                 seconds=result.seconds,
                 forward_passes=result.forward_passes,
                 run=BeamRun(result.max_steps, tuple(checkpoints), done=result.done, cancelled=result.cancelled,
-                            steps=result.steps, rounds=result.rounds, pruned=result.pruned,
-                            log_missed=result.log_missed),
+                            steps=result.steps, rounds=result.rounds),
             )
 
     def _from_proxy(self, result: ProxyResult, checkpoints: Checkpoints) -> Estimate:

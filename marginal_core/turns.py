@@ -12,9 +12,9 @@ stays out of a unit for ``idle_s`` (it is drawing, or done). Until a run's first
 something to show, however much the other sessions' page code slows its own. The next turn
 goes to the waiting run that has used the device least so far (round-robin by service time), so
 a run that starts last gets its first turn within a round, and no run costs the others more
-than its share. One run at a time, rather than one unit
-at a time, keeps the work between units from fighting the holder for the cores. A run's stop
-check is polled while it waits and before each unit; True gives it :class:`TurnCancelled`.
+than its share. One run at a time, rather than one unit at a time, keeps the work between units
+from fighting the holder for the cores. A run's stop check is polled while it waits and before
+each unit; True gives it :class:`TurnCancelled`.
 
 Runs beyond ``max_runs`` wait to be admitted, in arrival order, and their waiting callback
 hears where they stand. The holder may use :meth:`Turns.scratch` for buffers that only a unit
