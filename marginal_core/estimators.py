@@ -273,9 +273,10 @@ class Marginalizer:
         self._canonical: CanonicalScore | None = None
 
     def context_state(self) -> ContextState:
-        """The context's KV cache, prefilled on first use and shared by every chunk and method."""
+        """The context's KV cache, taken on first use from the model's kept contexts (prefilled
+        there once for every Marginalizer with this context) and shared by every chunk and method."""
         if self._context_state is None:
-            self._context_state = self.lm.prefill(self.context_ids)
+            self._context_state = self.lm.context(self.context_ids)
         return self._context_state
 
     def require_fits(self, tokens: int, what: str = "the text's canonical tokenization", hint: str = "") -> None:
@@ -549,7 +550,7 @@ def by_context(lm: LM | LoadedModel, pairs: Sequence[tuple[str | None, str]]) ->
     for i, (context, _) in enumerate(pairs):
         groups.setdefault(context or None, []).append(i)
     for context, indices in groups.items():
-        state = lm.prefill(context_ids(lm.tokenizer, context))
+        state = lm.context(context_ids(lm.tokenizer, context))
         for i in indices:
             yield i, Marginalizer(lm, pairs[i][1], context, state=state)
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,6 +22,7 @@ import torch
 from transformers import DynamicCache
 
 from marginal_core import turns
+from marginal_core.batching import current_batcher
 from marginal_core.lattice import Path, PathBatch
 from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.lm.oom import halved
@@ -50,6 +52,8 @@ CUDA_MAX_BATCH_TOKENS = 8192
 DEFAULT_MAX_PASS_PAIRS = 1 << 22
 CUDA_MAX_PASS_PAIRS = 1 << 26
 DEFAULT_ROW_TOKENS = 256
+# The passes' worth of path tokens one shared pass across runs carries at most.
+SHARED_PASSES = 2
 DEFAULT_MAX_BATCH_BYTES = 1 << 30
 
 @dataclass
@@ -70,6 +74,19 @@ class ScoreStats:
     head_rows: int = 0
     oom_retries: int = 0
     seconds: float = 0.0
+
+    def share(self, fraction: float) -> ScoreStats:
+        """A request's part of a shared pass's work: its fraction of the tokens and head rows,
+        every pass (each carried it)."""
+        return ScoreStats(tokens_fed=round(self.tokens_fed * fraction),
+                          padded_tokens=round(self.padded_tokens * fraction),
+                          forward_passes=self.forward_passes, head_rows=round(self.head_rows * fraction),
+                          oom_retries=self.oom_retries)
+
+    def add(self, other: ScoreStats) -> None:
+        """Add other's work to this one's."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     @property
     def saved_share(self) -> float:
@@ -94,6 +111,12 @@ def count_call(stats: ScoreStats, paths: list[Path], context: list[int], started
 def pass_pairs(lm: LM) -> int:
     """The most (query, key) pairs one pass may attend over on the model's device."""
     return CUDA_MAX_PASS_PAIRS if lm.device.type == "cuda" else DEFAULT_MAX_PASS_PAIRS
+
+
+def shared_pass_tokens(device_type: str) -> int:
+    """The most path tokens one shared pass (marginal_core.batching) carries on a device: two
+    passes' worth, so that it ends within about a second on a CPU."""
+    return SHARED_PASSES * (CUDA_MAX_BATCH_TOKENS if device_type == "cuda" else DEFAULT_MAX_BATCH_TOKENS)
 
 
 def pass_tokens(lm: LM, asked: int | None = None) -> int:
@@ -368,7 +391,9 @@ def score_paths(
     context is token ids (prefilled here) or a ContextState to share. The paths' prefix trie
     runs in passes of about max_batch_tokens tokens (default: pass_tokens) in rows of up to row_tokens, shrunk to fit
     max_batch_bytes of estimated activations and halved on out-of-memory errors. progress gets
-    (tokens fed, tokens to feed), the context counted as fed.
+    (tokens fed, tokens to feed), the context counted as fed. In a run whose Turns shares
+    passes (marginal_core.batching), paths of at most its size go in one trie with other runs'
+    paths after the same context.
     """
     stats = stats if stats is not None else ScoreStats()
     started = time.perf_counter()
@@ -379,10 +404,40 @@ def score_paths(
     ctx = check_paths(lm, path_list, context)
     lm.require_tree_masks()
     state = context_state(lm, context, stats, max_batch_tokens)
-    trie = build_trie(path_list)
-    run = TrieRun(lm, trie, state, max_batch_tokens, row_tokens, max_batch_bytes, stats, progress)
+    size, limit, batcher = sum(map(len, path_list)), shared_pass_tokens(lm.device.type), current_batcher()
+    if batcher is not None and size <= limit:
+        budgets = (max_batch_tokens, row_tokens, max_batch_bytes)
+        log_p, share = batcher.submit((lm, state.ids, budgets), (path_list, state), size, limit,
+                                      partial(_score_together, lm, budgets))
+        stats.add(share)
+        if progress:
+            progress(len(state) + size, len(state) + size)
+    else:
+        log_p = _score_trie(lm, path_list, state, (max_batch_tokens, row_tokens, max_batch_bytes), stats, progress)
+    count_call(stats, path_list, ctx, started)
+    return log_p
+
+
+def _score_trie(lm: LM, paths: list[Path], state: ContextState, budgets: tuple[int, int, int],
+                stats: ScoreStats, progress: Progress | None) -> np.ndarray:
+    """The paths' log-probabilities after the state, from one run of their prefix trie."""
+    trie = build_trie(paths)
+    run = TrieRun(lm, trie, state, *budgets, stats, progress)
     with torch.inference_mode():
         run.run_trie()
         run.finish()
-    count_call(stats, path_list, ctx, started)
     return path_sums(trie, run.node_lp.cpu().numpy())
+
+
+def _score_together(lm: LM, budgets: tuple[int, int, int],
+                    requests: list[tuple[list[Path], ContextState]]) -> list[tuple[np.ndarray, ScoreStats]]:
+    """Several runs' paths after one context in one trie: each request's log-probabilities and
+    its share of the work (by path tokens)."""
+    joint = ScoreStats()
+    paths = [path for group, _ in requests for path in group]
+    log_p = _score_trie(lm, paths, requests[0][1], budgets, joint, None)
+    total, out, start = max(sum(map(len, paths)), 1), [], 0
+    for group, _ in requests:
+        out.append((log_p[start : start + len(group)], joint.share(sum(map(len, group)) / total)))
+        start += len(group)
+    return out

@@ -29,12 +29,15 @@ import time
 from collections.abc import Callable, Hashable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marginal_core.errors import MarginalError
 from marginal_core.progress import StopCheck
 
-__all__ = ["Place", "Run", "TurnCancelled", "Turns", "checkpoint", "current", "unit"]
+if TYPE_CHECKING:
+    from marginal_core.batching import Batcher
+
+__all__ = ["Place", "Run", "TurnCancelled", "Turns", "checkpoint", "current", "held", "unit"]
 
 # Seconds between a waiting run's stop checks and reports of its place.
 POLL_S = 0.2
@@ -124,6 +127,7 @@ class Turns:
         self._queue: list[Run] = []
         self._run_seconds: list[float] = []  # device seconds of recently finished runs
         self._scratch: dict[str, Any] = {}
+        self.batcher: Batcher | None = None  # gathers runs' scoring into shared passes, where set
 
     # ------------------------------------------------------------------ runs
 
@@ -171,9 +175,11 @@ class Turns:
     # ------------------------------------------------------------------ units
 
     @contextlib.contextmanager
-    def unit(self, entry: Run) -> Iterator[None]:
+    def unit(self, entry: Run, eager: bool = False) -> Iterator[None]:
         """One unit of entry's work in entry's turn (waiting for one first; a turn held past its
-        slice while others wait is handed on first); a unit inside a unit is part of it."""
+        slice while others wait is handed on first); a unit inside a unit is part of it. An
+        ``eager`` unit (a shared pass, which others wait on) takes the device as soon as no unit
+        runs, without leaving an idle holder its grace."""
         if entry.in_unit:
             yield
             return
@@ -185,7 +191,7 @@ class Turns:
             held = self._holder is entry
             entry.in_unit = held
         if not held:
-            self._take(entry)
+            self._take(entry, eager)
         began = time.perf_counter()
         try:
             yield
@@ -207,6 +213,20 @@ class Turns:
             if self._holder is entry and not entry.in_unit and self._waiters(entry):
                 self._end_turn(time.perf_counter())
 
+    def release(self, entry: Run) -> None:
+        """entry waits on others' work now (a shared pass): if it holds the device between its
+        units, its turn ends here, so the pass need not wait out its idle grace."""
+        with self._cond:
+            if self._holder is entry and not entry.in_unit:
+                self._end_turn(time.perf_counter())
+
+    def charge(self, payer: Run, payee: Run, seconds: float) -> None:
+        """Move seconds of device time from payer's account to payee's (payer ran payee's share
+        of a shared pass in its own turn)."""
+        with self._cond:
+            payer.served -= seconds
+            payee.served += seconds
+
     def _waiters(self, entry: Run) -> bool:
         """Whether another admitted run waits for the device (lock held)."""
         return any(r.wants for r in self._admitted if r is not entry)
@@ -219,33 +239,48 @@ class Turns:
             self._holder = None
             self._cond.notify_all()
 
-    def _take(self, entry: Run) -> None:
+    def _take(self, entry: Run, eager: bool = False) -> None:
         """Wait until entry is admitted and the next to use the device, then begin its turn in
-        a unit; a run told where it stood is told None when its turn comes."""
-        told, shown = time.perf_counter(), None
+        a unit."""
         if entry.first_asked is None:
-            entry.first_asked = told
+            entry.first_asked = time.perf_counter()
         try:
-            while not self._took(entry):
-                with self._cond:
-                    place = self._place(entry)
-                if entry.stopped():
-                    raise TurnCancelled("stopped while waiting for its turn")
-                if entry.waiting is not None and time.perf_counter() - told >= POLL_S and place.describe() != shown:
-                    told, shown = time.perf_counter(), place.describe()
-                    entry.waiting(place)
+            self._wait_until(entry, lambda: self._took(entry, eager))
         finally:
             entry.wants = False
+
+    def admitted(self, entry: Run) -> None:
+        """Return once entry is admitted (at once if it is), telling it where it stands meanwhile."""
+        def now_admitted() -> bool:
+            with self._cond:
+                if not entry.admitted:
+                    self._cond.wait(POLL_S)
+                return entry.admitted
+
+        self._wait_until(entry, now_admitted)
+
+    def _wait_until(self, entry: Run, ready: Callable[[], bool]) -> None:
+        """Poll ready (which waits a little itself) until True, hearing entry's stop check and
+        telling it where it stands; a run told where it stood is told None when ready."""
+        told, shown = time.perf_counter(), None
+        while not ready():
+            with self._cond:
+                place = self._place(entry)
+            if entry.stopped():
+                raise TurnCancelled("stopped while waiting for its turn")
+            if entry.waiting is not None and time.perf_counter() - told >= POLL_S and place.describe() != shown:
+                told, shown = time.perf_counter(), place.describe()
+                entry.waiting(place)
         if shown is not None and entry.waiting is not None:
             entry.waiting(None)
 
-    def _took(self, entry: Run) -> bool:
+    def _took(self, entry: Run, eager: bool) -> bool:
         """Begin entry's turn if it is next, else wait a little for a change (False)."""
         with self._cond:
             entry.wants = True
-            if not self._is_next(entry):
+            if not self._is_next(entry, eager):
                 self._cond.wait(min(POLL_S, self.idle_s))
-                if not self._is_next(entry):
+                if not self._is_next(entry, eager):
                     return False
             now = time.perf_counter()
             if self._holder is not None:  # it stayed out of its units too long: its turn ends
@@ -255,13 +290,14 @@ class Turns:
                 entry.first_given = now
             return True
 
-    def _is_next(self, entry: Run) -> bool:
+    def _is_next(self, entry: Run, eager: bool) -> bool:
         """Whether entry may take the device now: it is admitted, the device is free (or its
-        holder idle for idle_s) and entry has used it least of the waiting runs (lock held)."""
+        holder idle for idle_s, or out of its units for an eager unit) and entry has used it
+        least of the waiting runs (lock held)."""
         holder = self._holder
         if not entry.admitted or holder is entry:
             return False
-        if holder is not None and (holder.in_unit or time.perf_counter() - holder.left_unit < self.idle_s):
+        if holder is not None and (holder.in_unit or (not eager and time.perf_counter() - holder.left_unit < self.idle_s)):
             return False
         waiting = [r for r in self._admitted if r.wants]
         return min(waiting, key=Run.order) is entry
@@ -289,6 +325,11 @@ class Turns:
         """How many runs are admitted, queued, and whether one holds the device."""
         with self._cond:
             return {"admitted": len(self._admitted), "queued": len(self._queue), "busy": int(self._holder is not None)}
+
+
+def held() -> tuple[Turns, Run] | None:
+    """The Turns and the Run this code executes in, if any."""
+    return _CURRENT.get()
 
 
 def current() -> Turns | None:

@@ -118,19 +118,25 @@ def test_exact_refuses_large_lattices(smollm_model):
         m.exact(budget=1000)
 
 
-def test_the_context_is_prefilled_once_per_marginalizer(smollm_model):
-    """Every chunk of every method scores after one shared context KV cache."""
+def test_the_context_is_prefilled_once_per_model(smollm_model):
+    """Every chunk of every method scores after one shared context KV cache, and the model keeps
+    it for the next Marginalizer with that context."""
     lm = LM.of(smollm_model)
-    m = Marginalizer(smollm_model, " Paris", QUESTION)
+    question = QUESTION + " In one word."  # a context no other test has made the model keep
+    m = Marginalizer(smollm_model, " Paris", question)
     before = lm.prefills
     m.canonical()
     m.lattice_estimate(12, seed=0, chunk=4)
     m.exact(chunk=5)
     m.proxy(12, seed=0, chunk=4)
     assert lm.prefills == before + 1
-    fresh = Marginalizer(smollm_model, " Paris", QUESTION)
+    fresh = Marginalizer(smollm_model, " Paris", question)
     fresh.lattice_estimate(4, seed=0)
-    assert lm.prefills == before + 2  # a new Marginalizer prefills its own
+    assert lm.prefills == before + 1  # a new Marginalizer takes the state the model kept
+    assert fresh.context_state() is m.context_state()
+    other = Marginalizer(smollm_model, " Paris", question + " Answer:")
+    other.lattice_estimate(4, seed=0)
+    assert lm.prefills == before + 2  # another context is prefilled once more
 
 
 def test_options_and_methods_are_checked_before_any_work():

@@ -62,6 +62,14 @@ def test_no_variable_keeps_the_local_freedom():
     assert rules.max_text_chars is None and rules.offer() == ""
 
 
+def test_shared_passes_are_on_unless_turned_off():
+    assert ServerPolicy.from_env({}).shared_passes
+    assert ServerPolicy.from_env({server.SHARED_PASSES_ENV: " On "}).shared_passes
+    assert not ServerPolicy.from_env({server.SHARED_PASSES_ENV: "off"}).shared_passes
+    with pytest.raises(PolicyError, match="MARGINAL_SHARED_PASSES='sometimes': expected 'on' or 'off'"):
+        ServerPolicy.from_env({server.SHARED_PASSES_ENV: "sometimes"})
+
+
 def test_class_mode_defaults_and_caps_set_alone():
     rules = ServerPolicy.from_env({server.SERVE: "class"})
     assert rules.models == ("gemma3-270m", "smollm2-135m") and not rules.shows_server_paths

@@ -19,6 +19,7 @@ from transformers import DynamicCache
 
 from marginal_core import turns
 from marginal_core.errors import MarginalError
+from marginal_core.lm.contexts import KeptContexts
 from marginal_core.lm.oom import halved
 
 
@@ -76,6 +77,7 @@ class LM:
         self.device: torch.device = param.device
         self.dtype: torch.dtype = param.dtype
         self.prefills = 0  # contexts prefilled so far (what the context sharing saves is visible here)
+        self.contexts = KeptContexts()
 
     @classmethod
     def of(cls, lm: LM | Loaded) -> LM:
@@ -238,6 +240,15 @@ class LM:
         with _LOCK:
             self.prefills += 1
         return ContextState(ids, cache, out.last_hidden_state[0, -1:], -(-len(ids) // chunk_tokens))
+
+    def context(self, ids: Sequence[int]) -> ContextState:
+        """The prefilled state of a context: one this model keeps, else a fresh prefill it keeps."""
+        key = tuple(int(t) for t in ids)
+        state = self.contexts.get(key)
+        if state is None:
+            state = self.prefill(key)
+            self.contexts.put(state)
+        return state
 
     def state_of(self, context: Sequence[int] | ContextState, chunk_tokens: int = PREFILL_TOKENS) -> ContextState:
         """A context's state: the one given (shared), else a fresh prefill of the ids (a caller

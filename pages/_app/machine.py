@@ -4,7 +4,9 @@ Turns per server process, one run per script run, and the message a waiting sess
 One Turns serves the whole process (all its sessions and pages): a class of 30 shares one CPU or
 GPU, and a unit of work with the whole machine to itself finishes sooner than 30 units fighting
 for the cores. ``$MARGINAL_MAX_RUNS`` (pages/_app/server.py) caps the runs admitted at once;
-the others wait in arrival order and say where they stand.
+the others wait in arrival order and say where they stand. Sessions' scoring after the same
+context (a class's texts, all after BOS) goes in shared passes (marginal_core.batching) unless
+``$MARGINAL_SHARED_PASSES=off``.
 
 Each script run that shows a live result logs, on the server's log, when it first showed one
 and when it ended (seconds after the click that started it, epoch time too): what a class's
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 from streamlit.logger import get_logger
 
+from marginal_core.batching import Batcher
 from marginal_core.progress import StopCheck
 from marginal_core.turns import Place, Run, Turns
 from pages._app.server import policy
@@ -48,8 +51,13 @@ _SCRIPT_RUN: ContextVar[_ScriptRun | None] = ContextVar("marginal_script_run", d
 
 @st.cache_resource(show_spinner=False)
 def server_turns() -> Turns:
-    """The server process's one Turns, admitting the policy's max_runs at once."""
-    return Turns(max_runs=policy().max_runs)
+    """The server process's one Turns, admitting the policy's max_runs at once, with shared
+    passes unless the policy turns them off."""
+    rules = policy()
+    turns = Turns(max_runs=rules.max_runs)
+    if rules.shared_passes:
+        turns.batcher = Batcher(turns)
+    return turns
 
 
 def _session() -> str:

@@ -26,6 +26,7 @@ MAX_SAMPLES_ENV = "MARGINAL_MAX_SAMPLES"
 MAX_TEXT_CHARS_ENV = "MARGINAL_MAX_TEXT_CHARS"
 MAX_BEAM_WIDTH_ENV = "MARGINAL_MAX_BEAM_WIDTH"
 MAX_RUNS_ENV = "MARGINAL_MAX_RUNS"
+SHARED_PASSES_ENV = "MARGINAL_SHARED_PASSES"
 # Runs admitted to take turns on the machine at once (pages/_app/machine.py), in either mode.
 DEFAULT_MAX_RUNS = 16
 
@@ -53,6 +54,7 @@ class ServerPolicy:
     max_text_chars: int | None = None  # characters of the text and of the context, each
     max_beam_width: int | None = None
     max_runs: int = DEFAULT_MAX_RUNS  # runs taking turns at once; later ones wait in the queue
+    shared_passes: bool = True  # sessions' scoring after the same context shares passes (marginal_core.batching)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerPolicy:
@@ -70,6 +72,7 @@ class ServerPolicy:
             max_beam_width=_cap(env, MAX_BEAM_WIDTH_ENV, DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH,
                                 CLASS_MAX_BEAM_WIDTH if on else None),
             max_runs=_cap(env, MAX_RUNS_ENV, 1, 1_000, DEFAULT_MAX_RUNS),
+            shared_passes=_switch(env, SHARED_PASSES_ENV, True),
         )
 
     def allows(self, model: str) -> bool:
@@ -131,6 +134,14 @@ def _cap(env: Mapping[str, str], name: str, low: int, high: int, default: int | 
         top = "" if high == sys.maxsize else f" to {high:,}"
         raise PolicyError(f"{name}={raw!r}: expected a whole number from {low:,}{top}")
     return int(raw)
+
+
+def _switch(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """'on' or 'off' (default where the variable is unset or empty)."""
+    raw = env.get(name, "").strip().lower()
+    if raw not in ("", "on", "off"):
+        raise PolicyError(f"{name}={env[name]!r}: expected 'on' or 'off'")
+    return default if not raw else raw == "on"
 
 
 def main() -> int:
