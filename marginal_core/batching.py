@@ -6,8 +6,9 @@ Where a :class:`~marginal_core.turns.Turns` has a :class:`Batcher`, a run hands 
 runs a list of payloads of one key) instead
 of running the work in its own turn. The first request to arrive while no batch forms leads:
 it takes the device in its run's turn (an eager unit), waits for more requests until none has
-come for ``gather_s`` (at most ``max_gather_s``), and runs the oldest request's key together
-with the others of that key, up to the key's limit in all (at least one request). The others
+come for ``gather_s`` (at most ``max_gather_s``), and runs the requests of one key together, up
+to the key's limit in all (at least one request), taking first those of the runs that have used
+the device least (as turns go). The others
 wait for their results (told where they stand while a batch they are not in runs) and are each
 charged their share of the batch's device seconds. A batch
 that raises is rerun one request at a time, so a failing request fails only its own run; Stop
@@ -158,13 +159,16 @@ class Batcher:
                 self._cond.wait(min(quiet, began + self.max_gather_s - now))
 
     def _take(self) -> list[_Request[Any, Any]]:
-        """The oldest pending request and the later ones of its key, within its limit."""
+        """The pending requests of the first one's key, within its limit, in the order of their
+        runs' device time so far (least first, as turns go: a newcomer's first estimate does
+        not wait behind others' later chunks), then arrival."""
         with self._cond:
             if not self._pending:
                 return []
-            oldest, batch, size = self._pending[0], [], 0
-            for request in [r for r in self._pending if r.key == oldest.key]:
-                if batch and size + request.size > oldest.limit:
+            order = sorted(self._pending, key=lambda r: r.entry.served if r.entry is not None else 0.0)
+            first, batch, size = order[0], [], 0
+            for request in [r for r in order if r.key == first.key]:
+                if batch and size + request.size > first.limit:
                     break
                 batch.append(request)
                 size += request.size
