@@ -148,12 +148,16 @@ class Batcher:
                         self._running = []
 
     def _gather(self) -> None:
-        """Wait until no request has come for gather_s, or max_gather_s passed."""
+        """Wait until no request has come for gather_s (counted from the last arrival, or from
+        now if that was earlier: others may be about to ask), or max_gather_s passed; a lone run
+        waits for nobody."""
         began = time.perf_counter()
+        if self.turns.status()["admitted"] <= 1:
+            return
         with self._cond:
             while True:
                 now = time.perf_counter()
-                quiet = self._last_arrival + self.gather_s - now
+                quiet = max(self._last_arrival, began) + self.gather_s - now
                 if quiet <= 0 or now - began >= self.max_gather_s:
                     return
                 self._cond.wait(min(quiet, began + self.max_gather_s - now))

@@ -265,8 +265,8 @@ class Marginalizer:
     ) -> None:
         """``state``: the context's prefilled KV to share (several texts after one context)."""
         self.lm, self.text, self.context = LM.of(lm), text, context
-        self.lattice: Lattice = build_lattice(text, self.lm.tokenizer)
-        self.context_ids: list[int] = context_ids(self.lm.tokenizer, context)
+        self.lattice: Lattice = build_lattice(text, self.lm.text_tokenizer)
+        self.context_ids: list[int] = context_ids(self.lm.text_tokenizer, context)
         if state is not None and list(state.ids) != self.context_ids:
             raise ValueError("the shared context state holds other ids than this context's")
         self._context_state: ContextState | None = state
@@ -550,7 +550,7 @@ def by_context(lm: LM | LoadedModel, pairs: Sequence[tuple[str | None, str]]) ->
     for i, (context, _) in enumerate(pairs):
         groups.setdefault(context or None, []).append(i)
     for context, indices in groups.items():
-        state = lm.context(context_ids(lm.tokenizer, context))
+        state = lm.context(context_ids(lm.text_tokenizer, context))
         for i in indices:
             yield i, Marginalizer(lm, pairs[i][1], context, state=state)
 

@@ -25,10 +25,16 @@ from marginal_core.lm.oom import halved
 
 class Loaded(Protocol):
     """What the adapter reads of a loaded model (``marginal_core.models.LoadedModel`` is one): the
-    transformers model, its tokenizer, and the one adapter it owns."""
+    transformers model, its tokenizers (transformers', and the lattice's view), and the one
+    adapter it owns."""
 
     model: Any
-    tokenizer: Any
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+    @property
+    def text_tokenizer(self) -> Any: ...
 
     @property
     def adapter(self) -> LM: ...
@@ -62,7 +68,6 @@ class LM:
         model = loaded.model
         cfg = model.config.get_text_config()
         self.loaded, self.model, self.config = loaded, model, cfg
-        self.tokenizer = loaded.tokenizer
         self.decoder: torch.nn.Module = model.get_decoder()
         self.head: torch.nn.Module = model.get_output_embeddings()
         types = getattr(cfg, "layer_types", None)
@@ -78,6 +83,16 @@ class LM:
         self.dtype: torch.dtype = param.dtype
         self.prefills = 0  # contexts prefilled so far (what the context sharing saves is visible here)
         self.contexts = KeptContexts()
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's transformers tokenizer (generation, decoding; loaded on first use)."""
+        return self.loaded.tokenizer
+
+    @property
+    def text_tokenizer(self) -> Any:
+        """The tokenizer the lattice and the contexts are built with (no transformers needed)."""
+        return self.loaded.text_tokenizer
 
     @classmethod
     def of(cls, lm: LM | Loaded) -> LM:

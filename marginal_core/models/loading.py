@@ -184,17 +184,28 @@ def load_text_tokenizer(name: str = DEFAULT_MODEL) -> TextTokenizer:
 
 @dataclass
 class LoadedModel:
-    """A causal LM ready for scoring: eval mode, on `device`, in `dtype`, with its tokenizer.
+    """A causal LM ready for scoring: eval mode, on `device`, in `dtype`, with its tokenizers.
 
-    It owns its LM adapter (``adapter``), so the adapter lives exactly as long as the model.
+    It owns its LM adapter (``adapter``), so the adapter lives exactly as long as the model. Its
+    transformers tokenizer is loaded on first use (generation and the harness read it; parsing
+    Gemma 3's takes about a second), the lattice and the contexts use ``text_tokenizer``.
     """
 
     name: str
     model: PreTrainedModel
-    tokenizer: PreTrainedTokenizerFast
     device: str
     dtype: torch.dtype
     random_weights: bool = False  # an architecture without trained weights (timing only, see RANDOM_WEIGHTS)
+
+    @functools.cached_property
+    def tokenizer(self) -> PreTrainedTokenizerFast:
+        """The model's transformers tokenizer (load_tokenizer's, shared)."""
+        return load_tokenizer(self.name)
+
+    @functools.cached_property
+    def text_tokenizer(self) -> TextTokenizer:
+        """What the lattice and the contexts need of the tokenizer (load_text_tokenizer's, shared)."""
+        return load_text_tokenizer(self.name)
 
     @functools.cached_property
     def adapter(self) -> LM:
@@ -254,16 +265,13 @@ def _load_model_memo(
     from transformers import AutoModelForCausalLM
 
     src = resolve(canonical)
-    with _TOKENIZER_LOCK:
-        tokenizer = _load_tokenizer_memo(canonical)
     kwargs: dict[str, object] = {"dtype": dtype}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     random = random_weights_folder(canonical)
     if random is not None:
         model = random_model(random, device, kwargs)
-        return LoadedModel(name=canonical, model=model, tokenizer=tokenizer, device=device, dtype=dtype,
-                           random_weights=True)
+        return LoadedModel(name=canonical, model=model, device=device, dtype=dtype, random_weights=True)
     if src.gguf is not None:
         folder = model_cache_dir(canonical)
         try:
@@ -283,7 +291,7 @@ def _load_model_memo(
     model = model.to(device)
     model.eval()
     _make_resident(model)
-    return LoadedModel(name=canonical, model=model, tokenizer=tokenizer, device=device, dtype=dtype)
+    return LoadedModel(name=canonical, model=model, device=device, dtype=dtype)
 
 
 def _make_resident(model: PreTrainedModel) -> None:
