@@ -52,8 +52,6 @@ CUDA_MAX_BATCH_TOKENS = 8192
 DEFAULT_MAX_PASS_PAIRS = 1 << 22
 CUDA_MAX_PASS_PAIRS = 1 << 26
 DEFAULT_ROW_TOKENS = 256
-# The passes' worth of path tokens one shared pass across runs carries at most.
-SHARED_PASSES = 2
 DEFAULT_MAX_BATCH_BYTES = 1 << 30
 
 @dataclass
@@ -114,9 +112,10 @@ def pass_pairs(lm: LM) -> int:
 
 
 def shared_pass_tokens(device_type: str) -> int:
-    """The most path tokens one shared pass (marginal_core.batching) carries on a device: two
-    passes' worth, so that it ends within about a second on a CPU."""
-    return SHARED_PASSES * (CUDA_MAX_BATCH_TOKENS if device_type == "cuda" else DEFAULT_MAX_BATCH_TOKENS)
+    """The most path tokens one shared pass (marginal_core.batching) carries on a device: one
+    pass's worth, so that its leader hears Stop about as soon as a run alone would (the first
+    chunks of 16 sessions fit; larger chunks gained little together on a CPU)."""
+    return CUDA_MAX_BATCH_TOKENS if device_type == "cuda" else DEFAULT_MAX_BATCH_TOKENS
 
 
 def pass_tokens(lm: LM, asked: int | None = None) -> int:
