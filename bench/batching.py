@@ -101,10 +101,9 @@ def main() -> None:
         print(f"| {n} | serial | {serial_s:.1f} s | 1.00x | {spread([f for f, _ in serial])} | - | 0 |", flush=True)
         for mode in ("turns", "shared passes"):
             turns = Turns(max_runs=max(n, 1))
-            if mode == "shared passes":
-                turns.batcher = Batcher(turns)
+            batcher = Batcher(turns) if mode == "shared passes" else None
             span, firsts, lasts = concurrent(lm, texts, args.samples, turns)
-            batches = f"{turns.batcher.batches} ({turns.batcher.requests})" if turns.batcher else "-"
+            batches = f"{batcher.batches} ({batcher.requests})" if batcher else "-"
             print(f"| {n} | {mode} | {span:.1f} s | {span / serial_s:.2f}x | {spread(firsts)} | {batches} "
                   f"| {largest_gap([e for _, e in serial], lasts):.1e} |", flush=True)
 

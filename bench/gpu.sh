@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU path, run and measured on a machine with a CUDA device: the CUDA tests, then the
 # scorer against the matmul roofline per dtype, bfloat16, autocast and TF32 against float32, and the estimators
-# (lattice against proxy at equal k) on the GPU, then bench/scale.py at the paper's model sizes. Prints every table; the log also goes to
+# (lattice against proxy at equal k) and a class's shared passes on the GPU, then bench/scale.py at the paper's model sizes. Prints every table; the log also goes to
 # $LOG (default test-output/gpu.log).
 # Run: bench/gpu.sh [quick]   (PYTHON defaults to .venv/bin/python, else python3)
 set -uo pipefail
@@ -21,6 +21,8 @@ K=${K:-1000}
   for dtype in float32 bfloat16; do
     "$PYTHON" bench/estimators.py --device cuda --dtype $dtype --samples "$K"
   done
+  # a class's sessions in shared passes against taking turns (issue 20, item 5)
+  "$PYTHON" bench/batching.py --device cuda --dtype bfloat16 --sessions 1,8,16,32
   # the paper's sizes, random weights, the largest first, one process each ($SCALE to choose)
   for model in ${SCALE:-gemma3-27b llama2-13b gemma3-12b llama2-7b gemma3-4b gemma3-1b}; do
     "$PYTHON" bench/scale.py --device cuda --models "$model" $( [ "${1:-}" = quick ] && echo --quick )

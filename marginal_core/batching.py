@@ -1,7 +1,7 @@
 """Shared passes: many runs' requests for the same kind of work gathered into one call on the
 device (docs/design.md, "Turns").
 
-Where a :class:`~marginal_core.turns.Turns` has a :class:`Batcher`, a run hands it a request
+Where a :class:`~marginal_core.turns.Turns` has a :class:`Batcher` (made on it), a run hands it a request
 (a key, a payload, its size, the most size a batch of its key may carry, and the function that
 runs a list of payloads of one key) instead
 of running the work in its own turn. The first request to arrive while no batch forms leads:
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Hashable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -57,10 +58,12 @@ class _Request(Generic[P, R]):
 
 
 class Batcher:
-    """One device's shared passes: requests of one key run together, up to the key's limit."""
+    """One device's shared passes: requests of one key run together, up to the key's limit. Made
+    on a Turns, it takes that Turns' runs' scoring from then on."""
 
     def __init__(self, turns: Turns, gather_s: float = GATHER_S, max_gather_s: float = MAX_GATHER_S) -> None:
         self.turns, self.gather_s, self.max_gather_s = turns, gather_s, max_gather_s
+        _BATCHERS[turns] = self
         self._cond = threading.Condition()
         self._pending: list[_Request[Any, Any]] = []
         self._running: list[_Request[Any, Any]] = []
@@ -220,10 +223,13 @@ def _run_together(batch: list[_Request[Any, Any]]) -> None:
         request.result, request.done = result, True
 
 
+_BATCHERS: weakref.WeakKeyDictionary[Turns, Batcher] = weakref.WeakKeyDictionary()
+
+
 def current_batcher() -> Batcher | None:
     """The Batcher of the run this code executes in, unless the code runs inside a unit (a shared
     pass's own work, or a unit that holds the device already)."""
     place = held()
     if place is None or place[1].in_unit:
         return None
-    return place[0].batcher
+    return _BATCHERS.get(place[0])

@@ -29,13 +29,10 @@ import time
 from collections.abc import Callable, Hashable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from marginal_core.errors import MarginalError
 from marginal_core.progress import StopCheck
-
-if TYPE_CHECKING:
-    from marginal_core.batching import Batcher
 
 __all__ = ["Place", "Run", "TurnCancelled", "Turns", "checkpoint", "current", "held", "unit"]
 
@@ -127,7 +124,6 @@ class Turns:
         self._queue: list[Run] = []
         self._run_seconds: list[float] = []  # device seconds of recently finished runs
         self._scratch: dict[str, Any] = {}
-        self.batcher: Batcher | None = None  # gathers runs' scoring into shared passes, where set
 
     # ------------------------------------------------------------------ runs
 

@@ -20,8 +20,7 @@ WORK_S = 0.05
 
 def _batched() -> tuple[Turns, Batcher, list[list[object]]]:
     t = Turns()
-    t.batcher = Batcher(t)
-    return t, t.batcher, []
+    return t, Batcher(t), []
 
 
 def _doubling(batches: list[list[object]]):
@@ -162,11 +161,11 @@ TEXTS = [" The old lighthouse keeper climbed the stairs.", " A small bakery sell
          " Children were playing football after school."]
 
 
-def _estimates(model, batcher: bool) -> tuple[list[tuple[float, float]], Turns]:
-    """Three live-chunked lattice runs at once on one Turns: each run's canonical log p and bound."""
+def _estimates(model, shared: bool) -> tuple[list[tuple[float, float]], Batcher | None]:
+    """Three live-chunked lattice runs at once on one Turns (in shared passes or not): each run's
+    canonical log p and bound, and the Batcher."""
     t = Turns()
-    if batcher:
-        t.batcher = Batcher(t)
+    batcher = Batcher(t) if shared else None
     out: list[tuple[float, float]] = [(0.0, 0.0)] * len(TEXTS)
     go = threading.Barrier(len(TEXTS))
 
@@ -182,7 +181,7 @@ def _estimates(model, batcher: bool) -> tuple[list[tuple[float, float]], Turns]:
         thread.start()
     for thread in threads:
         thread.join(120)
-    return out, t
+    return out, batcher
 
 
 @pytest.mark.parametrize("fixture", ["gemma_model", "smollm_model"])
@@ -195,8 +194,8 @@ def test_concurrent_runs_equal_the_same_runs_alone(fixture, request):
     for text in TEXTS:
         *_, last = Marginalizer(model, text).stream("lattice", samples=12, seed=0, chunk=4, first_chunk=2)
         alone.append((last.log_p_canonical, last.log_noncanonical))
-    taking_turns, _ = _estimates(model, batcher=False)
+    taking_turns, _ = _estimates(model, shared=False)
     assert taking_turns == alone
-    shared, t = _estimates(model, batcher=True)
+    shared, batcher = _estimates(model, shared=True)
     np.testing.assert_allclose(shared, alone, rtol=0, atol=2e-4)
-    assert t.batcher is not None and t.batcher.requests > t.batcher.batches
+    assert batcher is not None and batcher.requests > batcher.batches

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -19,7 +18,7 @@ from transformers import DynamicCache
 
 from marginal_core import turns
 from marginal_core.errors import MarginalError
-from marginal_core.lm.contexts import KeptContexts
+from marginal_core.lm.contexts import ContextState, KeptContexts
 from marginal_core.lm.oom import halved
 
 
@@ -42,23 +41,6 @@ class Loaded(Protocol):
 LOGIT_CHUNK_BYTES = 1 << 28
 PREFILL_TOKENS = 1024
 MASKABLE_LAYERS = {"full_attention", "sliding_attention"}
-
-
-@dataclass(frozen=True, eq=False)
-class ContextState:
-    """A context's KV cache (batch 1) and the hidden state after its last token.
-
-    Shared by every consumer of one context and never mutated: they read its tensors or copy it.
-    ``passes`` is the forward passes its prefill took.
-    """
-
-    ids: tuple[int, ...]
-    cache: DynamicCache
-    last_hidden: torch.Tensor
-    passes: int
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
 
 class LM:

@@ -1,5 +1,5 @@
-"""Prefilled contexts kept for reuse across Marginalizers and sessions, within a byte bound
-(docs/design.md, "Turns").
+"""A context's prefilled state, and the states a model keeps for reuse across Marginalizers and
+sessions, within a byte bound (docs/design.md, "Turns").
 
 A class typing texts with no context all condition on BOS, and a class on one Q&A question on
 that question: each model keeps the states it prefilled last, so the next Marginalizer with the
@@ -11,14 +11,33 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from marginal_core.lm.adapter import ContextState
+    import torch
+    from transformers import DynamicCache
 
 # What one model keeps of prefilled contexts (their KV caches): thousands of short contexts,
 # a few long ones; a state larger than this is used once and not kept.
 KEPT_CONTEXT_BYTES = 64 << 20
+
+
+@dataclass(frozen=True, eq=False)
+class ContextState:
+    """A context's KV cache (batch 1) and the hidden state after its last token.
+
+    Shared by every consumer of one context and never mutated: they read its tensors or copy it.
+    ``passes`` is the forward passes its prefill took.
+    """
+
+    ids: tuple[int, ...]
+    cache: DynamicCache
+    last_hidden: torch.Tensor
+    passes: int
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 def state_bytes(state: ContextState) -> int:

@@ -56,7 +56,7 @@ def server_turns() -> Turns:
     rules = policy()
     turns = Turns(max_runs=rules.max_runs)
     if rules.shared_passes:
-        turns.batcher = Batcher(turns)
+        Batcher(turns)
     return turns
 
 
