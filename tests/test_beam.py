@@ -96,13 +96,17 @@ def test_the_anytime_beam_is_a_bound_that_rises_by_round_and_is_exact_when_nothi
         assert auto.log_noncanonical == pytest.approx(exact.log_noncanonical, abs=2e-4)
 
 
-@pytest.mark.parametrize("context", [None, QUESTION])
-@pytest.mark.parametrize("text", [" eight legs", " a thermometer", "Entschuldigung"])
-def test_what_a_beam_pruned_bounds_what_it_missed(lm, context, text):
+@pytest.mark.parametrize(("fixture", "text", "context"), [
+    *(("smollm_model", text, context) for text in (" eight legs", " a thermometer", "Entschuldigung")
+      for context in (None, QUESTION)),
+    *(("gemma_model", " eight legs", context) for context in (None, QUESTION)),  # Gemma's enumerations cost more
+])
+def test_what_a_beam_pruned_bounds_what_it_missed(fixture, text, context, request):
     """Every path a walk did not find extends a pruned prefix, so the exact non-canonical mass is
     at most the mass found plus the pruned prefixes' probability (log_missed), at every width."""
     from marginal_core.beam import beam_stream
 
+    lm = request.getfixturevalue(fixture)
     m = Marginalizer(lm, text, context)
     exact = m.exact().log_noncanonical
     for width in (1, 2, 4, 16):
