@@ -25,8 +25,9 @@ from classroom import SENTENCES  # noqa: E402
 
 from marginal_core.batching import Batcher  # noqa: E402
 from marginal_core.estimators import Estimate, Marginalizer  # noqa: E402
+from marginal_core.lm.adapter import LM  # noqa: E402
 from marginal_core.models import load_model  # noqa: E402
-from marginal_core.scoring import shared_pass_tokens  # noqa: E402
+from marginal_core.scoring import pass_tokens  # noqa: E402
 from marginal_core.turns import Turns  # noqa: E402
 
 SEED = 0
@@ -89,7 +90,7 @@ def main() -> None:
     lm = load_model(args.model, dtype=args.dtype, device=args.device)
     one_run(lm, SENTENCES[-1], 8)  # warm-up
     print(f"model {args.model}, {args.dtype} on {args.device}, lattice k = {args.samples}, chunks "
-          f"{FIRST_CHUNK} then {CHUNK}; shared passes up to {shared_pass_tokens(args.device)} path tokens")
+          f"{FIRST_CHUNK} then {CHUNK}; shared passes up to {pass_tokens(LM.of(lm))} path tokens")
     print("| sessions | mode | makespan | / serial | first estimate min / median / max | batches (requests) "
           "| max abs d log p vs serial |")
     print("|---|---|---:|---:|---|---|---:|")

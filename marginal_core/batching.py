@@ -51,7 +51,6 @@ class _Request(Generic[P, R]):
     limit: int
     run_batch: Callable[[list[P]], list[R]]
     entry: Run | None
-    taken: bool = False
     done: bool = False
     result: R | None = None
     error: BaseException | None = None
@@ -132,9 +131,9 @@ class Batcher:
     def _place(self, request: _Request[Any, Any]) -> Place | None:
         """Where a request that no running batch carries stands: the runs whose work goes first
         (the running batch's, and older requests of other keys), a slice each (lock held)."""
-        if request.taken or request.done or not self._running:
+        if request not in self._pending or not self._running:  # taken, done or stopped
             return None
-        older = self._pending[: self._pending.index(request)] if request in self._pending else []
+        older = self._pending[: self._pending.index(request)]
         ahead = len({r.entry for r in self._running}) + len({r.entry for r in older if r.key != request.key})
         return Place(ahead, ahead * self.turns.slice_s, True)
 
@@ -181,7 +180,6 @@ class Batcher:
                 size += request.size
             for request in batch:
                 self._pending.remove(request)
-                request.taken = True
             self._running = batch
             return batch
 

@@ -111,13 +111,6 @@ def pass_pairs(lm: LM) -> int:
     return CUDA_MAX_PASS_PAIRS if lm.device.type == "cuda" else DEFAULT_MAX_PASS_PAIRS
 
 
-def shared_pass_tokens(device_type: str) -> int:
-    """The most path tokens one shared pass (marginal_core.batching) carries on a device: one
-    pass's worth, so that its leader hears Stop about as soon as a run alone would (the first
-    chunks of 16 sessions fit; larger chunks gained little together on a CPU)."""
-    return CUDA_MAX_BATCH_TOKENS if device_type == "cuda" else DEFAULT_MAX_BATCH_TOKENS
-
-
 def pass_tokens(lm: LM, asked: int | None = None) -> int:
     """Tokens per forward pass: the ones asked for, else the device's default."""
     if asked is not None:
@@ -391,8 +384,9 @@ def score_paths(
     runs in passes of about max_batch_tokens tokens (default: pass_tokens) in rows of up to row_tokens, shrunk to fit
     max_batch_bytes of estimated activations and halved on out-of-memory errors. progress gets
     (tokens fed, tokens to feed), the context counted as fed. In a run whose Turns shares
-    passes (marginal_core.batching), paths of at most its size go in one trie with other runs'
-    paths after the same context.
+    passes (marginal_core.batching), paths of at most one pass's worth of tokens (the device's
+    pass_tokens, so that a pass's leader hears Stop as soon as a run alone) go in one trie with
+    other runs' paths after the same context.
     """
     stats = stats if stats is not None else ScoreStats()
     started = time.perf_counter()
@@ -403,16 +397,16 @@ def score_paths(
     ctx = check_paths(lm, path_list, context)
     lm.require_tree_masks()
     state = context_state(lm, context, stats, max_batch_tokens)
-    size, limit, batcher = sum(map(len, path_list)), shared_pass_tokens(lm.device.type), current_batcher()
+    budgets = (max_batch_tokens, row_tokens, max_batch_bytes)
+    size, limit, batcher = sum(map(len, path_list)), pass_tokens(lm), current_batcher()
     if batcher is not None and size <= limit:
-        budgets = (max_batch_tokens, row_tokens, max_batch_bytes)
         log_p, share = batcher.submit((lm, state.ids, budgets), (path_list, state), size, limit,
                                       partial(_score_together, lm, budgets))
         stats.add(share)
         if progress:
             progress(len(state) + size, len(state) + size)
     else:
-        log_p = _score_trie(lm, path_list, state, (max_batch_tokens, row_tokens, max_batch_bytes), stats, progress)
+        log_p = _score_trie(lm, path_list, state, budgets, stats, progress)
     count_call(stats, path_list, ctx, started)
     return log_p
 

@@ -330,24 +330,24 @@ def held() -> tuple[Turns, Run] | None:
 
 def current() -> Turns | None:
     """The Turns of the run this code executes in, if any."""
-    held = _CURRENT.get()
-    return None if held is None else held[0]
+    place = held()
+    return None if place is None else place[0]
 
 
 @contextlib.contextmanager
 def unit() -> Iterator[None]:
     """One unit of model work: waits for its turn inside a run that takes turns, else nothing."""
-    held = _CURRENT.get()
-    if held is None:
+    place = held()
+    if place is None:
         yield
         return
-    turns, entry = held
+    turns, entry = place
     with turns.unit(entry):
         yield
 
 
 def checkpoint() -> None:
     """A natural break in a run's model work (a chunk's end): another run that waits goes first."""
-    held = _CURRENT.get()
-    if held is not None:
-        held[0].pause(held[1])
+    place = held()
+    if place is not None:
+        place[0].pause(place[1])

@@ -153,6 +153,30 @@ def test_a_batchs_runs_are_charged_their_shares():
     assert served["large"] > served["small"] > 0  # the follower pays its share; the leader the rest
 
 
+def test_a_model_keeps_contexts_within_its_byte_bound():
+    """Kept contexts (marginal_core.lm.contexts): the least recently used go first once the
+    states pass the bound, and a state larger than the bound is not kept."""
+    import torch
+    from transformers import DynamicCache
+
+    from marginal_core.lm.contexts import ContextState, KeptContexts, state_bytes
+
+    def state(ids: tuple[int, ...], tokens: int) -> ContextState:
+        kv = torch.zeros(1, 1, tokens, 4)  # 16 bytes a token, keys and values each
+        return ContextState(ids, DynamicCache([(kv, kv.clone())]), torch.zeros(1, 4), 1)
+
+    a, b, c = state((1,), 8), state((2,), 8), state((3,), 8)
+    kept = KeptContexts(max_bytes=2 * state_bytes(a))
+    kept.put(a)
+    kept.put(b)
+    assert kept.get((1,)) is a  # now the most recently used
+    kept.put(c)
+    assert kept.get((2,)) is None and kept.get((1,)) is a and kept.get((3,)) is c
+    assert kept.held_bytes() == 2 * state_bytes(a) <= kept.max_bytes
+    kept.put(state((4,), 64))
+    assert kept.get((4,)) is None and kept.held_bytes() == 2 * state_bytes(a)
+
+
 # --------------------------------------------------------------------------------------------
 # Real models
 

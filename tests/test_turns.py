@@ -39,6 +39,19 @@ def _hold_while(t: Turns, started: threading.Event, release: threading.Event) ->
     return thread
 
 
+def _hold_then_wait(t: Turns, hold, log: list[str], meanwhile=None) -> None:
+    """Run hold in a thread until its first unit is logged, then a one-unit 'waiter' run beside
+    it (and meanwhile, if given); both joined."""
+    holder, waiter = threading.Thread(target=hold), _worker(t, "waiter", 1, log)
+    holder.start()
+    _wait_for(lambda: len(log) == 1)
+    waiter.start()
+    if meanwhile is not None:
+        meanwhile()
+    holder.join(5)
+    waiter.join(5)
+
+
 def _wait_for(predicate, seconds: float = 5.0) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
@@ -111,12 +124,7 @@ def test_a_turn_lasts_a_slice_and_ends_when_its_run_stays_out_of_its_units():
             with turns.unit():
                 log.append("idle")
 
-    holder, waiter = threading.Thread(target=idle_holder), _worker(t, "waiter", 1, log)
-    holder.start()
-    _wait_for(lambda: log == ["idle"])
-    waiter.start()
-    holder.join(5)
-    waiter.join(5)
+    _hold_then_wait(t, idle_holder, log)
     assert log == ["idle", "waiter", "idle"]
 
 
@@ -138,14 +146,11 @@ def test_a_checkpoint_hands_the_device_to_a_waiting_run_and_a_lone_run_keeps_it(
             with turns.unit():
                 log.append("holder")
 
-    first, waiter = threading.Thread(target=holder), _worker(t, "waiter", 1, log)
-    first.start()
-    _wait_for(lambda: log == ["holder"])
-    waiter.start()
-    _wait_for(lambda: t.status()["admitted"] == 2)
-    waiter_came.set()
-    first.join(5)
-    waiter.join(5)
+    def came() -> None:
+        _wait_for(lambda: t.status()["admitted"] == 2)
+        waiter_came.set()
+
+    _hold_then_wait(t, holder, log, came)
     assert log == ["holder", "waiter", "holder"]
 
 
