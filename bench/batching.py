@@ -7,7 +7,7 @@ mode the makespan (and its ratio to the serial sum), click→first estimate min/
 batches and the requests they carried, and the largest |d log p| of any final estimate against
 the serial run.
 
-    .venv/bin/python bench/batching.py --sessions 16 [--device cuda --dtype bfloat16]
+    .venv/bin/python bench/batching.py --sessions 16 [--device cuda --dtype float16]
 """
 
 from __future__ import annotations

@@ -185,7 +185,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--exact-budget", type=int, default=2000)
     parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
-    parser.add_argument("--dtype", default="auto", help="auto, float32 or bfloat16 (default auto)")
+    parser.add_argument("--dtype", default="auto", help="auto, float32, float16 or bfloat16 (default auto)")
     parser.add_argument("--peer", choices=["genlm"], help="run genlm-bytes' beam beside ours (own venv, built once)")
     parser.add_argument("--peer-widths", default="4,16", help="the peer's beam widths K")
     parser.add_argument("--beam-widths", default=f"{DEFAULT_BEAM_WIDTH},16",

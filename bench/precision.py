@@ -1,16 +1,18 @@
 """Benchmark of reduced precision against float32: how far the scores and each estimator move, and the time.
 
 For each model, the same texts as the estimator benchmark (20 short answers after their question,
-10 sentences) are run in float32 and in each reduced mode on one device: ``bfloat16`` (weights and
-activations), ``autocast`` (float32 weights, residual stream, norms and softmax, with bfloat16
-matrix products: torch.autocast) and, on CUDA, ``tf32`` (float32 with TF32 matrix products). Per path
+10 sentences) are run in float32 and in each reduced mode on one device: ``float16`` (the
+library's: float16 weights and products in the decoder's linear layers, the rest float32),
+``bfloat16`` (weights and activations),
+``autocast`` (float32 weights, residual stream, norms and softmax, with bfloat16 matrix products:
+torch.autocast) and, on CUDA, ``tf32`` (float32 with TF32 matrix products). Per path
 (the canonical tokenization and k Algorithm-1 samples of every text, scored by both): mean and
 largest |d log p| and Spearman's rank correlation. Per estimator (same seed and k): mean and
 largest |d| over the texts of what it estimates, log p(canonical) for the canonical method and the
 log non-canonical mass for the lattice and the proxy (the log marginal hides their differences
 where the canonical path carries most of the mass). And the seconds each dtype took.
 Run: .venv/bin/python bench/precision.py [--models a,b] [--samples K] [--device cuda] [--quick]
-     [--modes bfloat16,autocast,tf32]
+     [--modes float16,bfloat16,autocast,tf32]
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from marginal_core.models import load_model
 from marginal_core.sampling import lattice_samples
 from marginal_core.scoring import score_paths
 
-MODES = ("bfloat16", "autocast", "tf32")  # each against float32; tf32 on CUDA only
+MODES = ("float16", "bfloat16", "autocast", "tf32")  # each against float32; tf32 on CUDA only
 METHODS = (Method.CANONICAL, Method.LATTICE, Method.PROXY)
 
 
@@ -98,7 +100,7 @@ def load_modes(model: str, device: str | None, modes: list[str]) -> dict[str, An
     f32 = load_model(model, device=device, dtype="float32")
     lms = {"float32": f32}
     for mode in modes:
-        lms[mode] = load_model(model, device=device, dtype="bfloat16") if mode == "bfloat16" else f32
+        lms[mode] = load_model(model, device=device, dtype=mode) if mode in ("float16", "bfloat16") else f32
     return lms
 
 
@@ -109,7 +111,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
     parser.add_argument("--quick", action="store_true", help="3 answers, 2 sentences, k = 16")
-    parser.add_argument("--modes", default="bfloat16,autocast", help=f"of {', '.join(MODES)} (tf32: CUDA only)")
+    parser.add_argument("--modes", default="float16,bfloat16,autocast", help=f"of {', '.join(MODES)} (tf32: CUDA only)")
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     if not set(modes) <= set(MODES):

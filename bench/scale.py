@@ -14,11 +14,11 @@ Per model, on the estimator benchmark's 20 Q&A answers (after their questions) a
 sentences: seconds of the canonical score, the lattice estimate at k = 100 and 1,000, the proxy
 at k = 100 and the beam at W = 32, summed over the texts; the trie scorer's path tokens per
 second and matrix FLOP/s at k = 1,000 (bench/scoring.py's count: the decoder's non-embedding
-parameters per token fed, the head per row) and its share of the device's dense bf16 peak (MFU,
+parameters per token fed, the head per row) and its share of the device's dense 16-bit peak (MFU,
 on a GPU whose peak is known) or of the head product's own FLOP/s here (a CPU); the peak memory;
 and the lattice-over-proxy speed-up at k = 100 beside the paper's Table 2 (ARC).
 
-Run: .venv/bin/python bench/scale.py [--models gemma3-1b,...] [--device cuda] [--dtype bfloat16]
+Run: .venv/bin/python bench/scale.py [--models gemma3-1b,...] [--device cuda] [--dtype float16]
      [--quick]   (--quick: 2 answers and 1 sentence, k = 20 and 100: a smoke run on a CPU)
 """
 
@@ -66,7 +66,7 @@ CONFIGS = {
 }
 PAPER_NAMES = {"gemma3-1b": "Gemma3-1b", "gemma3-4b": "Gemma3-4b", "gemma3-27b": "Gemma3-27b",
                "llama2-7b": "Llama2-7b", "llama2-13b": "Llama2-13b"}
-DENSE_BF16_PEAK = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # FLOP/s, dense, by device name
+DENSE_16BIT_PEAK = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # FLOP/s, dense, by device name (float16 and bfloat16 alike)
 
 
 def config_folder(name: str) -> Path:
@@ -109,12 +109,12 @@ def measure(name: str, device: str | None, dtype: str, pairs: list, ks: tuple[in
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     flops = model_flops(lm, stats) / stats.seconds
     gpu = torch.cuda.get_device_name(lm.device) if lm.device.type == "cuda" else ""
-    peak_flops = next((v for k, v in DENSE_BF16_PEAK.items() if k in gpu), None)
+    peak_flops = next((v for k, v in DENSE_16BIT_PEAK.items() if k in gpu), None)
     return {"model": name, "device": gpu or str(lm.device), "dtype": str(lm.dtype).removeprefix("torch."),
             "params": sum(p.numel() for p in loaded.model.parameters()), "seconds": seconds,
             "tokens_per_s": stats.tokens_fed / stats.seconds, "flops": flops,
             "share": flops / peak_flops if peak_flops else flops / roofline(lm, lm.head_rows(256)),
-            "share_of": "dense bf16 peak" if peak_flops else "head product here", "peak_bytes": peak,
+            "share_of": "dense 16-bit peak" if peak_flops else "head product here", "peak_bytes": peak,
             "speedup": seconds[f"proxy k={ks[0]}"] / seconds[f"lattice k={ks[0]}"]}
 
 
@@ -122,7 +122,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=",".join(CONFIGS), help="comma list of " + ", ".join(CONFIGS))
     parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
-    parser.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16"))
+    parser.add_argument("--dtype", default="float16", choices=("float32", "float16", "bfloat16"))
     parser.add_argument("--quick", action="store_true", help="2 answers and 1 sentence, k = 20 and 100")
     args = parser.parse_args()
     sets = text_sets()

@@ -16,7 +16,7 @@ out) against a roofline timed in the same run, the LM head's own product [rows, 
 [hidden, vocabulary] in that dtype on that device, and each dtype's speed-up over float32 at
 equal samples.
 Run: .venv/bin/python bench/scoring.py [--quick] [--samples K] [--models a,b] [--threads N]
-     [--dtypes float32,bfloat16] [--device cuda]
+     [--dtypes float32,float16,bfloat16] [--device cuda]
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--quick", action="store_true", help="5 answers, 3 sentences, 8 samples")
-    parser.add_argument("--dtypes", default="float32,bfloat16", help="comma list (default float32,bfloat16)")
+    parser.add_argument("--dtypes", default="float32,float16,bfloat16", help="comma list (default float32,float16,bfloat16)")
     parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
     parser.add_argument("--max-batch-tokens", type=int,
                         help="tokens per forward pass, both scorers (default: the device's, see pass_tokens)")

@@ -1,6 +1,7 @@
 """The GPU path, run where a CUDA device is present (bench/gpu.sh runs these on one; elsewhere
 they are skipped): float32 on CUDA agrees with float32 on the CPU, which test_estimators ties to
-brute force; bfloat16 keeps the estimators' order and stays near float32; a real CUDA
+brute force; float16 (auto on CUDA) stays within auto's accuracy target of float32; bfloat16
+keeps the estimators' order and stays near float32; a real CUDA
 out-of-memory error is survived by halving the work."""
 
 from __future__ import annotations
@@ -54,6 +55,20 @@ def test_the_trie_scorer_on_cuda_agrees_with_plain_scoring(name):
     paths = [m.lattice.canonical, *lattice_samples(m.lattice, 256, seed=0).paths.tolist()]
     trie = score_paths(lm, paths, m.context_ids)
     np.testing.assert_allclose(trie, score_paths_plain(lm, paths, m.context_ids), atol=1e-3)
+
+
+def test_float16_on_cuda_keeps_log_p_within_a_twentieth_of_a_nat_of_float32_on_the_cpu(name, monkeypatch):
+    """auto's choice on CUDA: the decoder's products in float16 under autocast, the rest float32;
+    the pinned sentence's 257 paths against float32 on the CPU, and the bounds in order."""
+    cpu = load_model(name, device="cpu", dtype="float32")
+    f16 = load_model(name, device="cuda", dtype="float16")
+    monkeypatch.delenv("MARGINAL_AUTO_DTYPE")  # the suite pins float32; unpinned, auto is float16 on CUDA
+    assert load_model(name, device="cuda") is f16
+    m32, m16 = Marginalizer(cpu, SENTENCE), Marginalizer(f16, SENTENCE)
+    paths = [m32.lattice.canonical, *lattice_samples(m32.lattice, 256, seed=0).paths.tolist()]
+    d = np.abs(score_paths(f16, paths, m16.context_state()) - score_paths(cpu, paths, m32.context_state()))
+    assert np.isfinite(d).all() and d.mean() <= 0.05, (d.mean(), d.max())
+    assert m16.lattice_estimate(200, seed=0).log_marginal >= m16.canonical().log_marginal
 
 
 def test_bfloat16_on_cuda_stays_near_float32_and_keeps_the_bounds(name):

@@ -24,10 +24,11 @@ from marginal_core.lm.oom import halved
 
 class Loaded(Protocol):
     """What the adapter reads of a loaded model (``marginal_core.models.LoadedModel`` is one): the
-    transformers model, its tokenizers (transformers', and the lattice's view), and the one
+    transformers model, its precision, its tokenizers (transformers', and the lattice's view), and the one
     adapter it owns."""
 
     model: Any
+    dtype: torch.dtype
 
     @property
     def tokenizer(self) -> Any: ...
@@ -60,9 +61,8 @@ class LM:
         self.kv_heads: int = getattr(cfg, "num_key_value_heads", None) or heads
         self.head_dim: int = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
         self.intermediate: int = getattr(cfg, "intermediate_size", None) or 4 * cfg.hidden_size
-        param = next(model.parameters())
-        self.device: torch.device = param.device
-        self.dtype: torch.dtype = param.dtype
+        self.device: torch.device = next(model.parameters()).device
+        self.dtype: torch.dtype = loaded.dtype  # the decoder's products (float16 runs over float32 elsewhere)
         self.prefills = 0  # contexts prefilled so far (what the context sharing saves is visible here)
         self.contexts = KeptContexts()
 
@@ -153,7 +153,7 @@ class LM:
         block, which only the unit holding the device uses (so a class's waiting runs hold
         none). A fresh block per chunk costs page faults on a CPU."""
         head = self.head
-        if isinstance(head, torch.nn.Linear) and head.bias is None and self.dtype == self.logit_dtype:
+        if isinstance(head, torch.nn.Linear) and head.bias is None and head.weight.dtype == self.logit_dtype:
             shared = turns.current()
             scratch = scratch if shared is None else shared.scratch()
             block = scratch.get("logits")

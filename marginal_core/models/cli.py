@@ -24,7 +24,8 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
     parser.add_argument(
         "--dtype", choices=DTYPES, default="auto",
-        help="weights' precision (default auto: bfloat16 on CUDA and on CPUs with fast bf16, else float32)",
+        help="precision (float16: the decoder's products in float16, the rest float32; bfloat16: the whole model; "
+        "default auto: float16 on CUDA and on CPUs with fast float16 products, else float32)",
     )
 
 

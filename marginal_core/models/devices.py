@@ -1,11 +1,14 @@
 """Where a model runs and in what precision (docs/design.md, "Precision").
 
-Devices: cuda, then mps, then cpu. Precision: ``auto`` is bfloat16 on CUDA and on a CPU whose
-bf16 matrix products are measurably faster than its fp32 ones (AVX512-BF16 or AMX; a virtual
-machine may hide the flags, so the CPU is asked by timing, once per CPU and torch build, and the
-answer is cached), float32 elsewhere; ``$MARGINAL_AUTO_DTYPE`` (float32 or bfloat16) overrides
-that choice on every device, so that one setting pins what ``auto`` means for a whole process
-tree (the test suite pins float32). torch is imported only when asked.
+Devices: cuda, then mps, then cpu. Precision: ``float32``; ``float16``, the decoder's matrix
+products in float16 with everything else in float32 (``models/mixed.py``); ``bfloat16``, the whole
+model in bfloat16. ``auto`` is the fastest choice that keeps log p within a twentieth of a nat of
+float32: float16 on CUDA and on a CPU whose float16 matrix products are measurably faster than its
+float32 ones (a virtual machine may hide or show the units without the speed, so the CPU is asked
+by timing, once per CPU and torch build, and the answer is cached), float32 elsewhere; bfloat16
+moves log p too far to be chosen for anyone. ``$MARGINAL_AUTO_DTYPE`` overrides that choice on
+every device, so that one setting pins what ``auto`` means for a whole process tree (the test
+suite pins float32). torch is imported only when asked.
 """
 
 from __future__ import annotations
@@ -23,13 +26,13 @@ from marginal_core.errors import MarginalError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["AUTO_DTYPE_ENV", "DTYPES", "auto_dtype", "cpu_bf16_speedup", "dtype_name", "resolve_device", "resolve_dtype"]
+__all__ = ["AUTO_DTYPE_ENV", "DTYPES", "auto_dtype", "cpu_float16_speedup", "dtype_name", "resolve_device", "resolve_dtype"]
 
-DTYPES = ("auto", "float32", "bfloat16")
+DTYPES = ("auto", "float32", "float16", "bfloat16")
 # The environment variable that, when set, is what ``auto`` resolves to on every device.
 AUTO_DTYPE_ENV = "MARGINAL_AUTO_DTYPE"
-# bf16 is chosen on a CPU whose bf16 head-shaped product is at least this much faster than fp32.
-FAST_BF16 = 1.5
+# float16 is chosen on a CPU whose float16 head-shaped product is at least this much faster than fp32.
+FAST_FLOAT16 = 1.5
 
 
 def resolve_device(device: str | None = None) -> str:
@@ -55,7 +58,7 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
     import torch
 
     if isinstance(dtype, torch.dtype):
-        if dtype not in (torch.float32, torch.bfloat16):
+        if dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise MarginalError(f"dtype {dtype} is not supported: choose one of {', '.join(DTYPES)}")
         return dtype
     choice = dtype or "auto"
@@ -65,40 +68,38 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    """A dtype as the choices name it: 'float32', 'bfloat16'."""
+    """A dtype as the choices name it: 'float32', 'float16', 'bfloat16'."""
     return str(dtype).removeprefix("torch.")
 
 
 def auto_dtype(device: str) -> torch.dtype:
-    """$MARGINAL_AUTO_DTYPE where it is set; else bf16 on CUDA that has it and on a CPU where it
-    is fast, fp32 elsewhere (mps included)."""
+    """$MARGINAL_AUTO_DTYPE where it is set; else float16 (mixed) on CUDA and on a CPU where its
+    products are fast, float32 elsewhere (mps included)."""
     import torch
 
     forced = os.environ.get(AUTO_DTYPE_ENV, "").strip()
     if forced:
         if forced not in DTYPES[1:]:
-            raise MarginalError(f"{AUTO_DTYPE_ENV}={forced!r} is not a dtype: set it to float32 or bfloat16, or unset it")
+            raise MarginalError(f"{AUTO_DTYPE_ENV}={forced!r} is not a dtype: set it to {', '.join(DTYPES[1:])}, or unset it")
         return getattr(torch, forced)
     kind = torch.device(device).type
-    if kind == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    if kind == "cpu" and cpu_bf16_speedup() >= FAST_BF16:
-        return torch.bfloat16
+    if kind == "cuda" or (kind == "cpu" and cpu_float16_speedup() >= FAST_FLOAT16):
+        return torch.float16
     return torch.float32
 
 
-def cpu_bf16_speedup() -> float:
-    """How much faster this CPU multiplies bf16 than fp32 matrices, timed once and cached."""
+def cpu_float16_speedup() -> float:
+    """How much faster this CPU multiplies float16 than float32 matrices, timed once and cached."""
     import torch
 
-    key = f"{platform.machine()}-{_cpu_name()}-torch{torch.__version__}-threads{torch.get_num_threads()}"
+    key = f"{platform.machine()}-{_cpu_name()}-torch{torch.__version__}-threads{torch.get_num_threads()}-float16"
     path = cache_root() / "precision.json"
     try:
         known = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         known = {}
     if key not in known:
-        known[key] = _time_bf16_speedup()
+        known[key] = _time_float16_speedup()
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{time.monotonic_ns()}.tmp")
         tmp.write_text(json.dumps(known, indent=1), encoding="utf-8")
@@ -106,14 +107,14 @@ def cpu_bf16_speedup() -> float:
     return float(known[key])
 
 
-def _time_bf16_speedup(rows: int = 64, hidden: int = 640, vocab: int = 16384) -> float:
-    """fp32 seconds over bf16 seconds for an LM-head-shaped product (best of three each)."""
+def _time_float16_speedup(rows: int = 64, hidden: int = 640, vocab: int = 16384) -> float:
+    """fp32 seconds over float16 seconds for an LM-head-shaped product (best of three each)."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
     a, w = torch.randn(rows, hidden, generator=gen), torch.randn(vocab, hidden, generator=gen)
     best = {}
-    for dtype in (torch.float32, torch.bfloat16):
+    for dtype in (torch.float32, torch.float16):
         x, y = a.to(dtype), w.to(dtype)
         torch.nn.functional.linear(x, y)  # warm-up: kernels chosen, pages touched
         times = []
@@ -122,7 +123,7 @@ def _time_bf16_speedup(rows: int = 64, hidden: int = 640, vocab: int = 16384) ->
             torch.nn.functional.linear(x, y)
             times.append(time.perf_counter() - t0)
         best[dtype] = min(times)
-    return best[torch.float32] / best[torch.bfloat16]
+    return best[torch.float32] / best[torch.float16]
 
 
 def _cpu_name() -> str:

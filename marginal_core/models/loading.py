@@ -24,6 +24,7 @@ from marginal_core.errors import MarginalError
 from marginal_core.models.caches import DONE_FILE, cached, is_done, model_cache_dir, publish, scratch
 from marginal_core.models.devices import resolve_device, resolve_dtype
 from marginal_core.models.hub import from_hf
+from marginal_core.models.mixed import make_mixed
 from marginal_core.models.random_weights import random_model, random_weights_folder
 from marginal_core.models.registry import DEFAULT_MODEL, Source, canonical_name, known_models, resolve, unknown_model
 from marginal_core.tokenizer import TextTokenizer, TransformersTokenizer, file_fingerprint
@@ -270,7 +271,7 @@ def _load_model_memo(
         kwargs["attn_implementation"] = attn_implementation
     random = random_weights_folder(canonical)
     if random is not None:
-        model = random_model(random, device, kwargs)
+        model = _precision(random_model(random, device, kwargs), dtype)
         return LoadedModel(name=canonical, model=model, device=device, dtype=dtype, random_weights=True)
     if src.gguf is not None:
         folder = model_cache_dir(canonical)
@@ -288,10 +289,16 @@ def _load_model_memo(
             model = from_hf(src.hf, AutoModelForCausalLM.from_pretrained, **kwargs)
         except Exception as exc:
             raise unknown_model(canonical, exc) from exc
-    model = model.to(device)
-    model.eval()
+    model = _precision(model.to(device).eval(), dtype)
     _make_resident(model)
     return LoadedModel(name=canonical, model=model, device=device, dtype=dtype)
+
+
+def _precision(model: PreTrainedModel, dtype: torch.dtype) -> PreTrainedModel:
+    """The loaded model in its precision: a float16 load becomes mixed (models/mixed.py)."""
+    import torch
+
+    return make_mixed(model) if dtype == torch.float16 else model
 
 
 def _make_resident(model: PreTrainedModel) -> None:
@@ -315,8 +322,9 @@ def load_model(
 ) -> LoadedModel:
     """A causal LM and its tokenizer, loaded once per (name, device, dtype) and cached.
 
-    device: None picks cuda, then mps, then cpu. dtype: "auto" (or None), "float32",
-    "bfloat16" or a torch dtype; auto is bf16 on CUDA and on CPUs fast at it, else fp32.
+    device: None picks cuda, then mps, then cpu. dtype: "auto" (or None), "float32", "float16"
+    (float16 products, the rest float32), "bfloat16" or a torch dtype; auto is float16 on CUDA
+    and on CPUs fast at it, else float32.
     GGUF models are dequantized once and cached as safetensors. The model is in eval mode;
     wrapping calls in torch.inference_mode() is the caller's job. A folder that holds an
     architecture without weights (RANDOM_WEIGHTS, for timing: bench/scale.py) is refused unless

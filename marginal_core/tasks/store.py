@@ -33,8 +33,8 @@ from marginal_core.errors import MarginalError
 FORMAT = 1
 # Identity keys a folder leaves out when they hold their default (float32 folders predate dtype).
 IMPLIED = {"dtype": "float32"}
-DTYPE_HINT = (" (--dtype auto is bfloat16 on CUDA and on a CPU with fast bfloat16, float32 elsewhere: "
-              "pass --dtype float32 or bfloat16 to resume a folder from another machine)")
+DTYPE_HINT = (" (--dtype auto is float16 on CUDA and on a CPU with fast float16, float32 elsewhere: "
+              "pass --dtype float32, float16 or bfloat16 to resume a folder from another machine)")
 
 
 def _fsync_append(path: Path, text: str) -> None:

@@ -33,7 +33,7 @@ def resolve(device: str) -> str:
 
 def resolve_dtype(choice: str, device: str) -> str:
     """The dtype name a sidebar choice runs on a resolved device ('auto' -> 'float32' or
-    'bfloat16'; $MARGINAL_AUTO_DTYPE, where set, decides auto)."""
+    'float16'; $MARGINAL_AUTO_DTYPE, where set, decides auto)."""
     from marginal_core.models.devices import AUTO_DTYPE_ENV
 
     return _resolved_dtype(choice, device, os.environ.get(AUTO_DTYPE_ENV, ""))
@@ -49,7 +49,7 @@ def _resolved_dtype(choice: str, device: str, switch: str) -> str:
 
 
 def device_label(device: str, dtype: object | None = None) -> str:
-    """A human description of where a model runs: 'GPU (NVIDIA H100, cuda, bfloat16)' or 'CPU'."""
+    """A human description of where a model runs: 'GPU (NVIDIA H100, cuda, float16)' or 'CPU'."""
     import torch
 
     from marginal_core.models import dtype_name
