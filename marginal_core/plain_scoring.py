@@ -14,7 +14,7 @@ from marginal_core.lattice import Path, PathBatch
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.oom import halved
 from marginal_core.progress import Progress
-from marginal_core.scoring import DEFAULT_MAX_BATCH_BYTES, ScoreStats, check_paths, count_call, pass_tokens
+from marginal_core.scoring import ScoreStats, check_paths, count_call, pass_bytes, pass_tokens
 from marginal_core.trie import as_paths
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def score_paths_plain(
     context: Sequence[int],
     *,
     max_batch_tokens: int | None = None,
-    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+    max_batch_bytes: int | None = None,
     progress: Progress | None = None,
     stats: ScoreStats | None = None,
 ) -> np.ndarray:
@@ -79,10 +79,10 @@ def score_paths_plain(
     lengths = np.array([len(s) for s in seqs])
     pending = np.argsort(lengths, kind="stable")
     scores = np.zeros(len(seqs), dtype=np.float64)
-    budget, done = pass_tokens(lm, max_batch_tokens), 0
+    budget, done, max_bytes = pass_tokens(lm, max_batch_tokens), 0, pass_bytes(lm, max_batch_bytes)
     with torch.inference_mode():
         while len(pending):
-            batch = _next_batch(lengths, pending, budget, lm, max_batch_bytes)
+            batch = _next_batch(lengths, pending, budget, lm, max_bytes)
             try:
                 token_lps = _plain_batch(lm, [seqs[i] for i in batch], len(ctx), budget)
             except (RuntimeError, MemoryError) as err:

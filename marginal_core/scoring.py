@@ -53,6 +53,8 @@ DEFAULT_MAX_PASS_PAIRS = 1 << 22
 CUDA_MAX_PASS_PAIRS = 1 << 26
 DEFAULT_ROW_TOKENS = 256
 DEFAULT_MAX_BATCH_BYTES = 1 << 30
+# On CUDA a pass's estimated activations may take this share of the memory the weights leave.
+CUDA_PASS_SHARE = 0.25
 
 @dataclass
 class ScoreStats:
@@ -116,6 +118,21 @@ def pass_tokens(lm: LM, asked: int | None = None) -> int:
     if asked is not None:
         return asked
     return CUDA_MAX_BATCH_TOKENS if lm.device.type == "cuda" else DEFAULT_MAX_BATCH_TOKENS
+
+
+def pass_bytes(lm: LM, asked: int | None = None) -> int:
+    """Estimated activation bytes per forward pass: the ones asked for, else on CUDA a share of
+    the device memory the model's weights leave (a 27B model's passes would not fit a fixed GiB,
+    a small model's could take more), elsewhere DEFAULT_MAX_BATCH_BYTES. It depends on the device
+    and the model only, so every run of a model plans alike (shared passes key on it); an
+    out-of-memory error still halves the pass."""
+    if asked is not None:
+        return asked
+    if lm.device.type != "cuda":
+        return DEFAULT_MAX_BATCH_BYTES
+    total = torch.cuda.get_device_properties(lm.device).total_memory
+    weights = sum(p.numel() * p.element_size() for p in lm.model.parameters())
+    return max(DEFAULT_MAX_BATCH_BYTES, int((total - weights) * CUDA_PASS_SHARE))
 
 
 def context_state(
@@ -374,7 +391,7 @@ def score_paths(
     *,
     max_batch_tokens: int | None = None,
     row_tokens: int = DEFAULT_ROW_TOKENS,
-    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+    max_batch_bytes: int | None = None,
     progress: Progress | None = None,
     stats: ScoreStats | None = None,
 ) -> np.ndarray:
@@ -382,7 +399,7 @@ def score_paths(
 
     context is token ids (prefilled here) or a ContextState to share. The paths' prefix trie
     runs in passes of about max_batch_tokens tokens (default: pass_tokens) in rows of up to row_tokens, shrunk to fit
-    max_batch_bytes of estimated activations and halved on out-of-memory errors. progress gets
+    max_batch_bytes of estimated activations (default: pass_bytes) and halved on out-of-memory errors. progress gets
     (tokens fed, tokens to feed), the context counted as fed. In a run whose Turns shares
     passes (marginal_core.batching), paths of at most one pass's worth of tokens (the device's
     pass_tokens, so that a pass's leader hears Stop as soon as a run alone) go in one trie with
@@ -397,7 +414,7 @@ def score_paths(
     ctx = check_paths(lm, path_list, context)
     lm.require_tree_masks()
     state = context_state(lm, context, stats, max_batch_tokens)
-    budgets = (max_batch_tokens, row_tokens, max_batch_bytes)
+    budgets = (max_batch_tokens, row_tokens, pass_bytes(lm, max_batch_bytes))
     size, limit, batcher = sum(map(len, path_list)), pass_tokens(lm), current_batcher()
     if batcher is not None and size <= limit:
         log_p, share = batcher.submit((lm, state.ids, budgets), (path_list, state), size, limit,

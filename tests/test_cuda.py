@@ -12,6 +12,7 @@ import torch
 from scipy.stats import spearmanr
 
 from marginal_core.estimators import Marginalizer
+from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
 from marginal_core.plain_scoring import score_paths_plain
 from marginal_core.sampling import lattice_samples
@@ -64,6 +65,7 @@ def test_float16_on_cuda_keeps_log_p_within_a_twentieth_of_a_nat_of_float32_on_t
     f16 = load_model(name, device="cuda", dtype="float16")
     monkeypatch.delenv("MARGINAL_AUTO_DTYPE")  # the suite pins float32; unpinned, auto is float16 on CUDA
     assert load_model(name, device="cuda") is f16
+    assert LM.of(f16).head16 is not None  # the head multiplies in float16 into float32 logits
     m32, m16 = Marginalizer(cpu, SENTENCE), Marginalizer(f16, SENTENCE)
     paths = [m32.lattice.canonical, *lattice_samples(m32.lattice, 256, seed=0).paths.tolist()]
     d = np.abs(score_paths(f16, paths, m16.context_state()) - score_paths(cpu, paths, m32.context_state()))
@@ -91,6 +93,21 @@ def test_the_beam_on_cuda_finds_what_exact_finds(name):
     beam, exact = m.beam(64), m.exact()
     assert sorted(beam.paths.tolist()) == sorted(exact.paths.tolist())
     assert beam.log_noncanonical == pytest.approx(exact.log_noncanonical, abs=1e-3)
+
+
+def test_passes_on_cuda_are_sized_by_the_memory_the_weights_leave():
+    """A small model on a GPU of tens of GiB gets more than the CPU's fixed budget, within what is
+    free; the scores do not depend on the pass size."""
+    from marginal_core.scoring import DEFAULT_MAX_BATCH_BYTES, pass_bytes
+
+    lm = LM.of(load_model("gemma3-270m", device="cuda", dtype="float32"))
+    free, _ = torch.cuda.mem_get_info(lm.device)
+    assert DEFAULT_MAX_BATCH_BYTES < pass_bytes(lm) < free
+    m = Marginalizer(lm.loaded, SENTENCE, QUESTION)
+    paths = lattice_samples(m.lattice, 300, seed=0).paths
+    np.testing.assert_allclose(score_paths(lm, paths, m.context_state()),
+                               score_paths(lm, paths, m.context_state(), max_batch_bytes=DEFAULT_MAX_BATCH_BYTES),
+                               atol=1e-4)
 
 
 def test_a_real_cuda_out_of_memory_error_halves_the_work():

@@ -93,6 +93,18 @@ def test_float16_runs_its_products_in_float16_and_keeps_log_p_within_a_twentieth
     assert exact.log_marginal >= Marginalizer(f16, " Paris").canonical().log_marginal
 
 
+def test_the_cli_runs_float16_and_agrees_with_the_library(capsys):
+    text, context = " Paris is lovely", "Question: Where?\nAnswer:"
+    argv = ["estimate", text, "--context", context, "--model", "smollm2-135m", "--device", "cpu", "--dtype", "float16",
+            "--methods", "canonical,lattice", "--samples", "12", "--json"]
+    assert cli_main(argv) == 0
+    got = json.loads(capsys.readouterr().out)
+    m = Marginalizer(load_model("smollm2-135m", device="cpu", dtype="float16"), text, context)
+    assert got["dtype"] == "float16"
+    assert got["log_p_canonical"] == pytest.approx(m.canonical_score().log_p, abs=1e-6)
+    assert got["methods"]["lattice"]["log_marginal"] == pytest.approx(m.lattice_estimate(12).log_marginal, abs=1e-6)
+
+
 def test_float16_scores_the_same_from_threads_at_once(smollm_model):
     """Each decoder call enters its own autocast (autocast's state is per thread; one shared
     instance would keep the state it restores on itself), so threads scoring together get what

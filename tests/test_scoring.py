@@ -17,7 +17,7 @@ from marginal_core.lm.adapter import LM
 from marginal_core.lm.oom import OutOfMemory
 from marginal_core.plain_scoring import score_paths_plain
 from marginal_core.sampling import lattice_samples
-from marginal_core.scoring import ScoreStats, score_paths
+from marginal_core.scoring import DEFAULT_MAX_BATCH_BYTES, ScoreStats, pass_bytes, score_paths
 
 TEXT = "A quick fox."
 QUESTION = "Which animal is quick?"
@@ -122,6 +122,7 @@ def test_memory_cap_feeds_one_token_per_pass(smollm_model):
     capped = score_paths(smollm_model, few, ctx, max_batch_bytes=1, stats=stats)
     np.testing.assert_allclose(capped, score_paths_plain(smollm_model, few, ctx), rtol=0, atol=TOL)
     assert stats.padded_tokens == stats.tokens_fed == stats.forward_passes - 1 + len(ctx)
+    assert pass_bytes(LM.of(smollm_model)) == DEFAULT_MAX_BATCH_BYTES  # a CPU's passes: a fixed budget
 
 
 def test_sliding_window_layers_are_masked_by_position(gemma_model):
@@ -175,7 +176,7 @@ OOM_SCRIPT = textwrap.dedent(
     from marginal_core.lattice import build_lattice
     from marginal_core.models import load_model
     from marginal_core.sampling import lattice_samples
-    from marginal_core.scoring import ScoreStats, score_paths
+    from marginal_core.scoring import DEFAULT_MAX_BATCH_BYTES, ScoreStats, pass_bytes, score_paths
 
     lm = load_model("gemma3-270m", device="cpu", dtype="float32")
     lattice = build_lattice("A quick fox.", lm.tokenizer)

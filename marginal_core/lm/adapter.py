@@ -63,6 +63,7 @@ class LM:
         self.intermediate: int = getattr(cfg, "intermediate_size", None) or 4 * cfg.hidden_size
         self.device: torch.device = next(model.parameters()).device
         self.dtype: torch.dtype = loaded.dtype  # the decoder's products (float16 runs over float32 elsewhere)
+        self.head16 = _float16_head(self.head, self.dtype, self.device)
         self.prefills = 0  # contexts prefilled so far (what the context sharing saves is visible here)
         self.contexts = KeptContexts()
 
@@ -147,13 +148,16 @@ class LM:
     # ---------------------------------------------------------------- the head
 
     def head_logits(self, hidden: torch.Tensor, scratch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """head(hidden) in logit_dtype, softcapped where the model caps. A bias-free linear head
-        in that dtype writes into one block reused through ``scratch``: the caller's (one per
+        """head(hidden) in logit_dtype, softcapped where the model caps. A float16 model on CUDA
+        multiplies in float16 into float32 logits (``head16``). A bias-free linear head in
+        logit_dtype writes into one block reused through ``scratch``: the caller's (one per
         call, so threads never share it), or, inside a run that takes turns, the device's one
         block, which only the unit holding the device uses (so a class's waiting runs hold
         none). A fresh block per chunk costs page faults on a CPU."""
         head = self.head
-        if isinstance(head, torch.nn.Linear) and head.bias is None and head.weight.dtype == self.logit_dtype:
+        if self.head16 is not None:
+            logits = torch.mm(hidden.to(torch.float16), self.head16.T, out_dtype=torch.float32)
+        elif isinstance(head, torch.nn.Linear) and head.bias is None and head.weight.dtype == self.logit_dtype:
             shared = turns.current()
             scratch = scratch if shared is None else shared.scratch()
             block = scratch.get("logits")
@@ -279,6 +283,22 @@ class LM:
         with torch.inference_mode(), turns.unit():
             out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **options)
         return [row[len(prompt_ids) :].tolist() for row in out]
+
+
+def _float16_head(head: torch.nn.Module, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
+    """For a float16 model on CUDA, a float16 copy of its float32 head's weight, multiplied into
+    float32 logits (``torch.mm``'s out_dtype; float16 logits would round by hundredths of a nat,
+    a float32 product would run the head, a large share of a Gemma's work, at a fraction of the
+    rate); None elsewhere, or where this torch cannot multiply so (checked once)."""
+    if not (dtype == torch.float16 and device.type == "cuda" and isinstance(head, torch.nn.Linear)
+            and head.bias is None and head.weight.dtype == torch.float32):
+        return None
+    probe = torch.ones(1, 8, dtype=torch.float16, device=device)
+    try:
+        torch.mm(probe, probe.T, out_dtype=torch.float32)
+    except (RuntimeError, TypeError, NotImplementedError):
+        return None
+    return head.weight.detach().to(torch.float16)
 
 
 _LOCK = threading.RLock()
