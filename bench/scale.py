@@ -16,7 +16,10 @@ at k = 100 and the beam at W = 32, summed over the texts; the trie scorer's path
 second and matrix FLOP/s at k = 1,000 (bench/scoring.py's count: the decoder's non-embedding
 parameters per token fed, the head per row) and its share of the device's dense 16-bit peak (MFU,
 on a GPU whose peak is known) or of the head product's own FLOP/s here (a CPU); the peak memory;
-and the lattice-over-proxy speed-up at k = 100 beside the paper's Table 2 (ARC).
+and the lattice-over-proxy speed-up at k = 100 beside the paper's Table 2 (ARC). And the
+canonical score of a 1,000-token text (the bench sentences, repeated) against its FLOP lower
+bound: its matrix FLOPs (decoder and head, 1,000 tokens) at the dense 16-bit peak (a CPU: at the
+head product's FLOP/s).
 
 Run: .venv/bin/python bench/scale.py [--models gemma3-1b,...] [--device cuda] [--dtype float16]
      [--quick]   (--quick: 2 answers and 1 sentence, k = 20 and 100: a smoke run on a CPU)
@@ -36,6 +39,7 @@ from paper_tables import PAPER_T2
 from scoring import model_flops, roofline, synchronize
 
 from marginal_core.cache import cache_root
+from marginal_core.context import context_ids
 from marginal_core.estimators import Marginalizer
 from marginal_core.lm.adapter import LM
 from marginal_core.markdown import table
@@ -88,7 +92,30 @@ def timed(lm: LM, work) -> float:
     return time.perf_counter() - started
 
 
-def measure(name: str, device: str | None, dtype: str, pairs: list, ks: tuple[int, int]) -> dict:
+LONG_TOKENS = 1000
+
+
+def long_path(lm: LM, sentences: list[tuple[str | None, str]], tokens: int = LONG_TOKENS) -> list[int]:
+    """The first `tokens` tokens of the canonical tokenization of the sentences, joined and doubled
+    until long enough."""
+    text = " " + " ".join(s.strip() for _, s in sentences)
+    while len(ids := Marginalizer(lm, text).lattice.canonical) < tokens:
+        text += text
+    return list(ids[:tokens])
+
+
+def long_canonical(lm: LM, sentences: list, peak_flops: float) -> tuple[float, float]:
+    """Seconds of one 1,000-token canonical score (after BOS, prefilled apart), and their ratio to
+    the FLOP lower bound at peak_flops."""
+    path = long_path(lm, sentences)
+    state = lm.context(context_ids(lm.text_tokenizer))
+    score_paths(lm, [path[:16]], state)  # warm-up: kernels chosen
+    seconds = timed(lm, partial(score_paths, lm, [path], state))
+    bound = model_flops(lm, ScoreStats(tokens_fed=len(path), head_rows=len(path))) / peak_flops
+    return seconds, seconds / bound
+
+
+def measure(name: str, device: str | None, dtype: str, pairs: list, ks: tuple[int, int], sentences: list) -> dict:
     """Every figure of one configuration (see the module docstring)."""
     loaded = load_model(str(config_folder(name)), device=device, dtype=dtype, allow_random_weights=True)
     lm = LM.of(loaded)
@@ -110,12 +137,14 @@ def measure(name: str, device: str | None, dtype: str, pairs: list, ks: tuple[in
     flops = model_flops(lm, stats) / stats.seconds
     gpu = torch.cuda.get_device_name(lm.device) if lm.device.type == "cuda" else ""
     peak_flops = next((v for k, v in DENSE_16BIT_PEAK.items() if k in gpu), None)
+    long_s, long_ratio = long_canonical(lm, sentences, peak_flops or roofline(lm, lm.head_rows(256)))
     return {"model": name, "device": gpu or str(lm.device), "dtype": str(lm.dtype).removeprefix("torch."),
             "params": sum(p.numel() for p in loaded.model.parameters()), "seconds": seconds,
             "tokens_per_s": stats.tokens_fed / stats.seconds, "flops": flops,
             "share": flops / peak_flops if peak_flops else flops / roofline(lm, lm.head_rows(256)),
             "share_of": "dense 16-bit peak" if peak_flops else "head product here", "peak_bytes": peak,
-            "speedup": seconds[f"proxy k={ks[0]}"] / seconds[f"lattice k={ks[0]}"]}
+            "speedup": seconds[f"proxy k={ks[0]}"] / seconds[f"lattice k={ks[0]}"],
+            "long_s": long_s, "long_ratio": long_ratio}
 
 
 def main() -> None:
@@ -130,16 +159,18 @@ def main() -> None:
     ks = (20, 100) if args.quick else (100, 1000)
     rows = []
     for name in args.models.split(","):
-        r = measure(name.strip(), args.device, args.dtype, pairs, ks)
+        r = measure(name.strip(), args.device, args.dtype, pairs, ks, sets["sentences"])
         paper = PAPER_T2.get((PAPER_NAMES.get(r["model"], ""), "Arc"))
         rows.append([r["model"], f"{r['params'] / 1e9:.2f}B", r["device"], r["dtype"],
                      *(f"{s:.1f}" for s in r["seconds"].values()), f"{r['tokens_per_s']:,.0f}",
                      f"{r['flops'] / 1e12:.2f}", f"{100 * r['share']:.1f}% of {r['share_of']}",
-                     f"{r['peak_bytes'] / 2**30:.1f}", f"{r['speedup']:.1f}x", f"{paper[3]}x" if paper else "-"])
+                     f"{r['peak_bytes'] / 2**30:.1f}", f"{r['speedup']:.1f}x", f"{paper[3]}x" if paper else "-",
+                     f"{r['long_s']:.2f}", f"{r['long_ratio']:.1f}x"])
         print(f"{r['model']}: done", flush=True)
     header = ["model", "parameters", "device", "dtype", "canonical s", f"lattice k={ks[0]} s", f"lattice k={ks[1]} s",
               f"proxy k={ks[0]} s", "beam W=32 s", f"trie tokens/s (k={ks[1]})", "trie TFLOP/s", "MFU",
-              "peak memory GiB", f"proxy / lattice (k={ks[0]})", "paper (ARC)"]
+              "peak memory GiB", f"proxy / lattice (k={ks[0]})", "paper (ARC)",
+              f"canonical {LONG_TOKENS:,} tokens s", "/ FLOP bound"]
     print(f"\n{len(pairs)} texts (answers after their questions, sentences), random weights, torch {torch.__version__}, "
           f"{time.strftime('%Y-%m-%d')}\n")
     print("\n".join(table(header, rows)))
