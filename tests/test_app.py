@@ -82,19 +82,20 @@ def test_home_with_the_default_model_counts_scores_and_estimates():
     assert shown["Distinct paths scored"] == "8"
 
 
-def test_the_precision_control_loads_the_model_in_that_dtype_and_says_so():
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_precision_control_loads_the_model_in_that_dtype_and_says_so(dtype):
     """The sidebar's Precision (URL key dtype) goes to the loader: the model is loaded in that
     dtype, the sidebar and the load box name it beside the device, and the scores are that
     model's; auto shows what it resolves to on this machine."""
     from marginal_core.estimators import Marginalizer
     from marginal_core.models import load_model, resolve_dtype
 
-    at = app(model=SMOL, text=SHORT, context="", dtype="bfloat16")
+    at = app(model=SMOL, text=SHORT, context="", dtype=dtype)
     assert_clean(at)
-    assert at.sidebar.selectbox(key="dtype").value == "bfloat16"
-    assert "Runs on: **CPU (bfloat16," in " ".join(c.value for c in at.sidebar.caption)
-    assert any("on CPU (bfloat16," in s.label for s in at.get("status"))
-    m = Marginalizer(load_model(SMOL, device="cpu", dtype="bfloat16"), SHORT, None)
+    assert at.sidebar.selectbox(key="dtype").value == dtype
+    assert f"Runs on: **CPU ({dtype}," in " ".join(c.value for c in at.sidebar.caption)
+    assert any(f"on CPU ({dtype}," in s.label for s in at.get("status"))
+    m = Marginalizer(load_model(SMOL, device="cpu", dtype=dtype), SHORT, None)
     assert metrics(at)["log p(canonical)"] == viz.format_log(m.canonical_score().log_p)
     at = app(model=SMOL, text=SHORT, context="")
     auto = str(resolve_dtype("auto", "cpu")).removeprefix("torch.")
