@@ -1,30 +1,51 @@
 #!/usr/bin/env bash
-# The GPU path, run and measured on a machine with a CUDA device: the CUDA tests, then the
-# scorer against the matmul roofline per dtype, float16 (mixed), bfloat16, autocast and TF32 against float32, and the estimators
-# (lattice against proxy at equal k) and a class's shared passes on the GPU, then bench/scale.py at the paper's model sizes. Prints every table; the log also goes to
-# $LOG (default test-output/gpu.log).
-# Run: bench/gpu.sh [quick]   (PYTHON defaults to .venv/bin/python, else python3)
+# The GPU path, run and measured on a machine with a CUDA device, in steps that each fit one
+# `run` call (at most 10 minutes): bench/gpu_pack.sh first brings what the image lacks.
+#   tests       the CUDA tests (float32 against the CPU, float16 and bfloat16 near float32, OOM)
+#   scoring     the trie scorer against the matmul roofline in float32, float16 and bfloat16
+#   precision   float16, bfloat16, bf16 autocast and TF32 against float32 (error and speed)
+#   estimators  lattice against proxy at equal k, float32 and float16
+#   batching    a class's sessions in shared passes against taking turns (issue 20, item 5)
+#   scale M..   bench/scale.py at the paper's sizes, one process per model (default: all, the
+#               largest first; one or two models per call)
+#   all         every step in that order
+# Order for a 30-minute lease: tests+scoring+precision, then scale gemma3-27b, then scale
+# gemma3-4b llama2-7b, then the rest. Every table is printed and the log goes to $LOG (default
+# test-output/gpu.log). K=100 makes the estimator step quicker.
+# Run: bench/gpu.sh STEP [models...]   (PYTHON defaults to .venv/bin/python, else python3)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 LOG=${LOG:-test-output/gpu.log}
 mkdir -p "$(dirname "$LOG")"
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 K=${K:-1000}
-[ "${1:-}" = quick ] && K=100
+SIZES="gemma3-27b llama2-13b gemma3-12b llama2-7b gemma3-4b gemma3-1b"
+
+step() {
+  case "$1" in
+    tests) "$PYTHON" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider ;;
+    scoring) "$PYTHON" bench/scoring.py --device cuda --dtypes float32,float16,bfloat16 --samples 256 ;;
+    precision) "$PYTHON" bench/precision.py --device cuda --modes float16,bfloat16,autocast,tf32 ;;
+    estimators)
+      for dtype in float32 float16; do
+        "$PYTHON" bench/estimators.py --device cuda --dtype $dtype --samples "$K"
+      done ;;
+    batching) "$PYTHON" bench/batching.py --device cuda --dtype float16 --sessions 1,8,16,32 ;;
+    scale)
+      shift
+      for model in ${*:-$SIZES}; do
+        "$PYTHON" bench/scale.py --device cuda --models "$model"
+      done ;;
+    *) echo "unknown step $1: tests, scoring, precision, estimators, batching, scale [models], all" >&2; return 2 ;;
+  esac
+}
+
 {
   "$PYTHON" -c 'import torch; print("torch", torch.__version__, "|", torch.cuda.get_device_name(0))' || exit 1
-  "$PYTHON" -m marginal_core.models --warm
-  "$PYTHON" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider
-  "$PYTHON" bench/scoring.py --device cuda --dtypes float32,float16,bfloat16 --samples 256
-  "$PYTHON" bench/precision.py --device cuda --modes float16,bfloat16,autocast,tf32
-  for dtype in float32 float16; do
-    "$PYTHON" bench/estimators.py --device cuda --dtype $dtype --samples "$K"
-  done
-  # a class's sessions in shared passes against taking turns (issue 20, item 5)
-  "$PYTHON" bench/batching.py --device cuda --dtype float16 --sessions 1,8,16,32
-  # the paper's sizes, random weights, the largest first, one process each ($SCALE to choose)
-  for model in ${SCALE:-gemma3-27b llama2-13b gemma3-12b llama2-7b gemma3-4b gemma3-1b}; do
-    "$PYTHON" bench/scale.py --device cuda --models "$model" $( [ "${1:-}" = quick ] && echo --quick )
-  done
-} 2>&1 | grep --line-buffered -v "Loading weights" | tee "$LOG"
+  if [ "${1:-all}" = all ]; then
+    for s in tests scoring precision estimators batching scale; do step $s; done
+  else
+    step "$@"
+  fi
+} 2>&1 | grep --line-buffered -v "Loading weights" | tee -a "$LOG"
