@@ -58,6 +58,23 @@ def test_the_trie_scorer_on_cuda_agrees_with_plain_scoring(name):
     np.testing.assert_allclose(trie, score_paths_plain(lm, paths, m.context_ids), atol=1e-3)
 
 
+def test_the_efficient_kernel_over_contiguous_keys_scores_the_pinned_sentence(name, monkeypatch):
+    """MARGINAL_TREE_ATTENTION=efficient: the memory-efficient kernel alone, over keys and values
+    copied contiguous (lm/attention.py), on the text whose 257 paths it miscomputed over
+    broadcast keys. Passing here is what makes it the default."""
+    import copy
+    from dataclasses import replace
+
+    base = load_model(name, device="cuda", dtype="float32")
+    monkeypatch.setenv("MARGINAL_TREE_ATTENTION", "efficient")
+    lm = replace(base, model=copy.deepcopy(base.model))
+    assert LM.of(lm).tree_kernel == "efficient"
+    m = Marginalizer(lm, "The committee postponed its decision until the spring meeting.")
+    paths = [m.lattice.canonical, *lattice_samples(m.lattice, 256, seed=0).paths.tolist()]
+    np.testing.assert_allclose(score_paths(lm, paths, m.context_ids), score_paths_plain(base, paths, m.context_ids),
+                               atol=1e-3)
+
+
 def test_float16_on_cuda_keeps_log_p_within_a_twentieth_of_a_nat_of_float32_on_the_cpu(name, monkeypatch):
     """auto's choice on CUDA: the decoder's products in float16 under autocast, the rest float32;
     the pinned sentence's 257 paths against float32 on the CPU, and the bounds in order."""

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from marginal_core.context import context_ids
+from marginal_core.errors import MarginalError
 from marginal_core.lattice import PathBatch, build_lattice
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.oom import OutOfMemory
@@ -230,3 +231,35 @@ def test_injected_out_of_memory_backs_off_in_the_adapter(smollm_model):
     lm.decoder.cap = 0  # not even one token fits: a clear error, not a loop
     with pytest.raises(OutOfMemory):
         score_paths(lm, paths, ctx)
+
+
+def test_the_contiguous_attention_scores_as_transformers_sdpa(lm, monkeypatch):
+    """MARGINAL_TREE_ATTENTION=efficient runs attention through lm/attention.py's contiguous_sdpa
+    (what a GPU session tries the memory-efficient kernel with): every masked call gets keys with
+    no stride-0 head, and the scores are transformers' SDPA's (Gemma 3 has one KV head, whose
+    repeat is a stride-0 view; SmolLM2 three)."""
+    import copy
+    from dataclasses import replace
+
+    from marginal_core.lm.attention import CONTIGUOUS_SDPA, TREE_ATTENTION_ENV
+
+    monkeypatch.setenv(TREE_ATTENTION_ENV, "efficient")
+    other = replace(lm, model=copy.deepcopy(lm.model))
+    assert LM.of(other).tree_kernel == "efficient" and other.model.config._attn_implementation == CONTIGUOUS_SDPA
+    real, masked = torch.nn.functional.scaled_dot_product_attention, []
+
+    def watched(query, key, value, attn_mask=None, **kwargs):
+        if attn_mask is not None:
+            masked.append(key.is_contiguous() and key.shape[1] == query.shape[1])
+        return real(query, key, value, attn_mask=attn_mask, **kwargs)
+
+    lattice = build_lattice(TEXT, lm.tokenizer)
+    paths = [lattice.canonical, *lattice_samples(lattice, 60, seed=0).paths.tolist()]
+    ctx = context_ids(lm.tokenizer, QUESTION)
+    want = score_paths(lm, paths, ctx)
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", watched)
+    np.testing.assert_allclose(score_paths(other, paths, ctx), want, rtol=0, atol=1e-5)
+    assert masked and all(masked)
+    monkeypatch.setenv(TREE_ATTENTION_ENV, "flash")
+    with pytest.raises(MarginalError, match="MARGINAL_TREE_ATTENTION='flash'"):
+        LM(replace(lm))

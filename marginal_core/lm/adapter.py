@@ -18,6 +18,7 @@ from transformers import DynamicCache
 
 from marginal_core import turns
 from marginal_core.errors import MarginalError
+from marginal_core.lm.attention import CONTIGUOUS_SDPA, tree_kernel, use_contiguous_sdpa
 from marginal_core.lm.contexts import ContextState, KeptContexts
 from marginal_core.lm.oom import halved
 
@@ -64,6 +65,9 @@ class LM:
         self.device: torch.device = next(model.parameters()).device
         self.dtype: torch.dtype = loaded.dtype  # the decoder's products (float16 runs over float32 elsewhere)
         self.head16 = _float16_head(self.head, self.dtype, self.device)
+        self.tree_kernel = tree_kernel()  # the SDPA kernel tree-masked passes take on CUDA (lm/attention.py)
+        if self.tree_kernel == "efficient":
+            use_contiguous_sdpa(model)
         self.prefills = 0  # contexts prefilled so far (what the context sharing saves is visible here)
         self.contexts = KeptContexts()
 
@@ -118,7 +122,7 @@ class LM:
     def require_tree_masks(self) -> None:
         """Refuse attention that cannot take the tree masks the trie scorer passes."""
         impl = self.config._attn_implementation
-        if impl not in ("eager", "sdpa"):
+        if impl not in ("eager", "sdpa", CONTIGUOUS_SDPA):
             raise MarginalError(
                 f"scoring passes tree attention masks, which {impl!r} attention does not take; "
                 "load the model with attn_implementation='sdpa'"
@@ -129,15 +133,16 @@ class LM:
     @contextlib.contextmanager
     def masked_attention(self) -> Iterator[None]:
         """Decoder calls that pass tree masks run inside this: on CUDA, with SDPA's math kernel
-        only. The memory-efficient kernel silently miscomputes some masked shapes when grouped
-        query attention broadcasts the keys (pytorch/pytorch#191937; seen with Gemma 3 on an
-        H100, where one path in a trie of 257 came out 4.5 nats too likely)."""
+        only, or the memory-efficient one alone where ``tree_kernel`` asks for it (lm/attention.py:
+        that kernel silently miscomputed a masked pass over keys that grouped-query attention
+        broadcast, pytorch/pytorch#191937; one Gemma 3 path in a trie of 257 came out 4.5 nats
+        too likely on an H100)."""
         if self.device.type != "cuda":
             yield
             return
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        with sdpa_kernel([SDPBackend.MATH]):
+        with sdpa_kernel(SDPBackend.MATH if self.tree_kernel == "math" else SDPBackend.EFFICIENT_ATTENTION):
             yield
 
     def check_ids(self, ids: Sequence[int]) -> None:
