@@ -121,17 +121,23 @@ def model_flops(lm: LM, stats: ScoreStats) -> float:
 
 
 def roofline(lm: LM, rows: int = 256, repeats: int = 5) -> float:
-    """FLOP/s of the LM head's product on `rows` hidden states, in the model's dtype and device
-    (best of `repeats` after a warm-up): what the scorer's dominant kernel can reach here."""
-    weight = lm.head.weight
+    """FLOP/s of the LM head's product on `rows` hidden states as the adapter multiplies them
+    (its float16 copy into float32 logits where it has one, else in the head's own dtype), on the
+    model's device (best of `repeats` after a warm-up): what the scorer's dominant kernel can
+    reach here."""
+    weight = lm.head.weight if lm.head16 is None else lm.head16
     hidden = torch.randn(rows, weight.shape[1], dtype=weight.dtype, device=weight.device)
+    if lm.head16 is None:
+        product = functools.partial(torch.nn.functional.linear, hidden, weight)
+    else:
+        product = functools.partial(torch.mm, hidden, weight.T, out_dtype=torch.float32)
     with torch.inference_mode():
-        torch.nn.functional.linear(hidden, weight)
+        product()
         best = float("inf")
         for _ in range(repeats):
             synchronize(lm)
             started = time.perf_counter()
-            torch.nn.functional.linear(hidden, weight)
+            product()
             synchronize(lm)
             best = min(best, time.perf_counter() - started)
     return 2.0 * rows * weight.shape[1] * lm.vocab / best
