@@ -6,8 +6,8 @@ tests start see the same cache).
 
 MARGINAL_AUTO_DTYPE is pinned to float32 for the whole session, whatever the shell says: every
 test, CLI subprocess and app page then runs `auto` as float32, the precision the references are
-compared in, on any CPU (one with fast bfloat16 would otherwise pick it). Tests of the bfloat16
-path set it to bfloat16 themselves (the `auto_bfloat16` fixture).
+compared in, on any CPU (one with fast float16 products would otherwise pick float16). Tests of
+the path auto takes on a GPU set it to float16 themselves (the `auto_float16` fixture).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ SMOL = "smollm2-135m"
 
 
 @pytest.fixture
-def auto_bfloat16(monkeypatch):
-    """`auto` resolves to bfloat16 in this test and the processes it starts, as on a CPU with
-    fast bfloat16 units (AVX512-BF16, AMX) or on CUDA."""
-    monkeypatch.setenv("MARGINAL_AUTO_DTYPE", "bfloat16")
+def auto_float16(monkeypatch):
+    """`auto` resolves to float16 in this test and the processes it starts, as on CUDA or on a
+    CPU whose float16 products are fast."""
+    monkeypatch.setenv("MARGINAL_AUTO_DTYPE", "float16")
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
-"""Precision as an option: the dtype choices, auto's measured check, and the bfloat16 path on the
-CPU (slow on a CPU without bf16 units, so it is kept small)."""
+"""Precision as an option: the dtype choices, auto's measured check, float16 (auto on a GPU) against
+float32 and through every command and the app, and bfloat16 on the CPU (slow on a CPU without
+bf16 units, so it is kept small)."""
 
 from __future__ import annotations
 
@@ -93,18 +94,6 @@ def test_float16_runs_its_products_in_float16_and_keeps_log_p_within_a_twentieth
     assert exact.log_marginal >= Marginalizer(f16, " Paris").canonical().log_marginal
 
 
-def test_the_cli_runs_float16_and_agrees_with_the_library(capsys):
-    text, context = " Paris is lovely", "Question: Where?\nAnswer:"
-    argv = ["estimate", text, "--context", context, "--model", "smollm2-135m", "--device", "cpu", "--dtype", "float16",
-            "--methods", "canonical,lattice", "--samples", "12", "--json"]
-    assert cli_main(argv) == 0
-    got = json.loads(capsys.readouterr().out)
-    m = Marginalizer(load_model("smollm2-135m", device="cpu", dtype="float16"), text, context)
-    assert got["dtype"] == "float16"
-    assert got["log_p_canonical"] == pytest.approx(m.canonical_score().log_p, abs=1e-6)
-    assert got["methods"]["lattice"]["log_marginal"] == pytest.approx(m.lattice_estimate(12).log_marginal, abs=1e-6)
-
-
 def test_float16_scores_the_same_from_threads_at_once(smollm_model):
     """Each decoder call enters its own autocast (autocast's state is per thread; one shared
     instance would keep the state it restores on itself), so threads scoring together get what
@@ -120,7 +109,7 @@ def test_float16_scores_the_same_from_threads_at_once(smollm_model):
 
 
 # --------------------------------------------------------------------------------------------
-# The switch (MARGINAL_AUTO_DTYPE), and what a user whose CPU is fast at float16 gets
+# The switch (MARGINAL_AUTO_DTYPE), and what a user whose auto is float16 (CUDA, a CPU fast at it) gets
 
 
 @pytest.mark.parametrize("measured", [1.06, 4.9])  # a CPU without fast float16 products, and one with them
@@ -138,34 +127,34 @@ def test_the_switch_decides_auto_over_the_measurement(measured, tmp_path, monkey
         resolve_dtype("auto", "cpu")
 
 
-def test_under_auto_bfloat16_the_model_cache_gives_the_bfloat16_instance(auto_bfloat16, smollm_model):
+def test_under_auto_float16_the_model_cache_gives_the_float16_instance(auto_float16, smollm_model):
     auto = load_model("smollm2-135m", device="cpu")
-    assert auto is load_model("smollm2-135m", device="cpu", dtype="bfloat16")
-    assert auto.dtype == torch.bfloat16 and auto is not smollm_model
+    assert auto is load_model("smollm2-135m", device="cpu", dtype="float16")
+    assert auto.dtype == torch.float16 and auto is not smollm_model
 
 
-def test_under_auto_bfloat16_the_cli_says_so_and_agrees_with_the_library(auto_bfloat16, capsys):
+def test_under_auto_float16_the_cli_says_so_and_agrees_with_the_library(auto_float16, capsys):
     text, context = " Paris is lovely", "Question: Where?\nAnswer:"
     argv = ["estimate", text, "--context", context, "--model", "smollm2-135m", "--device", "cpu",
             "--methods", "canonical,lattice", "--samples", "12"]
     assert cli_main([*argv, "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert got["dtype"] == "bfloat16"
-    m = Marginalizer(load_model("smollm2-135m", device="cpu", dtype="bfloat16"), text, context)
+    assert got["dtype"] == "float16"
+    m = Marginalizer(load_model("smollm2-135m", device="cpu", dtype="float16"), text, context)
     assert got["log_p_canonical"] == pytest.approx(m.canonical_score().log_p, abs=1e-6)
     assert got["methods"]["lattice"]["log_marginal"] == pytest.approx(m.lattice_estimate(12).log_marginal, abs=1e-6)
     assert cli_main(argv) == 0
-    assert "dtype: bfloat16" in capsys.readouterr().out
+    assert "dtype: float16" in capsys.readouterr().out
 
 
-def test_under_auto_bfloat16_a_text_past_the_window_is_refused_as_in_float32(auto_bfloat16, monkeypatch, capsys):
+def test_under_auto_float16_a_text_past_the_window_is_refused_as_in_float32(auto_float16, monkeypatch, capsys):
     from marginal_core.errors import ContextWindowError
     from marginal_core.lm.adapter import LM
 
-    b16 = load_model("smollm2-135m", device="cpu", dtype="bfloat16")
-    monkeypatch.setattr(LM.of(b16).config, "max_position_embeddings", 4)
+    f16 = load_model("smollm2-135m", device="cpu", dtype="float16")
+    monkeypatch.setattr(LM.of(f16).config, "max_position_embeddings", 4)
     with pytest.raises(ContextWindowError):
-        Marginalizer(b16, " The committee postponed its decision.").estimate("lattice", samples=2)
+        Marginalizer(f16, " The committee postponed its decision.").estimate("lattice", samples=2)
     assert cli_main(["estimate", " The committee postponed its decision.", "--model", "smollm2-135m",
                      "--device", "cpu", "--methods", "lattice", "--samples", "2"]) == 2
     assert "context window of 4 tokens" in capsys.readouterr().err
@@ -183,48 +172,50 @@ def test_a_folder_started_in_one_dtype_refuses_to_resume_in_another(tmp_path, mo
     assert (again.device, again.dtype) == ("cpu", "float32")
 
 
-def test_under_auto_bfloat16_eval_qa_reports_its_dtype(auto_bfloat16, tmp_path, capsys):
+def test_under_auto_float16_eval_qa_reports_its_dtype(auto_float16, tmp_path, capsys):
     from marginal_core.tasks.cli import main as tasks_main
 
     out = tmp_path / "qa"
     argv = ["eval-qa", "--dataset", "arc-easy", "--model", "smollm2-135m", "--device", "cpu", "--limit", "1",
             "--methods", "canonical", "--out", str(out)]
     assert tasks_main(argv) == 0
-    assert capsys.readouterr().out.startswith("smollm2-135m on cpu in bfloat16\n")
+    assert capsys.readouterr().out.startswith("smollm2-135m on cpu in float16\n")
     report = json.loads((out / "report.json").read_text())
-    assert (report["dtype"], report["device"]) == ("bfloat16", "cpu")
-    assert json.loads((out / "config.json").read_text())["dtype"] == "bfloat16"
+    assert (report["dtype"], report["device"]) == ("float16", "cpu")
+    assert json.loads((out / "config.json").read_text())["dtype"] == "float16"
 
 
-def test_under_auto_bfloat16_the_lm_eval_backend_records_its_dtype(auto_bfloat16, capsys):
+def test_under_auto_float16_the_lm_eval_backend_records_its_dtype(auto_float16, capsys):
     from marginal_core.harness.backend import MarginalLM
 
     lm = MarginalLM(model="smollm2-135m", device="cpu")
-    assert lm.get_model_info()["model_dtype"] == "bfloat16"
-    assert "smollm2-135m on cpu in bfloat16 (dtype=auto)" in capsys.readouterr().err
+    assert lm.get_model_info()["model_dtype"] == "float16"
+    assert "smollm2-135m on cpu in float16 (dtype=auto)" in capsys.readouterr().err
 
 
-def test_under_auto_bfloat16_the_app_runs_bfloat16_and_matches_the_library(auto_bfloat16):
+def test_under_auto_float16_the_app_runs_float16_and_matches_the_library(auto_float16):
     """The sidebar names the dtype auto chose, and the Running estimates page's live lattice run
-    gives the library's bfloat16 estimate for the same chunks."""
+    gives the library's float16 estimate for the same chunks."""
     from pages._app import live
     from tests.apptest import app
 
     at = app("pages/running.py", model="smollm2-135m", text=" Paris.", context="", k="15", seed="3")
-    assert "Runs on: **CPU (bfloat16," in " ".join(c.value for c in at.sidebar.caption)
+    assert "Runs on: **CPU (float16," in " ".join(c.value for c in at.sidebar.caption)
     at.button(key="run").click().run()
     assert not at.exception and not at.error
     table = at.dataframe[0].value.set_index("method")
-    m = Marginalizer(load_model("smollm2-135m", device="cpu", dtype="bfloat16"), " Paris.", None)
+    m = Marginalizer(load_model("smollm2-135m", device="cpu", dtype="float16"), " Paris.", None)
     want = m.estimate("lattice", samples=15, seed=3, chunk=live.live_chunk(15), first_chunk=live.FIRST_CHUNK)
     assert table.loc["lattice", "log p(text)"] == pytest.approx(want.log_marginal, abs=1e-6)
 
 
-def test_under_auto_bfloat16_a_samplers_page_shows_one_log_p_per_tokenization(auto_bfloat16):
+def test_under_auto_bfloat16_a_samplers_page_shows_one_log_p_per_tokenization(monkeypatch):
     """Issue 24: the lattice sampler's trie scorer and the beam's and proxy's step-by-step scores
     differ in bfloat16 (␣un|belie|v|ably read -22.81 in one column, -23.02 in another); every path
     on the page now shows the one score of one scorer, so the beam's bound is comparable."""
     from tests.apptest import app
+
+    monkeypatch.setenv("MARGINAL_AUTO_DTYPE", "bfloat16")
 
     at = app("pages/samplers.py", model="smollm2-135m", text=" unbelievably", context="", k="20", pk="20", W="4")
     at.button(key="score").click().run()
