@@ -71,8 +71,8 @@ def test_bfloat16_on_the_cpu_scores_near_float32_and_keeps_the_bound(smollm_mode
 
 @pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m"])
 def test_float16_runs_its_products_in_float16_and_keeps_log_p_within_a_twentieth_of_a_nat(name, request):
-    """float16 is mixed: the decoder's linear weights float16, the norms, embeddings, rotary tables
-    and head float32. Over the canonical path and lattice samples of a question's answer its mean
+    """float16 is mixed: the decoder's linear weights and the KV cache float16, the norms,
+    embeddings, rotary angles and head float32. Over the canonical path and lattice samples of a question's answer its mean
     |d log p| against float32 stays within auto's accuracy target, and exact enumeration keeps the
     bounds in order."""
     from marginal_core.lm.adapter import LM
@@ -85,6 +85,8 @@ def test_float16_runs_its_products_in_float16_and_keeps_log_p_within_a_twentieth
     others = {p.dtype for n, p in f16.model.named_parameters() if "proj" not in n}
     assert linear == {torch.float16} and others == {torch.float32}
     assert f16.model.get_output_embeddings().weight.dtype == torch.float32
+    cached = LM.of(f16).prefill([1, 2, 3]).cache.layers[0]
+    assert cached.keys.dtype == cached.values.dtype == torch.float16  # rotary tables hand over float16
     text, context = " The committee postponed its decision.", "Question: What happened next?\nAnswer:"
     m32, m16 = Marginalizer(f32, text, context), Marginalizer(f16, text, context)
     paths = [m32.lattice.canonical, *lattice_samples(m32.lattice, 40, seed=0).paths.tolist()]
