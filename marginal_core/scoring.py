@@ -131,8 +131,7 @@ def pass_bytes(lm: LM, asked: int | None = None) -> int:
     if lm.device.type != "cuda":
         return DEFAULT_MAX_BATCH_BYTES
     total = torch.cuda.get_device_properties(lm.device).total_memory
-    weights = sum(p.numel() * p.element_size() for p in lm.model.parameters())
-    return max(DEFAULT_MAX_BATCH_BYTES, int((total - weights) * CUDA_PASS_SHARE))
+    return max(DEFAULT_MAX_BATCH_BYTES, int((total - lm.weight_bytes) * CUDA_PASS_SHARE))
 
 
 def context_state(

@@ -65,6 +65,9 @@ class LM:
         self.device: torch.device = next(model.parameters()).device
         self.dtype: torch.dtype = loaded.dtype  # the decoder's products (float16 runs over float32 elsewhere)
         self.head16 = _float16_head(self.head, self.dtype, self.device)
+        # what the weights hold on the device (head16 included): what passes may not plan on
+        self.weight_bytes: int = sum(t.numel() * t.element_size() for t in
+                                     [*model.parameters(), *([] if self.head16 is None else [self.head16])])
         self.tree_kernel = tree_kernel()  # the SDPA kernel tree-masked passes take on CUDA (lm/attention.py)
         if self.tree_kernel == "efficient":
             use_contiguous_sdpa(model)

@@ -58,7 +58,8 @@ def contiguous_sdpa(
 
 
 def use_contiguous_sdpa(model: Any) -> None:
-    """Run the model's attention through contiguous_sdpa (registered with transformers once)."""
+    """Run the model's attention through contiguous_sdpa, registered with transformers under
+    CONTIGUOUS_SDPA (a name-to-function entry: registering it again for another model is harmless)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
