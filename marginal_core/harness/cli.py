@@ -29,7 +29,17 @@ def main(args: list[str]) -> int | None:
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
     finally:
         sys.argv = argv
+        _leave_process_group()
     return 0
+
+
+def _leave_process_group() -> None:
+    """End the process group a multi-process run joined (accelerate's, under torchrun), as
+    torch.distributed asks: one left to the interpreter's exit can abort a process ("terminate
+    called without an active exception") after its work is done, failing the launch."""
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
 
 
 def _quiet_git_hash() -> str | None:
