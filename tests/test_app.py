@@ -89,7 +89,9 @@ def test_the_precision_control_loads_the_model_in_that_dtype_and_says_so(dtype):
     model's; auto shows what it resolves to on this machine."""
     from marginal_core.estimators import Marginalizer
     from marginal_core.models import load_model, resolve_dtype
+    from pages._app import loaders
 
+    loaders._loaded.clear()  # the load box shows on a process's first load of a model: an earlier test's is forgotten
     at = app(model=SMOL, text=SHORT, context="", dtype=dtype)
     assert_clean(at)
     assert at.sidebar.selectbox(key="dtype").value == dtype
