@@ -727,6 +727,45 @@ def test_qa_page_is_honest_about_time_and_a_link_keeps_the_chosen_item(task_fold
     assert at.selectbox(key="qa_answer").value == 1
 
 
+def test_a_qa_run_that_another_session_is_writing_is_followed_not_repeated(task_folders, monkeypatch):
+    """A class pressing Run on the same Q&A setup: while another run holds the results folder,
+    the page's bar follows it (no error), then the page scores what that run left, once."""
+    import json
+    import threading
+
+    from marginal_core.tasks.writer import WriterLock
+    from pages._app import live
+
+    at = app("pages/qa.py", model=SMOL, qa_limit="1", qa_k="2", qa_methods=["canonical"])
+    note = next(c.value for c in at.caption if "results in `" in c.value)
+    folder = Path(note.split("results in `")[1].rstrip("`"))
+    held, free, shown = threading.Event(), threading.Event(), []
+    update = live.Bar.update
+
+    def spy(bar, fraction: float, message: str) -> None:  # what the bar says, read while it waits
+        shown.append(message)
+        if message.startswith("Another session is running these questions now"):
+            free.set()  # the other run ends once this page has shown that it follows it
+        update(bar, fraction, message)
+
+    monkeypatch.setattr(live.Bar, "update", spy)
+
+    def other_session() -> None:
+        with WriterLock.take(folder):
+            held.set()
+            free.wait(timeout=120)
+
+    other = threading.Thread(target=other_session)
+    other.start()
+    held.wait(timeout=10)
+    click(at, "qa_run")
+    other.join()
+    assert_clean(at)
+    assert "Another session is running these questions now: 0 of 1 done" in shown[0], shown
+    sessions = [json.loads(line) for line in (folder / "sessions.jsonl").read_text().splitlines()]
+    assert [s["items_done"] for s in sessions] == [1]  # this page scored what the other left
+
+
 def test_translation_page_is_honest_about_time_and_a_link_keeps_the_chosen_item(task_folders):
     """Issue 13 items 5h and 5j on the translation page: the chosen sentence, candidate and
     method go into the URL; the caption gives minutes, then the time measured here."""

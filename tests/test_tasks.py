@@ -233,6 +233,60 @@ def test_qa_cli_and_resume(smollm_model, tmp_path):
         qa.run_qa("openbookqa", part, **{**kwargs, "samples": 8})
 
 
+def test_one_run_writes_a_folder_and_a_second_follows_it_then_scores_what_it_left(smollm_model, tmp_path):
+    """Two runs of one setup on one folder (a class pressing Run on the same Q&A): the second
+    is refused at once without ``following``; with it, it waits, told how far the first got and
+    by whom, and scores only the items left. Every row is written once."""
+    import threading
+
+    from marginal_core.tasks.writer import FolderBusy, WriterLock
+
+    kwargs = dict(lm=smollm_model, limit=3, samples=2, methods=("canonical", "lattice"), show_bar=False)
+    qa.run_qa("arc-easy", tmp_path, **{**kwargs, "limit": 1})  # the first question, scored before
+    told: list[tuple[int, int, str]] = []
+    with WriterLock.take(tmp_path):  # another run holds the folder
+        with pytest.raises(FolderBusy, match="being written by another run .process \\d+ on "):
+            qa.run_qa("arc-easy", tmp_path, **kwargs)
+        follower = threading.Thread(target=lambda: told.append(qa.run_qa(
+            "arc-easy", tmp_path, **kwargs, following=lambda *state: told.append(state))))
+        follower.start()
+        follower.join(timeout=3)
+        assert follower.is_alive() and told, "the follower waits while the folder is held"
+        assert {state[:2] for state in told} == {(1, 3)} and "process" in told[0][2]
+    follower.join(timeout=120)
+    report = told[-1]
+    assert report["questions"] == 3
+    rows = pd.read_csv(tmp_path / "rows.csv")
+    assert len(rows) == len(rows.drop_duplicates(["item", "choice", "method"]))  # each row once
+    sessions = [json.loads(line) for line in (tmp_path / "sessions.jsonl").read_text().splitlines()]
+    assert [s["items_done"] for s in sessions] == [1, 2]
+
+
+def test_a_stop_while_following_writes_nothing(smollm_model, tmp_path):
+    from marginal_core.tasks.writer import WriterLock
+
+    kwargs = dict(lm=smollm_model, limit=2, samples=2, methods=("canonical",), show_bar=False)
+    qa.run_qa("arc-easy", tmp_path, **{**kwargs, "limit": 1})
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with WriterLock.take(tmp_path):
+        report = qa.run_qa("arc-easy", tmp_path, **kwargs, should_stop=lambda: True, following=lambda *state: None)
+    assert report["questions"] == 1  # the folder as it stands
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert {k: v for k, v in after.items() if k != ".writer.lock"} == \
+        {k: v for k, v in before.items() if k != ".writer.lock"}
+
+
+def test_a_reader_leaves_out_a_line_still_being_written(tmp_path):
+    from marginal_core.tasks.store import done_keys
+
+    store = ResultStore(tmp_path, {"task": "qa"}, ["item", "choice", "method", "x"])
+    store.append([{"item": "a", "choice": 0, "method": "canonical", "x": 1.5}])
+    with open(tmp_path / "rows.csv", "a") as fh:
+        fh.write("b,0,can")
+    assert done_keys(tmp_path) == {("a", 0, "canonical")}
+    assert (tmp_path / "rows.csv").read_text().endswith("b,0,can")  # a reader cuts nothing
+
+
 def test_store_drops_torn_tail(tmp_path):
     store = ResultStore(tmp_path, {"task": "qa"}, ["item", "choice", "method", "x"])
     store.append([{"item": "a", "choice": 0, "method": "canonical", "x": -math.inf}])

@@ -11,8 +11,9 @@ their non-canonical estimate).
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +21,9 @@ from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
 from marginal_core.jsonsafe import json_float
 from marginal_core.progress import StopCheck, tqdm_bar
 from marginal_core.tasks.options import EvalOptions
-from marginal_core.tasks.store import ResultStore
+from marginal_core.tasks.store import ResultStore, done_keys, read_items
 from marginal_core.tasks.task import SCORE_COLUMNS, Item, Request, Task
+from marginal_core.tasks.writer import FolderBusy, WriterLock
 
 if TYPE_CHECKING:
     from marginal_core.estimators import Marginalizer
@@ -29,6 +31,12 @@ if TYPE_CHECKING:
 
 ItemProgress = Callable[[int, int, Any], None]
 """Called as progress(done, total, item) after every item (item None at the start)."""
+
+Following = Callable[[int, int, str], None]
+"""Called as following(done, total, holder) while another run writes the folder (holder: which)."""
+
+# How often a run that follows another's looks at the folder again.
+FOLLOW_POLL_S = 0.5
 
 Rows = list[dict[str, Any]]
 
@@ -134,8 +142,43 @@ class _Run:
         identity = {**task.identity(options, self.model), **({} if self.dtype == "float32" else {"dtype": self.dtype})}
         if "beam" in options.methods:  # runs without the beam keep the identity they had before it
             identity["beam_width"] = "auto" if options.beam_width is None else options.beam_width
-        self.store = ResultStore(out, identity, [*task.columns, *SCORE_COLUMNS])
-        self.records = self.store.items() if task.keeps_records else {}
+        self.out, self.identity = Path(out), identity
+        self.store: ResultStore | None = None  # opened once this run holds the folder's writer lock
+        self.done: set[tuple[str, int, str]] = set()
+        self.records: dict[str, dict[str, Any]] = {}
+
+    def open(self) -> None:
+        """Open the results folder for writing (refusing another setup); the writer lock is held."""
+        self.store = ResultStore(self.out, self.identity, [*self.task.columns, *SCORE_COLUMNS])
+        self.done = self.store.done
+        self.records = self.store.items() if self.task.keeps_records else {}
+
+    @contextlib.contextmanager
+    def writing(self, following: Following | None, should_stop: StopCheck | None) -> Iterator[bool]:
+        """Hold the folder's writer lock for the with-block, entered as True. If another run holds
+        it: without ``following``, FolderBusy; with it, wait for that run to end, telling following
+        how far it got, and enter as False (the lock not taken) if should_stop() ends the wait."""
+        lock = self._take(following, should_stop)
+        if lock is None:
+            yield False
+            return
+        with lock:
+            yield True
+
+    def _take(self, following: Following | None, should_stop: StopCheck | None) -> WriterLock | None:
+        """The writer lock, once free (see writing); None if the wait was stopped."""
+        while True:
+            try:
+                return WriterLock.take(self.out)
+            except FolderBusy as busy:
+                if following is None:
+                    raise
+                self.done = done_keys(self.out)
+                self.records = read_items(self.out) if self.task.keeps_records else {}
+                following(sum(map(self.finished, self.items)), len(self.items), busy.holder)
+                if should_stop and should_stop():
+                    return None
+            time.sleep(FOLLOW_POLL_S)
 
     def placement(self) -> tuple[str, str]:
         """(device, dtype name) the run scores on: the model's, or what the options resolve to
@@ -154,7 +197,7 @@ class _Run:
         if self.task.keeps_records and record is None:
             return False
         return all(
-            self.store.is_done(item.id, req.choice, m)
+            (item.id, req.choice, m) in self.done
             for req in self.task.requests(item, record)
             for m in self.options.methods
         )
@@ -175,7 +218,7 @@ class _Run:
             self.store.put_item(record)
         return score_requests(
             self.loaded(), item, self.task.requests(item, record), self.options,
-            skip=lambda c, m: self.store.is_done(item.id, c, m), should_stop=should_stop,
+            skip=lambda c, m: (item.id, c, m) in self.done, should_stop=should_stop,
         )
 
     def loop(self, started: float, progress: ItemProgress | None, should_stop: StopCheck | None) -> None:
@@ -222,19 +265,27 @@ def evaluate(
     lm: LoadedModel | None = None,
     progress: ItemProgress | None = None,
     should_stop: StopCheck | None = None,
+    following: Following | None = None,
 ) -> dict[str, Any]:
     """Evaluate a task into a resumable results folder and return (and write) its report.
 
     Pass a loaded model as ``lm``, or name one in options.model (loaded only when an item is
     left to score). progress(done, total, item) follows every item; should_stop() ends the run
-    between samples (the unfinished item is not written).
+    between samples (the unfinished item is not written). While another run writes the folder,
+    this one raises FolderBusy, or with ``following`` waits for it (following(done, total, holder)
+    says how far it got) and then scores what it left; a stop while waiting returns the folder's
+    report as it stands, unwritten.
     """
     from marginal_core.tasks.report import write_report
 
     started = time.time()
     run = _Run(task, out, options, lm)
-    run.loop(started, progress, should_stop)
-    report = task.report(run.store.dir, [item.id for item in run.items], options.methods)
-    report.update(model=run.model, device=run.device, dtype=run.dtype)
-    write_report(run.store.dir, report)
+    with run.writing(following, should_stop) as held:
+        if held:
+            run.open()
+            run.loop(started, progress, should_stop)
+        report = task.report(run.out, [item.id for item in run.items], options.methods)
+        report.update(model=run.model, device=run.device, dtype=run.dtype)
+        if held:
+            write_report(run.out, report)
     return report

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from marginal_core.errors import MarginalError
 from marginal_core.tasks.datafiles import dataset_file, read_json_records
-from marginal_core.tasks.evaluator import ItemProgress, evaluate
+from marginal_core.tasks.evaluator import Following, ItemProgress, evaluate
 from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import Request, Task
 
@@ -364,6 +364,7 @@ def run_mt(
     comet: bool = True,
     progress: ItemProgress | None = None,
     should_stop: StopCheck | None = None,
+    following: Following | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Generate, rerank and score a translation set into a resumable results folder.
@@ -372,4 +373,5 @@ def run_mt(
     show_bar, max_items); see evaluate for the rest. Returns the report (report.mt_report).
     """
     task = MTTask(dataset, candidates, target_language, max_new_tokens, comet)
-    return evaluate(task, out, EvalOptions(**options), lm=lm, progress=progress, should_stop=should_stop)
+    return evaluate(task, out, EvalOptions(**options), lm=lm, progress=progress, should_stop=should_stop,
+                    following=following)

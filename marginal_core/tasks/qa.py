@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from marginal_core.errors import MarginalError
 from marginal_core.tasks.datafiles import dataset_file, read_json_records
-from marginal_core.tasks.evaluator import ItemProgress, evaluate
+from marginal_core.tasks.evaluator import Following, ItemProgress, evaluate
 from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import Request, Task
 
@@ -355,6 +355,7 @@ def run_qa(
     shuffle: bool = False,
     progress: ItemProgress | None = None,
     should_stop: StopCheck | None = None,
+    following: Following | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Score a Q&A dataset into a resumable results folder and write its report.
@@ -363,4 +364,4 @@ def run_qa(
     show_bar, max_items); see evaluate for the rest. Returns the report (report.qa_report).
     """
     return evaluate(QATask(dataset, shuffle), out, EvalOptions(**options), lm=lm, progress=progress,
-                    should_stop=should_stop)
+                    should_stop=should_stop, following=following)

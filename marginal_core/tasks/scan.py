@@ -167,13 +167,15 @@ def merge(out: str | Path, sources: Sequence[str | Path]) -> int:
     run elsewhere); returns how many rows it took. What out already holds is kept."""
     from marginal_core.tasks.scan_report import model_folders
     from marginal_core.tasks.store import ResultStore, read_config
+    from marginal_core.tasks.writer import WriterLock
 
     taken = 0
     for source in sources:
         for model, folder in model_folders(source).items():
             config = read_config(folder)
             identity = {k: v for k, v in config.items() if k != "format"}
-            taken += ResultStore(model_folder(out, model), identity, _columns(folder)).absorb(folder)
+            with WriterLock.take(model_folder(out, model)):
+                taken += ResultStore(model_folder(out, model), identity, _columns(folder)).absorb(folder)
             write_index(out, config["dataset"], [model])
     return taken
 

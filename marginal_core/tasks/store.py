@@ -12,7 +12,8 @@ Layout of an ``--out`` folder:
 
 Rows are written only after every method of an item finished, then flushed and fsynced, so an
 interrupted run loses at most the item it was working on. A torn last line (a kill mid-write)
-is dropped on the next open. Rows are keyed by (item id, choice index, method): a rerun skips
+is dropped on the next open. One run writes a folder at a time: it opens the store while it holds
+the folder's writer lock (``marginal_core.tasks.writer``). Rows are keyed by (item id, choice index, method): a rerun skips
 the keys it finds and computes only what is missing (more items, another method).
 """
 
@@ -93,9 +94,7 @@ class ResultStore:
                     f"{self.rows_path} has other columns than this version writes; "
                     "use a new --out folder"
                 )
-        self.done: set[tuple[str, int, str]] = {
-            (r["item"], int(r["choice"]), r["method"]) for r in self.read_rows()
-        }
+        self.done = done_keys(self.dir)
 
     def _check_identity(self) -> None:
         path = self.dir / "config.json"
@@ -123,9 +122,6 @@ class ResultStore:
         csv.writer(buf, lineterminator="\n").writerow([_cell(v) for v in values])
         return buf.getvalue()
 
-    def is_done(self, item: str, choice: int, method: str) -> bool:
-        return (item, choice, method) in self.done
-
     def append(self, rows: list[dict[str, Any]], samples: list[dict[str, Any]] | None = None) -> None:
         """Record one finished item: its samples first, then its rows (the commit record)."""
         if samples:
@@ -134,15 +130,6 @@ class ResultStore:
             _fsync_append(self.rows_path, "".join(self._line(r.get(c) for c in self.columns) for r in rows))
         self.done.update((r["item"], int(r["choice"]), r["method"]) for r in rows)
 
-    def read_rows(self) -> list[dict[str, str]]:
-        """Every row as strings, de-duplicated on its key (the last copy wins)."""
-        if not self.rows_path.is_file():
-            return []
-        with open(self.rows_path, encoding="utf-8", newline="") as fh:
-            rows = list(csv.DictReader(fh))
-        keyed = {(r["item"], r["choice"], r["method"]): r for r in rows}
-        return list(keyed.values())
-
     def absorb(self, other: str | os.PathLike) -> int:
         """Append the rows (and their samples) of another folder of the same setup that this one
         lacks, as a merge of shards run elsewhere; returns how many rows it took."""
@@ -150,7 +137,7 @@ class ResultStore:
         if any(_value(config, k) != _value(self.identity, k) for k in set(config) | set(self.identity)):
             raise MarginalError(f"{other} holds results of another setup than {self.dir}; only folders of the "
                                 "same command and options merge")
-        rows = [r for r in ResultStore(other, config, self.columns).read_rows()
+        rows = [r for r in read_rows(other)
                 if (r["item"], int(r["choice"]), r["method"]) not in self.done]
         keys = {(r["item"], int(r["choice"]), r["method"]) for r in rows}
         samples = [s for key, s in read_samples(other).items() if key in keys]
@@ -187,6 +174,22 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                 except ValueError:
                     continue  # a torn line from a killed run
     return out
+
+
+def read_rows(out: str | os.PathLike) -> list[dict[str, str]]:
+    """The rows of a results folder as strings, de-duplicated on their key (the last copy wins);
+    a last line still being written by a run is left out."""
+    path = Path(out) / "rows.csv"
+    if not path.is_file():
+        return []
+    data = path.read_bytes()
+    rows = csv.DictReader(io.StringIO(data[: data.rfind(b"\n") + 1].decode("utf-8"), newline=""))
+    return list({(r["item"], r["choice"], r["method"]): r for r in rows}.values())
+
+
+def done_keys(out: str | os.PathLike) -> set[tuple[str, int, str]]:
+    """The (item, choice, method) keys a results folder holds rows for."""
+    return {(r["item"], int(r["choice"]), r["method"]) for r in read_rows(out)}
 
 
 def read_samples(out: str | os.PathLike, item: str | None = None) -> dict[tuple[str, int, str], dict[str, Any]]:

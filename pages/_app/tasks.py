@@ -33,16 +33,22 @@ def app_folder(task: str, **identity: Any) -> Path:
 
 
 def run_task(run: Callable[..., object], unit: str, doing: str, describe: Callable[[Any], str]) -> None:
-    """Run a task (run(progress=..., should_stop=...)) under a progress bar that counts items and
-    names the last; a Stop ends it after the item in progress (finished items stay on disk)."""
+    """Run a task (run(progress=..., should_stop=..., following=...)) under a progress bar that
+    counts items and names the last; a Stop ends it after the item in progress (finished items
+    stay on disk). While another session runs the same setup, the bar follows that run, and this
+    one scores only what it leaves (one run per results folder: marginal_core.tasks.writer)."""
     bar = Bar(doing.capitalize())
 
     def progress(done: int, total: int, item: object | None) -> None:
         last = f" · last: {describe(item)[:80]}" if item is not None else ""
         bar.update(done / max(total, 1), f"{done} of {total} {unit} done{last}")
 
+    def following(done: int, total: int, holder: str) -> None:
+        bar.update(done / max(total, 1), f"Another session is running these {unit} now: {done} of {total} done. "
+                                         "This page shows them as they finish and goes on with any it leaves.")
+
     with guard(doing):
-        run(progress=progress, should_stop=bar.should_stop)
+        run(progress=progress, should_stop=bar.should_stop, following=following)
     if bar.token.is_set():
         st.stop()
     bar.empty()
