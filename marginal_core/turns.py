@@ -34,7 +34,7 @@ from typing import Any
 from marginal_core.errors import MarginalError
 from marginal_core.progress import StopCheck
 
-__all__ = ["Place", "Run", "TurnCancelled", "Turns", "checkpoint", "current", "held", "unit"]
+__all__ = ["Place", "Run", "TurnCancelled", "Turns", "aside", "checkpoint", "current", "held", "unit"]
 
 # Seconds between a waiting run's stop checks and reports of its place.
 POLL_S = 0.2
@@ -216,6 +216,26 @@ class Turns:
             if self._holder is entry and not entry.in_unit:
                 self._end_turn(time.perf_counter())
 
+    @contextlib.contextmanager
+    def aside(self, entry: Run) -> Iterator[None]:
+        """entry waits on something other than the device (another run's results): it gives up
+        its turn and its admission meanwhile, so a run that needs the machine takes its place,
+        and queues again after (admitted at once where there is room)."""
+        with self._cond:
+            if self._holder is entry:
+                self._end_turn(time.perf_counter())
+            if entry in self._admitted:
+                self._admitted.remove(entry)
+                entry.admitted = False
+                self._admit()
+        try:
+            yield
+        finally:
+            with self._cond:
+                if not entry.admitted and entry not in self._queue:
+                    self._queue.append(entry)
+                self._admit()
+
     def charge(self, payer: Run, payee: Run, seconds: float) -> None:
         """Move seconds of device time from payer's account to payee's (payer ran payee's share
         of a shared pass in its own turn)."""
@@ -343,6 +363,19 @@ def unit() -> Iterator[None]:
         return
     turns, entry = place
     with turns.unit(entry):
+        yield
+
+
+@contextlib.contextmanager
+def aside() -> Iterator[None]:
+    """A wait on something other than the device, inside a run that takes turns: the run's
+    admission goes to others meanwhile (Turns.aside); elsewhere nothing."""
+    place = held()
+    if place is None:
+        yield
+        return
+    turns, entry = place
+    with turns.aside(entry):
         yield
 
 

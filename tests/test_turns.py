@@ -255,6 +255,35 @@ def test_runs_beyond_the_cap_wait_in_order_and_hear_where_they_stand():
     assert log == ["second", "third"]
 
 
+def test_a_run_that_waits_aside_gives_its_admission_to_one_that_needs_the_machine():
+    """A session following another's results (tasks/evaluator.py) needs no turn: with the cap
+    at one, a run queued behind it is admitted and works while it waits aside; afterwards it
+    queues again and gets the device once the other run has left."""
+    t, log = Turns(max_runs=1), []
+    aside, back = threading.Event(), threading.Event()
+
+    def follower() -> None:
+        with t.run("follower"):
+            with turns.unit():
+                log.append("follower")
+            with turns.aside():
+                aside.set()
+                back.wait(10)
+            with turns.unit():
+                log.append("follower again")
+
+    first = threading.Thread(target=follower)
+    first.start()
+    assert aside.wait(5)
+    other = _worker(t, "other", 2, log)
+    other.start()
+    other.join(5)  # admitted in the follower's place, so it finishes while the follower waits
+    assert log == ["follower", "other", "other"] and t.status()["admitted"] == 0
+    back.set()
+    first.join(5)
+    assert log[-1] == "follower again" and t.status() == {"admitted": 0, "queued": 0, "busy": 0}
+
+
 def test_the_cap_must_admit_someone():
     with pytest.raises(turns.MarginalError):
         Turns(max_runs=0)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from marginal_core import turns
 from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
 from marginal_core.jsonsafe import json_float
 from marginal_core.progress import StopCheck, tqdm_bar
@@ -166,19 +167,26 @@ class _Run:
             yield True
 
     def _take(self, following: Following | None, should_stop: StopCheck | None) -> WriterLock | None:
-        """The writer lock, once free (see writing); None if the wait was stopped."""
-        while True:
-            try:
-                return WriterLock.take(self.out)
-            except FolderBusy as busy:
-                if following is None:
-                    raise
+        """The writer lock, once free (see writing); None if the wait was stopped. A run that
+        takes turns on a device gives its place to others while it waits (turns.aside)."""
+        try:
+            return WriterLock.take(self.out)
+        except FolderBusy as busy:
+            if following is None:
+                raise
+            holder = busy.holder
+        with turns.aside():
+            while True:
                 self.done = done_keys(self.out)
                 self.records = read_items(self.out) if self.task.keeps_records else {}
-                following(sum(map(self.finished, self.items)), len(self.items), busy.holder)
+                following(sum(map(self.finished, self.items)), len(self.items), holder)
                 if should_stop and should_stop():
                     return None
-            time.sleep(FOLLOW_POLL_S)
+                time.sleep(FOLLOW_POLL_S)
+                try:
+                    return WriterLock.take(self.out)
+                except FolderBusy as busy:
+                    holder = busy.holder
 
     def placement(self) -> tuple[str, str]:
         """(device, dtype name) the run scores on: the model's, or what the options resolve to
