@@ -53,8 +53,8 @@ def test_a_bfloat16_run_gets_its_own_results_identity(tmp_path):
     task = QATask("arc_easy")
     f32 = _Run(task, tmp_path / "a", EvalOptions(model="smollm2-135m", dtype="float32", limit=1), None)
     b16 = _Run(task, tmp_path / "b", EvalOptions(model="smollm2-135m", dtype="bfloat16", limit=1), None)
-    assert "dtype" not in f32.store.identity  # float32 folders from before the option still resume
-    assert b16.store.identity["dtype"] == "bfloat16"
+    assert "dtype" not in f32.identity  # float32 folders from before the option still resume
+    assert b16.identity["dtype"] == "bfloat16"
 
 
 def test_bfloat16_on_the_cpu_scores_near_float32_and_keeps_the_bound(smollm_model):
@@ -165,12 +165,13 @@ def test_under_auto_float16_a_text_past_the_window_is_refused_as_in_float32(auto
 def test_a_folder_started_in_one_dtype_refuses_to_resume_in_another(tmp_path, monkeypatch):
     """auto resolving to another dtype (another machine) is caught like an explicit change."""
     task, out = QATask("arc_easy"), tmp_path / "run"
-    _Run(task, out, EvalOptions(model="smollm2-135m", dtype="auto", limit=1), None)  # float32 here (pinned)
+    _Run(task, out, EvalOptions(model="smollm2-135m", dtype="auto", limit=1), None).open()  # float32 here (pinned)
     monkeypatch.setenv(devices.AUTO_DTYPE_ENV, "bfloat16")
     for dtype in ("auto", "bfloat16"):
         with pytest.raises(MarginalError, match=r"dtype: 'float32' there, 'bfloat16' now.*pass --dtype float32"):
-            _Run(task, out, EvalOptions(model="smollm2-135m", dtype=dtype, limit=1), None)
+            _Run(task, out, EvalOptions(model="smollm2-135m", dtype=dtype, limit=1), None).open()
     again = _Run(task, out, EvalOptions(model="smollm2-135m", dtype="float32", limit=1), None)
+    again.open()
     assert (again.device, again.dtype) == ("cpu", "float32")
 
 
