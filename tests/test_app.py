@@ -733,7 +733,7 @@ def test_a_qa_run_that_another_session_is_writing_is_followed_not_repeated(task_
     import json
     import threading
 
-    from marginal_core.tasks.writer import WriterLock
+    from marginal_core.tasks.writer import RunLock
     from pages._app import live
 
     at = app("pages/qa.py", model=SMOL, qa_limit="1", qa_k="2", qa_methods=["canonical"])
@@ -751,7 +751,7 @@ def test_a_qa_run_that_another_session_is_writing_is_followed_not_repeated(task_
     monkeypatch.setattr(live.Bar, "update", spy)
 
     def other_session() -> None:
-        with WriterLock.take(folder):
+        with RunLock.take(folder):
             held.set()
             free.wait(timeout=120)
 

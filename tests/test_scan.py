@@ -112,6 +112,25 @@ def test_shards_and_resume_equal_one_run(smollm_model, tmp_path):
         assert list(a["id"]) == list(b["id"]) and (a["log_marginal"] - b["log_marginal"]).abs().max() < 1e-6
 
 
+def test_shards_share_a_folder_at_once_while_a_shard_runs_once(smollm_model, tmp_path):
+    """Each shard holds the run lock of its own texts: while shard 1/2 runs, shard 2/2 writes the
+    same folder, and a second shard 1/2 is refused (tasks/writer.py)."""
+    from marginal_core.tasks.evaluator import evaluate
+    from marginal_core.tasks.options import EvalOptions
+    from marginal_core.tasks.scan import ScanTask
+    from marginal_core.tasks.writer import FolderBusy, RunLock
+
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n")
+    folder, options = tmp_path / "scan", EvalOptions(samples=2, methods=("canonical",), show_bar=False)
+    shard = {i: ScanTask(str(tmp_path / "texts.txt"), (i, 2)) for i in (1, 2)}
+    with RunLock.take(folder, shard[1].part):  # shard 1/2 is running
+        evaluate(shard[2], folder, options, lm=smollm_model)
+        with pytest.raises(FolderBusy):
+            evaluate(shard[1], folder, options, lm=smollm_model)
+    evaluate(shard[1], folder, options, lm=smollm_model)
+    assert sorted(load_rows(folder)["text_index"].astype(int)) == [0, 1, 2]
+
+
 def test_ctrl_c_keeps_finished_texts_and_rerun_continues(tmp_path):
     """A real SIGINT after the first text: the command says what it kept; the rerun scores only the rest.
     (Sentences, not words, after the first: each takes seconds, so the interrupt lands mid-run.)"""

@@ -239,12 +239,12 @@ def test_one_run_writes_a_folder_and_a_second_follows_it_then_scores_what_it_lef
     by whom, and scores only the items left. Every row is written once."""
     import threading
 
-    from marginal_core.tasks.writer import FolderBusy, WriterLock
+    from marginal_core.tasks.writer import FolderBusy, RunLock
 
     kwargs = dict(lm=smollm_model, limit=3, samples=2, methods=("canonical", "lattice"), show_bar=False)
     qa.run_qa("arc-easy", tmp_path, **{**kwargs, "limit": 1})  # the first question, scored before
     told: list[tuple[int, int, str]] = []
-    with WriterLock.take(tmp_path):  # another run holds the folder
+    with RunLock.take(tmp_path):  # another run holds the folder
         with pytest.raises(FolderBusy, match="being written by another run .process \\d+ on "):
             qa.run_qa("arc-easy", tmp_path, **kwargs)
         follower = threading.Thread(target=lambda: told.append(qa.run_qa(
@@ -263,12 +263,12 @@ def test_one_run_writes_a_folder_and_a_second_follows_it_then_scores_what_it_lef
 
 
 def test_a_stop_while_following_writes_nothing(smollm_model, tmp_path):
-    from marginal_core.tasks.writer import WriterLock
+    from marginal_core.tasks.writer import RunLock
 
     kwargs = dict(lm=smollm_model, limit=2, samples=2, methods=("canonical",), show_bar=False)
     qa.run_qa("arc-easy", tmp_path, **{**kwargs, "limit": 1})
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    with WriterLock.take(tmp_path):
+    with RunLock.take(tmp_path):
         report = qa.run_qa("arc-easy", tmp_path, **kwargs, should_stop=lambda: True, following=lambda *state: None)
     assert report["questions"] == 1  # the folder as it stands
     after = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
@@ -295,6 +295,10 @@ def test_store_drops_torn_tail(tmp_path):
     again = ResultStore(tmp_path, {"task": "qa"}, ["item", "choice", "method", "x"])
     assert again.done == {("a", 0, "canonical")}
     assert (tmp_path / "rows.csv").read_text() == "item,choice,method,x\na,0,canonical,-inf\n"
+    with open(tmp_path / "rows.csv", "a") as fh:  # killed again, with this store open
+        fh.write("c,0,can")
+    again.append([{"item": "d", "choice": 0, "method": "canonical", "x": 2.0}])  # the next writer cuts it
+    assert (tmp_path / "rows.csv").read_text() == "item,choice,method,x\na,0,canonical,-inf\nd,0,canonical,2.0\n"
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from marginal_core.progress import StopCheck, tqdm_bar
 from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.store import ResultStore, done_keys, read_items
 from marginal_core.tasks.task import SCORE_COLUMNS, Item, Request, Task
-from marginal_core.tasks.writer import FolderBusy, WriterLock
+from marginal_core.tasks.writer import FolderBusy, RunLock
 
 if TYPE_CHECKING:
     from marginal_core.estimators import Marginalizer
@@ -144,19 +144,19 @@ class _Run:
         if "beam" in options.methods:  # runs without the beam keep the identity they had before it
             identity["beam_width"] = "auto" if options.beam_width is None else options.beam_width
         self.out, self.identity = Path(out), identity
-        self.store: ResultStore | None = None  # opened once this run holds the folder's writer lock
+        self.store: ResultStore | None = None  # opened once this run holds the folder's run lock
         self.done: set[tuple[str, int, str]] = set()
         self.records: dict[str, dict[str, Any]] = {}
 
     def open(self) -> None:
-        """Open the results folder for writing (refusing another setup); the writer lock is held."""
+        """Open the results folder for writing (refusing another setup); the run lock is held."""
         self.store = ResultStore(self.out, self.identity, [*self.task.columns, *SCORE_COLUMNS])
         self.done = self.store.done
         self.records = self.store.items() if self.task.keeps_records else {}
 
     @contextlib.contextmanager
     def writing(self, following: Following | None, should_stop: StopCheck | None) -> Iterator[bool]:
-        """Hold the folder's writer lock for the with-block, entered as True. If another run holds
+        """Hold the folder's run lock (for the task's part of its items) for the with-block, entered as True. If another run holds
         it: without ``following``, FolderBusy; with it, wait for that run to end, telling following
         how far it got, and enter as False (the lock not taken) if should_stop() ends the wait."""
         lock = self._take(following, should_stop)
@@ -166,11 +166,11 @@ class _Run:
         with lock:
             yield True
 
-    def _take(self, following: Following | None, should_stop: StopCheck | None) -> WriterLock | None:
-        """The writer lock, once free (see writing); None if the wait was stopped. A run that
+    def _take(self, following: Following | None, should_stop: StopCheck | None) -> RunLock | None:
+        """The run lock, once free (see writing); None if the wait was stopped. A run that
         takes turns on a device gives its place to others while it waits (turns.aside)."""
         try:
-            return WriterLock.take(self.out)
+            return RunLock.take(self.out, self.task.part)
         except FolderBusy as busy:
             if following is None:
                 raise
@@ -184,7 +184,7 @@ class _Run:
                     return None
                 time.sleep(FOLLOW_POLL_S)
                 try:
-                    return WriterLock.take(self.out)
+                    return RunLock.take(self.out, self.task.part)
                 except FolderBusy as busy:
                     holder = busy.holder
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import io
 import json
 import sys
 from collections.abc import Sequence
@@ -43,7 +44,8 @@ def load_rows(out: str | Path) -> pd.DataFrame:
     path = Path(out) / "rows.csv"
     if not path.is_file():
         raise MarginalError(f"{out} has no rows.csv")
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    data = path.read_bytes()  # complete lines: another run may be in the middle of one
+    frame = pd.read_csv(io.BytesIO(data[: data.rfind(b"\n") + 1]), dtype=str, keep_default_na=False)
     for col in NUMERIC:
         if col in frame:
             frame[col] = pd.to_numeric(frame[col].replace("", "nan"), errors="coerce")
@@ -289,8 +291,9 @@ def mt_report(out: str | Path, sentences: Sequence[str] | None = None,
 def write_report(out: str | Path, report: dict[str, Any]) -> None:
     """report.md and report.json in the results folder."""
     out = Path(out)
-    (out / "report.md").write_text(report["markdown"], encoding="utf-8")
-    (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    store.write_whole(out / "report.md", lambda tmp: tmp.write_text(report["markdown"], encoding="utf-8"))
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    store.write_whole(out / "report.json", lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def report_folder(out: str | Path, comet: bool = True) -> dict[str, Any]:

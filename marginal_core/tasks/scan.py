@@ -121,6 +121,11 @@ class ScanTask(Task):
             texts = [t for t in texts if t.index % n == i - 1]
         return texts[: options.limit] if options.limit is not None else texts
 
+    @property
+    def part(self) -> str | None:
+        """A shard's own texts: n shard processes may share one folder."""
+        return None if self.shard is None else "shard-{}-of-{}".format(*self.shard)
+
     def identity(self, options: EvalOptions, model: str) -> dict[str, Any]:
         return {"task": self.name, "dataset": Path(self.dataset).name, "model": model,
                 "samples": options.samples, "seed": options.seed, "max_len": options.max_len}
@@ -167,14 +172,14 @@ def merge(out: str | Path, sources: Sequence[str | Path]) -> int:
     run elsewhere); returns how many rows it took. What out already holds is kept."""
     from marginal_core.tasks.scan_report import model_folders
     from marginal_core.tasks.store import ResultStore, read_config
-    from marginal_core.tasks.writer import WriterLock
+    from marginal_core.tasks.writer import RunLock
 
     taken = 0
     for source in sources:
         for model, folder in model_folders(source).items():
             config = read_config(folder)
             identity = {k: v for k, v in config.items() if k != "format"}
-            with WriterLock.take(model_folder(out, model)):
+            with RunLock.take(model_folder(out, model)):
                 taken += ResultStore(model_folder(out, model), identity, _columns(folder)).absorb(folder)
             write_index(out, config["dataset"], [model])
     return taken

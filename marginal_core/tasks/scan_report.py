@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -155,13 +156,13 @@ def export(out: str | Path) -> dict[str, Any]:
     paths = pd.concat([paths_table(f) for f in folders.values()], ignore_index=True)
     texts = top_tokenizations(texts, paths)
     for name, frame in (("scan", texts), ("paths", paths)):
-        frame.to_csv(out / f"{name}.csv", index=False)
-        frame.to_parquet(out / f"{name}.parquet", index=False)
+        store.write_whole(out / f"{name}.csv", partial(frame.to_csv, index=False))
+        store.write_whole(out / f"{name}.parquet", partial(frame.to_parquet, index=False))
     reports = [scan_report(f) for f in folders.values()]
     parts = [r["markdown"] for r in reports]
     if len(folders) > 1:
         parts.append(across_models(texts))
-    (out / "report.md").write_text("\n".join(parts), encoding="utf-8")
+    store.write_whole(out / "report.md", lambda tmp: tmp.write_text("\n".join(parts), encoding="utf-8"))
     return {"texts": int(texts["id"].nunique()), "models": list(folders), "rows": len(texts), "paths": len(paths),
             "markdown": "\n".join(parts), "out": str(out)}
 

@@ -12,9 +12,10 @@ Layout of an ``--out`` folder:
 
 Rows are written only after every method of an item finished, then flushed and fsynced, so an
 interrupted run loses at most the item it was working on. A torn last line (a kill mid-write)
-is dropped on the next open. One run writes a folder at a time: it opens the store while it holds
-the folder's writer lock (``marginal_core.tasks.writer``). Rows are keyed by (item id, choice index, method): a rerun skips
-the keys it finds and computes only what is missing (more items, another method).
+is cut by the next writer. A run opens the store while it holds the folder's run lock, and every
+write holds the folder's append lock (``marginal_core.tasks.writer``). Rows are keyed by (item
+id, choice index, method): a rerun skips the keys it finds and computes only what is missing
+(more items, another method).
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ import io
 import json
 import math
 import os
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from marginal_core.errors import MarginalError
+from marginal_core.tasks.writer import appending
 
 FORMAT = 1
 # Identity keys a folder leaves out when they hold their default (float32 folders predate dtype).
@@ -39,15 +42,33 @@ DTYPE_HINT = (" (--dtype auto is float16 on CUDA and on a CPU with fast float16,
 
 
 def _fsync_append(path: Path, text: str) -> None:
-    """Append text to a file and make it durable before returning."""
+    """Append text to a file of a results folder and make it durable before returning, in the
+    folder's append lock (first cutting a line that a killed writer left without its newline)."""
+    with appending(path.parent):
+        _drop_torn_tail(path)
+        _write_durably(path, text)
+
+
+def _write_durably(path: Path, text: str) -> None:
+    """Append text to a file and make it durable before returning (the append lock held)."""
     with open(path, "a", encoding="utf-8", newline="") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
 
 
+def write_whole(path: Path, write: Callable[[Path], object]) -> None:
+    """Write a file whole: write(a temporary path), then rename it over path, so that a reader,
+    or another run writing the same file at that moment (shards finishing together), never
+    meets it half written."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
 def _drop_torn_tail(path: Path) -> None:
-    """Cut a partial last line (no trailing newline) left by a kill in the middle of a write."""
+    """Cut a partial last line (no trailing newline) left by a kill in the middle of a write (the
+    append lock held: no live writer is in the middle of one)."""
     if not path.is_file():
         return
     data = path.read_bytes()
@@ -82,18 +103,15 @@ class ResultStore:
         self.samples_path = self.dir / "samples.jsonl"
         self.items_path = self.dir / "items.jsonl"
         self.sessions_path = self.dir / "sessions.jsonl"
-        for path in (self.rows_path, self.samples_path, self.items_path):
-            _drop_torn_tail(path)
-        if not self.rows_path.is_file() or self.rows_path.stat().st_size == 0:
-            _fsync_append(self.rows_path, self._line(self.columns))
-        else:
-            with open(self.rows_path, encoding="utf-8", newline="") as fh:
-                header = next(csv.reader(fh), [])
-            if header != self.columns:
-                raise MarginalError(
-                    f"{self.rows_path} has other columns than this version writes; "
-                    "use a new --out folder"
-                )
+        with appending(self.dir):
+            for path in (self.rows_path, self.samples_path, self.items_path):
+                _drop_torn_tail(path)
+            if not self.rows_path.is_file() or self.rows_path.stat().st_size == 0:
+                _write_durably(self.rows_path, self._line(self.columns))
+        with open(self.rows_path, encoding="utf-8", newline="") as fh:
+            header = next(csv.reader(fh), [])
+        if header != self.columns:
+            raise MarginalError(f"{self.rows_path} has other columns than this version writes; use a new --out folder")
         self.done = done_keys(self.dir)
 
     def _check_identity(self) -> None:
@@ -112,9 +130,7 @@ class ResultStore:
                     f"use a new --out folder or the same options{hint}"
                 )
         else:
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.identity, indent=2) + "\n", encoding="utf-8")
-            os.replace(tmp, path)
+            write_whole(path, lambda tmp: tmp.write_text(json.dumps(self.identity, indent=2) + "\n", encoding="utf-8"))
 
     @staticmethod
     def _line(values: Iterable[Any]) -> str:

@@ -81,6 +81,12 @@ class Task(ABC):
     def identity(self, options: EvalOptions, model: str) -> dict[str, Any]:
         """What makes two runs comparable (config.json): a folder refuses another identity."""
 
+    @property
+    def part(self) -> str | None:
+        """Which part of a folder's items a run scores, for its run lock (tasks/writer.py): None,
+        all of them; runs of disjoint parts may write one folder at once."""
+        return None
+
     @abstractmethod
     def requests(self, item: Any, record: dict[str, Any] | None) -> list[Request]:
         """The requests of an item (record: its stored record, where the task keeps one)."""
