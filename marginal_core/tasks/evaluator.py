@@ -156,9 +156,10 @@ class _Run:
 
     @contextlib.contextmanager
     def writing(self, following: Following | None, should_stop: StopCheck | None) -> Iterator[bool]:
-        """Hold the folder's run lock (for the task's part of its items) for the with-block, entered as True. If another run holds
-        it: without ``following``, FolderBusy; with it, wait for that run to end, telling following
-        how far it got, and enter as False (the lock not taken) if should_stop() ends the wait."""
+        """Hold the folder's run lock (for the task's part of its items) for the with-block,
+        entered as True. If another run holds it: without ``following``, FolderBusy; with it,
+        wait for that run to end, telling following how far it got, and enter as False (the lock
+        not taken) if should_stop() ends the wait."""
         lock = self._take(following, should_stop)
         if lock is None:
             yield False
