@@ -68,14 +68,17 @@ def write_whole(path: Path, write: Callable[[Path], object]) -> None:
 
 def _drop_torn_tail(path: Path) -> None:
     """Cut a partial last line (no trailing newline) left by a kill in the middle of a write (the
-    append lock held: no live writer is in the middle of one)."""
+    append lock held: no live writer is in the middle of one). It reads the last byte, and the
+    whole file only when that is not a newline (it runs before every append)."""
     if not path.is_file():
         return
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        with open(path, "r+b") as fh:
-            fh.truncate(cut)
+    with open(path, "r+b") as fh:
+        if fh.seek(0, os.SEEK_END) == 0:
+            return
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) != b"\n":
+            fh.seek(0)
+            fh.truncate(fh.read().rfind(b"\n") + 1)
 
 
 def _cell(value: Any) -> str:
