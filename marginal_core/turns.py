@@ -219,11 +219,14 @@ class Turns:
     @contextlib.contextmanager
     def aside(self, entry: Run) -> Iterator[None]:
         """entry waits on something other than the device (another run's results): it gives up
-        its turn and its admission meanwhile, so a run that needs the machine takes its place,
-        and queues again after (admitted at once where there is room)."""
+        its turn and its admission (or its place in the queue) meanwhile, so a run that needs
+        the machine takes its place, and queues again after (admitted at once where there is
+        room)."""
         with self._cond:
             if self._holder is entry:
                 self._end_turn(time.perf_counter())
+            if entry in self._queue:
+                self._queue.remove(entry)
             if entry in self._admitted:
                 self._admitted.remove(entry)
                 entry.admitted = False
