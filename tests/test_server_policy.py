@@ -215,6 +215,7 @@ def test_class_mode_task_pages_open_no_server_file(class_mode):
     assert not at.exception
     assert not at.radio and "local file…" not in at.selectbox(key="qa_dataset").options
     assert at.number_input(key="qa_k").max == 1_000
+    assert not any("results in" in c.value or "/" in c.value for c in at.caption if "questions ×" in c.value)
 
 
 def test_the_server_warms_the_model_the_sidebar_opens_on_and_only_allowed_ones():

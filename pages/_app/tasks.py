@@ -15,7 +15,7 @@ import streamlit as st
 from marginal_core.cache import cache_root
 from marginal_core.tasks.report import complete_items, load_rows
 from marginal_core.tasks.store import read_samples, read_sessions
-from pages._app import loaders, tables
+from pages._app import loaders, server, tables
 from pages._app.errors import guard
 from pages._app.live import Bar, stop_button
 from pages._app.task_tables import SAMPLE_TEXT_WIDTHS, samples_table
@@ -63,9 +63,11 @@ def run_row(key: str, folder: Path, ids: list[str], methods: list[str], size: st
     stop_button(b[1])
     note = b[2].empty()
 
+    where = f" · results in `{folder}`" if server.policy().shows_server_paths else ""  # class mode: no server path
+
     def describe() -> None:
         done = len(complete_items(load_rows(folder), methods, ids)) if (folder / "rows.csv").is_file() else 0
-        note.caption(f"{size}: {time_note(folder, len(ids) - done, unit, prior)} · results in `{folder}`")
+        note.caption(f"{size}: {time_note(folder, len(ids) - done, unit, prior)}{where}")
 
     describe()
     if run:
