@@ -17,7 +17,10 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -31,6 +34,7 @@ from marginal_core.scoring import pass_tokens  # noqa: E402
 from marginal_core.turns import Turns  # noqa: E402
 
 SEED = 0
+T = TypeVar("T")
 FIRST_CHUNK, CHUNK = 4, 50  # the app's live chunks at k = 100 (pages/_app/live.py)
 
 
@@ -45,20 +49,22 @@ def one_run(lm: object, text: str, samples: int) -> tuple[float | None, Estimate
     return first, last
 
 
-def concurrent(lm: object, texts: list[str], samples: int, turns: Turns) -> tuple[float, list[float], list[Estimate]]:
-    """The makespan, first-estimate seconds and last estimates of the runs started together."""
-    firsts: list[float] = [0.0] * len(texts)
-    lasts: list[Estimate | None] = [None] * len(texts)
+def at_once(turns: Turns, jobs: list[Callable[[], T]]) -> tuple[float, list[T], list[float]]:
+    """Start the jobs together, each a session's run on turns: the makespan, their results, and
+    each one's seconds to done."""
+    results: list[T | None] = [None] * len(jobs)
+    done: list[float] = [0.0] * len(jobs)
     errors: list[BaseException] = []
 
     def work(i: int) -> None:
         try:
             with turns.run(f"session {i}"):
-                firsts[i], lasts[i] = one_run(lm, texts[i], samples)
+                results[i] = jobs[i]()
+            done[i] = time.perf_counter() - started
         except BaseException as err:  # noqa: BLE001 - reported below
             errors.append(err)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(texts))]
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(jobs))]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -66,7 +72,13 @@ def concurrent(lm: object, texts: list[str], samples: int, turns: Turns) -> tupl
         thread.join()
     if errors:
         raise errors[0]
-    return time.perf_counter() - started, firsts, [x for x in lasts if x is not None]
+    return time.perf_counter() - started, results, done  # type: ignore[return-value]
+
+
+def concurrent(lm: object, texts: list[str], samples: int, turns: Turns) -> tuple[float, list[float], list[Estimate]]:
+    """The makespan, first-estimate seconds and last estimates of the runs started together."""
+    makespan, runs, _ = at_once(turns, [partial(one_run, lm, text, samples) for text in texts])
+    return makespan, [first for first, _ in runs], [last for _, last in runs]
 
 
 def spread(values: list[float]) -> str:

@@ -15,11 +15,12 @@ import argparse
 import statistics
 import sys
 import tempfile
-import threading
-import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from batching import at_once  # noqa: E402  (bench/batching.py: N sessions' runs started together on one Turns)
 
 from marginal_core.models import load_model  # noqa: E402
 from marginal_core.tasks.qa import run_qa  # noqa: E402
@@ -27,31 +28,6 @@ from marginal_core.tasks.store import read_sessions  # noqa: E402
 from marginal_core.turns import Turns  # noqa: E402
 
 METHODS = ("canonical", "lattice")
-
-
-def sessions_at_once(folders: list[Path], run: object) -> tuple[float, list[float]]:
-    """The makespan and each session's seconds to done, all started together."""
-    done: list[float] = [0.0] * len(folders)
-    errors: list[BaseException] = []
-    turns = Turns()
-
-    def work(i: int) -> None:
-        try:
-            with turns.run(f"session {i}"):
-                run(folders[i])
-            done[i] = time.perf_counter() - started
-        except BaseException as err:  # noqa: BLE001 - reported below
-            errors.append(err)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(folders))]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return time.perf_counter() - started, done
 
 
 def main() -> None:
@@ -77,7 +53,7 @@ def main() -> None:
     ways = {"a folder each (before)": [root / f"own-{i}" for i in range(args.sessions)],
             "one folder, the others follow": [root / "shared"] * args.sessions}
     for way, folders in ways.items():
-        makespan, done = sessions_at_once(folders, run)
+        makespan, _, done = at_once(Turns(), [partial(run, folder) for folder in folders])
         scored = sum(s["items_done"] for folder in set(folders) for s in read_sessions(folder))
         print(f"| {way} | {makespan:.1f} s | {min(done):.1f} / {statistics.median(done):.1f} / {max(done):.1f} s "
               f"| {scored} |", flush=True)

@@ -357,28 +357,25 @@ def current() -> Turns | None:
     return None if place is None else place[0]
 
 
-@contextlib.contextmanager
-def unit() -> Iterator[None]:
+def unit() -> contextlib.AbstractContextManager[None]:
     """One unit of model work: waits for its turn inside a run that takes turns, else nothing."""
-    place = held()
-    if place is None:
-        yield
-        return
-    turns, entry = place
-    with turns.unit(entry):
-        yield
+    return _in_current_run(Turns.unit)
 
 
-@contextlib.contextmanager
-def aside() -> Iterator[None]:
+def aside() -> contextlib.AbstractContextManager[None]:
     """A wait on something other than the device, inside a run that takes turns: the run's
     admission goes to others meanwhile (Turns.aside); elsewhere nothing."""
+    return _in_current_run(Turns.aside)
+
+
+@contextlib.contextmanager
+def _in_current_run(block: Callable[[Turns, Run], contextlib.AbstractContextManager[None]]) -> Iterator[None]:
+    """block(turns, run) around the with-block for the run this code executes in, if any."""
     place = held()
     if place is None:
         yield
         return
-    turns, entry = place
-    with turns.aside(entry):
+    with block(*place):
         yield
 
 

@@ -152,7 +152,11 @@ class _Run:
         """Open the results folder for writing (refusing another setup); the run lock is held."""
         self.store = ResultStore(self.out, self.identity, [*self.task.columns, *SCORE_COLUMNS])
         self.done = self.store.done
-        self.records = self.store.items() if self.task.keeps_records else {}
+        self.records = self._stored_records()
+
+    def _stored_records(self) -> dict[str, dict[str, Any]]:
+        """The item records the folder holds, where the task keeps them."""
+        return read_items(self.out) if self.task.keeps_records else {}
 
     @contextlib.contextmanager
     def writing(self, following: Following | None, should_stop: StopCheck | None) -> Iterator[bool]:
@@ -179,7 +183,7 @@ class _Run:
         with turns.aside():
             while True:
                 self.done = done_keys(self.out)
-                self.records = read_items(self.out) if self.task.keeps_records else {}
+                self.records = self._stored_records()
                 following(sum(map(self.finished, self.items)), len(self.items), holder)
                 if should_stop and should_stop():
                     return None

@@ -167,9 +167,6 @@ class ResultStore:
         """Record per-item extras (keyed by record["item"]; the last copy wins on reading)."""
         _fsync_append(self.items_path, json.dumps(record, ensure_ascii=False) + "\n")
 
-    def items(self) -> dict[str, dict[str, Any]]:
-        return read_items(self.dir)
-
     def log_session(self, started: float, items_done: int, **extra: Any) -> None:
         """Append this run's wall time and what it did."""
         record = {
