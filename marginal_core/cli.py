@@ -14,12 +14,13 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marginal_core.beam_width import DEFAULT_TOLERANCE, Round, describe_rounds, parse_width
-from marginal_core.errors import run_cli
+from marginal_core.compare import difference, figures, labels, parse_sides, run_methods
+from marginal_core.errors import MarginalError, run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
-from marginal_core.methods import METHODS
+from marginal_core.methods import METHODS, Method, parse_methods
 from marginal_core.models import DEFAULT_MODEL, load_text_tokenizer
 from marginal_core.models.cli import add_beam_width, add_device_arguments
 from marginal_core.progress import tqdm_progress
@@ -27,6 +28,9 @@ from marginal_core.sampling import lattice_samples, num_candidates
 from marginal_core.tasks.cli import add_commands as add_task_commands
 from marginal_core.tasks.cli import summary as task_summary
 from marginal_core.vocab import vocabulary
+
+if TYPE_CHECKING:  # the estimators import torch: only the commands that run a model import them
+    from marginal_core.estimators import Estimate, EstimateOptions, Marginalizer
 
 
 def read_text(value: str) -> str:
@@ -95,41 +99,74 @@ def sample_command(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _options(args: argparse.Namespace) -> EstimateOptions:
+    """The estimate options the command's flags give."""
+    from marginal_core.estimators import EstimateOptions
+
+    return EstimateOptions(samples=args.samples, max_len=args.max_len, seed=args.seed,
+                           beam_width=parse_width(args.beam_width), tolerance=args.tolerance,
+                           time_budget=args.time_budget)
+
+
+def _estimate_json(model: str, marginalizer: Marginalizer, estimates: dict[str, Estimate]) -> dict[str, Any]:
+    """What ``estimate --json`` prints for one model's estimates on one text."""
+    from marginal_core.models import dtype_name
+
+    return {
+        "text": marginalizer.text,
+        "context": marginalizer.context,
+        "model": model,
+        "device": marginalizer.lm.loaded.device,
+        "dtype": dtype_name(marginalizer.lm.loaded.dtype),
+        "log_p_canonical": marginalizer.canonical_score().log_p,
+        "methods": {name: e.summary() for name, e in estimates.items()},
+    }
+
+
 def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
     """Estimate the marginal with each requested method."""
-    from marginal_core.estimators import EstimateOptions, Marginalizer
-    from marginal_core.methods import Method
-    from marginal_core.models import dtype_name, load_model
+    from marginal_core.estimators import Marginalizer
+    from marginal_core.models import load_model
 
-    methods = [Method.parse(m.strip()) for m in args.methods.split(",") if m.strip()]
-    options = EstimateOptions(samples=args.samples, max_len=args.max_len, seed=args.seed,
-                              beam_width=parse_width(args.beam_width), tolerance=args.tolerance,
-                              time_budget=args.time_budget)
+    methods = [Method.parse(m.strip()).value for m in args.methods.split(",") if m.strip()]
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     context = read_text(args.context) if args.context is not None else None
     marginalizer = Marginalizer(lm, read_text(args.text), context)
-    results = {}
-    for method in methods:
-        progress, close = tqdm_progress(method.value)
+    return _estimate_json(args.model, marginalizer, run_methods(marginalizer, methods, _options(args), tqdm_progress))
+
+
+def compare_command(args: argparse.Namespace) -> dict[str, Any]:
+    """One text under two or more models, side by side; a model that fails says why in its own
+    entry, and the others still run (exit status 2 after the table)."""
+    from marginal_core.estimators import Marginalizer
+    from marginal_core.models import load_model
+
+    sides = parse_sides(args.models, args.device, args.dtype)
+    names = labels(sides)
+    methods = parse_methods(args.methods, allowed=METHODS)
+    text, options = read_text(args.text), _options(args)
+    context = read_text(args.context) if args.context is not None else None
+    models, found = {}, {}
+    for label, side in zip(names, sides):
         try:
-            results[method.value] = marginalizer.estimate(method, options, progress=progress).summary()
-        finally:
-            close()
-    return {
-        "text": marginalizer.text,
-        "context": context,
-        "model": args.model,
-        "device": lm.device,
-        "dtype": dtype_name(lm.dtype),
-        "log_p_canonical": marginalizer.canonical_score().log_p,
-        "methods": results,
-    }
+            marginalizer = Marginalizer(load_model(side.name, device=side.device, dtype=side.dtype), text, context)
+            estimates = run_methods(marginalizer, methods, options, tqdm_progress)
+        except MarginalError as err:
+            models[label] = {"model": side.name, "error": str(err)}
+            continue
+        found[label] = figures(marginalizer, estimates)
+        models[label] = {**_estimate_json(side.name, marginalizer, estimates), "figures": found[label].as_json()}
+    a, b = names[:2]
+    diff = difference(a, found[a], b, found[b]).as_json() if a in found and b in found else None
+    return {"models": models, "difference": diff}
 
 
 def _summary(result: dict[str, Any]) -> str:
     """A readable rendering of a command's result for the terminal."""
     if "table" in result:
         return task_summary(result)
+    if "difference" in result:
+        return _compare_summary(result)
     lines = []
     for key, value in result.items():
         if key == "samples":
@@ -152,6 +189,36 @@ def _summary(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _compare_summary(result: dict[str, Any]) -> str:
+    """compare's side-by-side table: a column per model, a row per figure, then the difference."""
+    from marginal_core.viz.text import count_label, show_piece
+
+    def bound(f: dict) -> str:
+        if f["exact"]:
+            return f"= {_num(f['log_p_text'])}"
+        gap = f["certified_gap"]
+        return f">= {_num(f['log_p_text'])}" + ("" if gap is None else f" (gap <= {gap:.3f})")
+
+    rows = {"canonical tokens": lambda f: str(len(f["canonical_tokens"])),
+            "tokenizations": lambda f: count_label(int(f["num_paths"])),
+            "log p(canonical)": lambda f: _num(f["log_p_canonical"]),
+            "log p(text)": bound,
+            "mass off canonical": lambda f: f"{100 * f['mass_off_canonical']:.2f}%",
+            "heaviest": lambda f: "|".join(map(show_piece, f["heaviest"]))}
+    cells = {title: [cell(m["figures"]) if "figures" in m else "error" for m in result["models"].values()]
+             for title, cell in rows.items()}
+    widths = [max(len(name), *(len(c[i]) for c in cells.values())) + 2 for i, name in enumerate(result["models"])]
+    lines = [" " * 20 + "".join(f"{n:<{w}}" for n, w in zip(result["models"], widths))]
+    lines.extend(f"{title:<20}" + "".join(f"{c:<{w}}" for c, w in zip(row, widths)) for title, row in cells.items())
+    lines.extend(f"{n}: {m['error']}" for n, m in result["models"].items() if "error" in m)
+    if (d := result["difference"]) is not None:
+        lines.append(f"log p({d['a']}) - log p({d['b']}): canonical {_num(d['canonical'])}, "
+                     f"marginal {_num(d['marginal'])} (moved {_num(d['moved'])})")
+        if d["sentence"]:
+            lines.append(d["sentence"])
+    return "\n".join(lines)
+
+
 def _rounds(name: str, rounds: list[dict]) -> str:
     """A line on the anytime beam's rounds (their JSON rows): how converged its bound is."""
     def floats(r: dict) -> dict:  # JSON holds null for an infinite mass: none found, or none known
@@ -169,6 +236,23 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("text", help="the text, or - to read it from standard input")
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"embedded name, HF id or folder (default: {DEFAULT_MODEL})")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _add_estimate_options(parser: argparse.ArgumentParser, default_methods: str) -> None:
+    """The options of a command that runs estimators: context, methods and their settings, device."""
+    parser.add_argument("--context", help="text the tokenizations are conditioned on, or - (default: none)")
+    parser.add_argument("--methods", default=default_methods,
+                        help=f"comma list of {', '.join(METHODS)} (default: {default_methods})")
+    add_beam_width(parser, default="auto")
+    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                        help=f"the anytime beam stops when a widening adds less, in nats (default: {DEFAULT_TOLERANCE})")
+    parser.add_argument("--time-budget", type=float, metavar="SECONDS",
+                        help="the anytime beam stops after this long, keeping the best bound found (default: none)")
+    parser.add_argument("--samples", type=int, default=1000, help="samples per method, k (default: 1000)")
+    parser.add_argument("--max-len", type=int,
+                        help=f"lattice length bound L (default: canonical length + {DEFAULT_LENGTH_MARGIN})")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every sampler (default: 0)")
+    add_device_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -193,19 +277,16 @@ def build_parser() -> argparse.ArgumentParser:
     smp.set_defaults(run=sample_command)
     est = sub.add_parser("estimate", help="estimate the marginal probability of a text")
     _add_common(est)
-    est.add_argument("--context", help="text the tokenizations are conditioned on, or - (default: none)")
-    est.add_argument("--methods", default="canonical,lattice,proxy",
-                     help=f"comma list of {', '.join(METHODS)} (default: canonical,lattice,proxy)")
-    add_beam_width(est, default="auto")
-    est.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                     help=f"the anytime beam stops when a widening adds less, in nats (default: {DEFAULT_TOLERANCE})")
-    est.add_argument("--time-budget", type=float, metavar="SECONDS",
-                     help="the anytime beam stops after this long, keeping the best bound found (default: none)")
-    est.add_argument("--samples", type=int, default=1000, help="samples per method, k (default: 1000)")
-    est.add_argument("--max-len", type=int, help=f"lattice length bound L (default: canonical length + {DEFAULT_LENGTH_MARGIN})")
-    est.add_argument("--seed", type=int, default=0, help="seed of every sampler (default: 0)")
-    add_device_arguments(est)
+    _add_estimate_options(est, default_methods="canonical,lattice,proxy")
     est.set_defaults(run=estimate_command)
+    cmp = sub.add_parser("compare", help="one text's marginal under two or more models, side by side")
+    cmp.add_argument("text", help="the text, or - to read it from standard input")
+    cmp.add_argument("--models", required=True,
+                     help="comma list of two or more models (embedded name, HF id or folder; name@dtype compares "
+                     "one model in two precisions)")
+    cmp.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_estimate_options(cmp, default_methods="canonical,beam")
+    cmp.set_defaults(run=compare_command)
     add_task_commands(sub)
     sub.add_parser(
         "lm-eval", add_help=False,
@@ -223,9 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_cli(lambda: lm_eval_main(argv[1:]), "marginal lm-eval")
     args = build_parser().parse_args(argv)
 
-    def command() -> None:
+    def command() -> int | None:
         result = args.run(args)
         print(json.dumps(result, ensure_ascii=False) if args.json else _summary(result))
+        return 2 if any("error" in m for m in result.get("models", {}).values()) else None  # compare: a side failed
 
     return run_cli(command)
 

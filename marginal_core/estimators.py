@@ -170,6 +170,13 @@ class Estimate:
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", Method.parse(self.method))  # a name given as a string
 
+    def __repr__(self) -> str:
+        """One short line (the arrays stay out of a table's cell or a notebook's output)."""
+        sign = "≥" if self.method.is_bound and self.method is not Method.EXACT else "≈"
+        state = "" if self.run.done else f", {'stopped' if self.run.cancelled else 'running'}"
+        return (f"Estimate({self.method.value}: log p(text) {sign} {self.log_marginal:.3f}, "
+                f"{self.num_distinct:,} paths, {self.seconds:.2f} s{state})")
+
     @property
     def rounds(self) -> tuple[Round, ...]:
         """An anytime beam's finished rounds; none for every other run."""
