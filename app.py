@@ -18,7 +18,7 @@ from __future__ import annotations
 import streamlit as st
 
 from marginal_core.turns import TurnCancelled
-from pages import home, lattice, mass, qa, rank, results, running, samplers, translation
+from pages import compare, home, lattice, mass, qa, rank, results, running, samplers, translation
 from pages._app import inputs, lesson, links, live, loaders, machine, projector
 
 
@@ -32,6 +32,7 @@ def navigation() -> dict[str, list[st.Page]]:
             st.Page(mass.page, title="Probability mass", icon=":material/balance:", url_path="mass"),
             st.Page(samplers.page, title="Samplers", icon=":material/casino:", url_path="samplers"),
             st.Page(running.page, title="Running estimates", icon=":material/timeline:", url_path="running"),
+            st.Page(compare.page, title="Compare models", icon=":material/compare_arrows:", url_path="compare"),
             st.Page(rank.page, title="Rank correlation", icon=":material/scatter_plot:", url_path="rank"),
         ],
         "Downstream tasks": [
@@ -46,7 +47,11 @@ def main() -> None:
     """One run of the app: the navigation, the shared inputs, then the chosen page."""
     st.set_page_config(page_title="marginal: tokenization marginals", page_icon=":material/join:", layout="wide",
                        initial_sidebar_state="collapsed" if projector.requested() else "auto")
-    page = st.navigation(navigation())
+    sections = navigation()
+    page = st.navigation(sections)
+    if (opens := inputs.page_to_open()) is not None:  # an example that opens its own page (Compare)
+        target = next(p for pages in sections.values() for p in pages if p.url_path == opens)
+        st.switch_page(target, query_params={})  # the widgets bound to the URL write theirs again there
     live.begin_script_run()
     inputs.sidebar()
     loaders.preload(inputs.current())  # the model loads while the page draws what needs none

@@ -16,6 +16,9 @@ COLORS = {
     "greyed": "#d0d0d0",
 }
 
+# Two models side by side (Compare): the first model's colour, the second's.
+MODEL_COLORS = ("#0b6e4f", "#b5179e")
+
 KIND_LABELS = {
     "canonical": "canonical",
     "off_by_one": "off-by-one",

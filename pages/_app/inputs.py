@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 # takes nine); the server answers HTTP 400 to a request line past about 128 KB.
 MAX_LINKED_CHARS = 50_000
 _LINK_CHECKED = "_link_checked_against_server"  # set once the session's first run checked its link
+_OPEN = "_example_opens"  # the page an example picked in the menu opens on the next run
 
 
 @dataclass(frozen=True)
@@ -136,20 +137,32 @@ def _take_example() -> None:
     chosen = next((p for p in presets.PRESETS if p.name == st.session_state.get("example")), None)
     if chosen is not None:
         st.session_state["text"], st.session_state["context"] = chosen.text, chosen.context
+        if chosen.opens:
+            st.session_state[_OPEN] = chosen.opens
+
+
+def page_to_open() -> str | None:
+    """The URL path of the page an example just picked opens (once), else None."""
+    return st.session_state.pop(_OPEN, None)
 
 
 def _model_box(sb: DeltaGenerator, policy: server.ServerPolicy) -> None:
-    """The model box: the server's models only, or (the local default) any id or folder typed in."""
+    """The sidebar's model box (URL key model)."""
+    model_box(sb, policy, "Model", "model")
+
+
+def model_box(where: DeltaGenerator, policy: server.ServerPolicy, label: str, key: str, index: int = 0) -> str:
+    """A model box bound to the URL key ``key``: the server's models only, or (the local default)
+    any id or folder typed in; option ``index`` until one is chosen. Returns the model chosen."""
     if policy.models is not None:
-        sb.selectbox("Model", list(policy.models), index=0, key="model", bind="query-params",
-                     help="The models this server offers.")
-        return
+        return where.selectbox(label, list(policy.models), index=index, key=key, bind="query-params",
+                               help="The models this server offers.")
     options = known_models()
-    chosen = st.session_state.get("model")
+    chosen = st.session_state.get(key)
     if chosen and chosen not in options:
         options = options + [chosen]
-    sb.selectbox(
-        "Model", options, index=0, key="model", bind="query-params", accept_new_options=True,
+    return where.selectbox(
+        label, options, index=index, key=key, bind="query-params", accept_new_options=True,
         help="An embedded model (works offline) or any Hugging Face model id or local folder: type it in.",
     )
 

@@ -16,6 +16,7 @@ ORDER: tuple[tuple[str, str, str], ...] = (
     ("mass", "Probability mass", "which tokenizations hold the mass"),
     ("samplers", "Samplers", "what each estimator draws"),
     ("running", "Running estimates", "how the estimates converge"),
+    ("compare", "Compare models", "one text under two models, where each puts its mass"),
     ("rank", "Rank correlation", "how well the proxy's proposal orders tokenizations"),
     ("qa", "Multiple-choice Q&A", "does the marginal change the answers"),
     ("translation", "Translation", "does it change which translation wins"),

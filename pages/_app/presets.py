@@ -14,12 +14,14 @@ QUESTION = "Question: {q}\nAnswer:"
 
 @dataclass(frozen=True)
 class Preset:
-    """One example: its menu name, text, context ('' for none) and what a student should look for."""
+    """One example: its menu name, text, context ('' for none), what a student should look for,
+    and the page it opens (URL path; '' stays on the page it was picked on)."""
 
     name: str
     text: str
     context: str
     look_for: str
+    opens: str = ""
 
 
 PRESETS: tuple[Preset, ...] = (
@@ -34,8 +36,9 @@ PRESETS: tuple[Preset, ...] = (
         "Two models disagree",
         " Tokyo",
         "",
-        "Switch the model: Gemma 3 keeps almost all the mass on the canonical ␣Tokyo, SmolLM2 puts almost all "
+        "Side by side: Gemma 3 keeps almost all the mass on the canonical ␣Tokyo, SmolLM2 puts almost all "
         "of it on ␣To|kyo, a tokenization its own tokenizer never produces.",
+        opens="compare",
     ),
     Preset(
         "Many splits",
