@@ -30,6 +30,7 @@ from marginal_core.viz.charts import (
     running_figure,
     top_n_figure,
 )
+from marginal_core.viz.compare import MIN_FLOW_SHARE, byte_axis_chips_html, differing_cuts, flows_figure
 from marginal_core.viz.graph import (
     FLOW_FLOOR,
     RenderError,
@@ -78,4 +79,8 @@ __all__ = [
     "rank_scatter",
     "RunTrace",
     "running_figure",
+    "MIN_FLOW_SHARE",
+    "byte_axis_chips_html",
+    "differing_cuts",
+    "flows_figure",
 ]
