@@ -473,8 +473,8 @@ def _small_png(path: Path) -> None:
         im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
 
 
-def make_screenshots(folder: Path, model: str | None = None) -> None:
-    """One screenshot per page with the default text, buttons pressed, into folder."""
+def make_screenshots(folder: Path, model: str | None = None, only: str | None = None) -> None:
+    """One screenshot per page with the default text, buttons pressed, into folder (only: that page's alone)."""
     folder.mkdir(parents=True, exist_ok=True)
     OUTPUT.mkdir(parents=True, exist_ok=True)
     query = f"model={model}" if model else ""
@@ -485,10 +485,11 @@ def make_screenshots(folder: Path, model: str | None = None) -> None:
         ("mass", "mass", "compute", "Canonical share", 1150),
         ("rank", "rank", "draw", "Spearman ρ", 1000),
         ("running", "running?y=non-canonical+mass", "run", "Done:", 1000),
+        ("compare", "compare?text=%20Tokyo&context=", "run", "Done:", 2150),  # the "Two models disagree" example
     ]
     with streamlit_server() as server:
         base = server.url
-        for name, path, key, ready, height in shots:
+        for name, path, key, ready, height in [shot for shot in shots if only in (None, shot[0])]:
             with browser_page(1400, height) as page:
                 t0 = time.perf_counter()
                 sep = "&" if "?" in path else "?"
@@ -503,10 +504,14 @@ def make_screenshots(folder: Path, model: str | None = None) -> None:
                 page.get_by_text(ready).first.wait_for()
                 settle(page, 1500)
                 no_traceback(page)
+                page.mouse.move(0, 0)  # no button's tooltip over the page
+                page.wait_for_timeout(500)
                 target = folder / f"{name}.png"
                 page.screenshot(path=str(target))
                 _small_png(target)
                 print(f"{target}: {time.perf_counter() - t0:.1f} s", flush=True)
+        if only is not None:
+            return
         with chromium() as browser:  # the examples menu open, and projector mode at 1280x720 and 150% zoom
             page = new_page(browser, 1400, 900)
             page.goto(f"{base}/{'?' + query if query else ''}")
@@ -532,5 +537,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Make the app's README screenshots.")
     parser.add_argument("--screenshots", type=Path, default=ROOT / "docs" / "screenshots")
     parser.add_argument("--model", default=None)
+    parser.add_argument("--only", default=None, help="one page's screenshot (its file name without .png)")
     args = parser.parse_args()
-    make_screenshots(args.screenshots, args.model)
+    make_screenshots(args.screenshots, args.model, args.only)
