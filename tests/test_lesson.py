@@ -66,6 +66,12 @@ def test_every_example_loads_on_every_page_through_the_lesson_links(server, brow
         settle(page)
         assert page.get_by_label("Text", exact=True).input_value() == preset.text
         assert page.get_by_text(preset.look_for[:40]).count() >= 1  # what to look for, in the sidebar and on Home
+        if preset.opens:  # an example that opens its own page (Two models disagree: Compare), then the lesson
+            assert page.locator("h1").first.inner_text() == "Two models, one text"
+            assert page.locator("div.chip").count() >= 2  # both models' tokens, one byte axis
+            clean(page)
+            page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Home").click()
+            settle(page)
         for title in VIEWS[1:]:
             link = page.get_by_role("link", name=f"Next in the lesson: {title}")
             link.wait_for()
