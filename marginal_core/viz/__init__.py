@@ -1,6 +1,7 @@
 """Figures and tables of lattices and estimates, in small modules: ``text`` (pieces, chips,
 numbers for display), ``arcs`` (which arcs a drawing shows), ``graph`` (graphviz drawings),
-``tables`` (pandas) and ``charts`` (plotly), with the colours every view shares in ``style``.
+``tables`` (pandas), ``charts`` (plotly) and ``compare`` (two models on one byte axis), with the
+colours every view shares in ``style``.
 
 Plain Python, so the app, notebooks and tests use the same figures; nothing here runs a model
 (callers pass lattices and :class:`~marginal_core.estimators.Estimate` objects in). graphviz,
