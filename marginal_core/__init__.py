@@ -1,9 +1,22 @@
 """marginal: decoding-free marginalization of causal LMs over tokenizations.
 
-Importing the package is cheap (no torch); the heavy modules are imported where they are used.
+    import marginal_core as mc
+
+    mc.build_lattice(text, "gemma3-270m")      # the tokenization lattice (a model name or a tokenizer)
+    mc.estimate(text, model="gemma3-270m")     # an Estimate (the anytime beam); methods="canonical,lattice" etc.
+    mc.Marginalizer("gemma3-270m", text, context=None)  # every method on one text, streams and all
+    mc.compare(text, models=["gemma3-270m", "smollm2-135m"])  # one text under two models: a DataFrame
+    mc.scan("texts.txt", models="gemma3-270m,smollm2-135m")  # a file of texts: the tidy DataFrame
+    mc.load_model(name, device=None, dtype="auto")  # a loaded model, kept for later calls
+    mc.Method, mc.EstimateOptions, mc.Estimate, mc.Lattice, mc.MarginalError and the other errors
+
+Importing the package is cheap (no torch): each name is imported on first use.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from marginal_core.errors import (
     EmptyTextError,
@@ -16,8 +29,23 @@ from marginal_core.errors import (
 
 __version__ = "0.1.0"
 
+# name -> the module that defines it, imported when the name is first read
+_LAZY = {
+    "load_model": "marginal_core.models",
+    "build_lattice": "marginal_core.lattice",
+    "Lattice": "marginal_core.lattice",
+    "Marginalizer": "marginal_core.estimators",
+    "Estimate": "marginal_core.estimators",
+    "EstimateOptions": "marginal_core.estimators",
+    "estimate": "marginal_core.api",
+    "scan": "marginal_core.api",
+    "compare": "marginal_core.compare",
+    "Method": "marginal_core.methods",
+}
+
 __all__ = [
     "__version__",
+    *_LAZY,
     "MarginalError",
     "UnknownModelError",
     "EmptyTextError",
@@ -25,3 +53,16 @@ __all__ = [
     "NormalizationError",
     "TooManyPathsError",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, each imported on first use (so ``import marginal_core`` loads no torch)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'marginal_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -14,9 +15,12 @@ StopCheck = Callable[[], bool]
 
 
 def tqdm_bar(total: int | None, desc: str, initial: int = 0, leave: bool = True) -> Any:
-    """A tqdm bar on standard error (tqdm imported only when a bar is drawn)."""
-    from tqdm.auto import tqdm
-
+    """A tqdm bar on standard error (tqdm imported only when a bar is drawn): a widget in a
+    notebook with ipywidgets, text elsewhere (tqdm.auto warns in a kernel without ipywidgets)."""
+    if "ipykernel" in sys.modules and importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.notebook import tqdm
+    else:
+        from tqdm.std import tqdm
     return tqdm(total=total, initial=initial, desc=desc, file=sys.stderr, leave=leave, dynamic_ncols=True)
 
 

@@ -9,13 +9,15 @@ beside the cached tokenizer.json instead, and never imports transformers.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +44,7 @@ SNAPSHOT_FILE = "lattice-snapshot.pkl"
 # The models (per name, device, dtype) and tokenizers kept loaded in a process, least recently
 # used first out: a server whose visitors name many models holds at most this many of each.
 MAX_MODELS = int(os.environ.get("MARGINAL_MAX_MODELS", "4") or 4)
+VERBOSE_ENV = "MARGINAL_VERBOSE"  # set: transformers' own load bars and notices, and no one-line summary
 _LOCK = threading.RLock()
 # Tokenizers load under a lock of their own (taken after _LOCK where both are held), so that a
 # page asking for a text's tokens does not wait for another thread's whole model load.
@@ -335,7 +338,32 @@ def load_model(
                             "probabilities mean nothing); bench/scale.py loads it with allow_random_weights=True")
     dev = resolve_device(device)
     with _LOCK:
-        return _load_model_memo(canonical_name(name), dev, resolve_dtype(dtype, dev), attn_implementation)
+        misses, started = _load_model_memo.cache_info().misses, time.perf_counter()
+        with _quiet_transformers():
+            loaded = _load_model_memo(canonical_name(name), dev, resolve_dtype(dtype, dev), attn_implementation)
+        if _load_model_memo.cache_info().misses > misses and not os.environ.get(VERBOSE_ENV):
+            print(f"marginal: loaded {loaded.name} on {loaded.device} in {str(loaded.dtype).removeprefix('torch.')} "
+                  f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+        return loaded
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """transformers' own progress bars and notices off while a model loads (one line says it
+    loaded instead), unless $MARGINAL_VERBOSE asks for everything."""
+    from transformers.utils import logging as hf_logging
+
+    if os.environ.get(VERBOSE_ENV) or not hf_logging.is_progress_bar_enabled():
+        yield
+        return
+    level = hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.enable_progress_bar()
+        hf_logging.set_verbosity(level)
 
 
 # --------------------------------------------------------------------------------------------

@@ -61,38 +61,10 @@ def eval_mt_command(args: argparse.Namespace) -> dict[str, Any]:
 
 def scan_command(args: argparse.Namespace) -> dict[str, Any]:
     """Score every text of a file under each model; export the tidy tables (Ctrl-C keeps what is done)."""
-    from dataclasses import replace
+    from marginal_core.tasks.scan import parse_models, parse_shard, run_scan
 
-    from marginal_core.tasks.scan import (
-        LEADING_SPACE,
-        ScanTask,
-        bare_leading_space,
-        merge,
-        model_folder,
-        parse_models,
-        parse_shard,
-        write_index,
-    )
-    from marginal_core.tasks.scan_report import export
-
-    task, options, models = ScanTask(args.file, parse_shard(args.shard)), _options(args), parse_models(args.models)
-    texts = task.load(options)
-    if bare := bare_leading_space(texts):
-        print(f"marginal scan: warning: {len(bare)} of {len(texts)} texts {LEADING_SPACE}", file=sys.stderr)
-    write_index(args.out, args.file, models)
-    if args.merge:
-        taken = merge(args.out, args.merge)
-        print(f"marginal scan: took {taken} finished rows from {len(args.merge)} folder(s)", file=sys.stderr)
-    report, stopped = {}, False
-    try:
-        for model in models:
-            report = evaluate(task, model_folder(args.out, model), replace(options, model=model))
-    except KeyboardInterrupt:
-        stopped = True
-    found = export(args.out)
-    if stopped:
-        print(f"marginal scan: stopped; what finished is kept in {args.out}: rerun the command to continue",
-              file=sys.stderr)
+    found, report, stopped = run_scan(args.file, args.out, parse_models(args.models), _options(args),
+                                      shard=parse_shard(args.shard), merge_from=args.merge or ())
     return {"report": f"{args.out}/report.md", "out": args.out, "model": ", ".join(found["models"]),
             "device": report.get("device", "-"), "dtype": report.get("dtype", "-"), "texts": found["texts"],
             "rows": found["rows"], "paths": found["paths"], "stopped": stopped, "table": "\n" + found["markdown"]}

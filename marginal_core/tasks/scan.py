@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,3 +190,32 @@ def _columns(folder: Path) -> list[str]:
     """The columns of a results folder's rows.csv."""
     with open(Path(folder) / "rows.csv", encoding="utf-8", newline="") as fh:
         return next(csv.reader(fh))
+
+
+def run_scan(file: str | Path, out: str | Path, models: Sequence[str], options: EvalOptions, *,
+             shard: tuple[int, int] | None = None, merge_from: Sequence[str | Path] = ()
+             ) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """`marginal scan`: every text of the file under each model, into out (resumable), then the
+    exports; Ctrl-C stops it and keeps what finished. Returns (the export's figures, the last
+    model's report, whether it was stopped). Notes go to standard error."""
+    from dataclasses import replace
+
+    from marginal_core.tasks.evaluator import evaluate
+    from marginal_core.tasks.scan_report import export
+
+    task = ScanTask(str(file), shard)
+    texts = task.load(options)
+    if bare := bare_leading_space(texts):
+        print(f"marginal scan: warning: {len(bare)} of {len(texts)} texts {LEADING_SPACE}", file=sys.stderr)
+    write_index(out, str(file), models)
+    if merge_from:
+        taken = merge(out, merge_from)
+        print(f"marginal scan: took {taken} finished rows from {len(merge_from)} folder(s)", file=sys.stderr)
+    report, stopped = {}, False
+    try:
+        for model in models:
+            report = evaluate(task, model_folder(out, model), replace(options, model=model))
+    except KeyboardInterrupt:
+        stopped = True
+        print(f"marginal scan: stopped; what finished is kept in {out}: run it again to continue", file=sys.stderr)
+    return export(out), report, stopped

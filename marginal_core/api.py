@@ -1,0 +1,61 @@
+"""The one-call functions of the public API (``import marginal_core as mc``): a text's estimates
+under a model named by its name, and a scan of a file of texts as a DataFrame."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from marginal_core.cache import cache_root
+from marginal_core.methods import Method, parse_methods
+from marginal_core.models.registry import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from marginal_core.estimators import Estimate
+    from marginal_core.lm.adapter import LM
+    from marginal_core.models import LoadedModel
+
+
+def estimate(text: str, model: str | LoadedModel | LM = DEFAULT_MODEL, methods: str | Sequence[str] = "beam",
+             context: str | None = None, **options: Any) -> Estimate | dict[str, Estimate]:
+    """The text's estimate by one method (an Estimate), or by several (a comma list or a list: a
+    dict of Estimates by method, in order); options as ``Marginalizer.stream`` takes them
+    (samples, seed, max_len, beam_width, ...). ``model``: a name, or a loaded model."""
+    from marginal_core.estimators import Marginalizer
+
+    chosen = parse_methods(methods, allowed=[m.value for m in Method])
+    marginalizer = Marginalizer(model, text, context)
+    found = {name: marginalizer.estimate(name, **options) for name in chosen}
+    single = isinstance(methods, (str, Method)) and "," not in str(methods)
+    return found[chosen[0]] if single else found
+
+
+def scan(file: str | Path, models: str | Sequence[str] = DEFAULT_MODEL, methods: str | Sequence[str] = "canonical,beam",
+         *, out: str | Path | None = None, **options: Any) -> pd.DataFrame:
+    """`marginal scan` as a function: every text of a .txt, .jsonl or .csv file under each model,
+    kept in the results folder ``out`` (resumable; default a folder under the cache named by the
+    file and the settings), returned as the tidy table (a row per text x model x method, with
+    each estimate's heaviest tokenization). Ctrl-C stops it and returns what finished.
+    Options: samples, seed, max_len, limit, device, dtype, beam_width (None: the anytime beam)."""
+    import pandas as pd
+
+    from marginal_core.tasks.options import EvalOptions
+    from marginal_core.tasks.scan import run_scan
+
+    names = [models] if isinstance(models, str) else list(models)
+    names = [m.strip() for n in names for m in n.split(",") if m.strip()]
+    settings = {"samples": 100, "beam_width": None, **options, "methods": methods}
+    folder = Path(out) if out is not None else _default_folder(Path(file), names, settings)
+    found, _, _ = run_scan(file, folder, names, EvalOptions(**settings))
+    return pd.read_csv(Path(found["out"]) / "scan.csv")
+
+
+def _default_folder(file: Path, models: list[str], settings: dict[str, Any]) -> Path:
+    """A scan's folder under the cache, named by the file and a hash of its path, models and settings."""
+    key = json.dumps([str(file.resolve()), models, settings], sort_keys=True, default=str)
+    return cache_root() / "scans" / f"{file.stem}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
