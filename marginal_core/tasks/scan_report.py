@@ -39,7 +39,8 @@ def best_rows(rows: pd.DataFrame, per: Sequence[str] = ("item",)) -> pd.DataFram
     return ranked.drop_duplicates(list(per)).sort_values("gain_nats", ascending=False, kind="stable")
 
 
-def _short(text: str) -> str:
+def short_text(text: str) -> str:
+    """A text on one line, cut to TEXT_WIDTH characters for a report.md table."""
     flat = " ".join(text.split()) if text.strip() else repr(text)
     return flat if len(flat) <= TEXT_WIDTH else flat[: TEXT_WIDTH - 1] + "…"
 
@@ -76,7 +77,7 @@ def scan_markdown(report: dict[str, Any]) -> str:
           f["over_1_nat"], f"{report['timing'][m]['seconds']:.2f}"] for m, f in report["by_method"].items()])
     top = markdown.table(
         ["text", "id", "best method", "log p(canonical)", "log p(text)", "gain (nats)", "off the canonical"],
-        [[_short(r["text"]), r["item"], r["method"], f"{r['log_p_canonical']:.3f}", f"{r['log_marginal']:.3f}",
+        [[short_text(r["text"]), r["item"], r["method"], f"{r['log_p_canonical']:.3f}", f"{r['log_marginal']:.3f}",
           f"{r['gain_nats']:.3f}", f"{100 * r['share_off_canonical']:.1f}%"] for r in report["ranked"][:TOP]])
     return "\n".join([head, "", *methods, "", f"#### The {min(TOP, report['texts'])} texts that gain most", "",
                       *top, ""])
@@ -149,7 +150,10 @@ def top_tokenizations(texts: pd.DataFrame, paths: pd.DataFrame) -> pd.DataFrame:
 
 def export(out: str | Path) -> dict[str, Any]:
     """scan.csv/.parquet (a row per text x model x method), paths.csv/.parquet (the decoded
-    tokenizations) and report.md across the scan's models, in out; returns the figures."""
+    tokenizations), compare.csv (a row per text x pair of models) and report.md across the scan's
+    models, in out, with report.json beside them in a scan folder; returns the figures."""
+    from marginal_core.tasks.scan_compare import comparisons
+
     out = Path(out)
     folders = model_folders(out)
     texts = pd.concat([texts_table(f) for f in folders.values()], ignore_index=True)
@@ -160,11 +164,20 @@ def export(out: str | Path) -> dict[str, Any]:
         store.write_whole(out / f"{name}.parquet", partial(frame.to_parquet, index=False))
     reports = [scan_report(f) for f in folders.values()]
     parts = [r["markdown"] for r in reports]
-    if len(folders) > 1:
-        parts.append(across_models(texts))
+    pairs = comparisons(texts, list(folders))
+    if pairs:
+        paired = pd.concat([c.paired for c in pairs], ignore_index=True)
+        store.write_whole(out / "compare.csv", partial(paired.to_csv, index=False))
+        parts += [across_models(texts), *(c.markdown() for c in pairs)]
+    figures = {"texts": int(texts["id"].nunique()), "models": list(folders), "rows": len(texts), "paths": len(paths),
+               "comparisons": [c.as_json() for c in pairs]}
     store.write_whole(out / "report.md", lambda tmp: tmp.write_text("\n".join(parts), encoding="utf-8"))
-    return {"texts": int(texts["id"].nunique()), "models": list(folders), "rows": len(texts), "paths": len(paths),
-            "markdown": "\n".join(parts), "out": str(out)}
+    if (out / "scan.json").is_file():  # not one model's folder, whose report.json is its run's
+        body = {**figures, "by_model": {m: {k: v for k, v in r.items() if k != "markdown"}
+                                        for m, r in zip(folders, reports)}}
+        text = json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+        store.write_whole(out / "report.json", lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return {**figures, "markdown": "\n".join(parts), "out": str(out)}
 
 
 def across_models(texts: pd.DataFrame) -> str:
@@ -175,7 +188,7 @@ def across_models(texts: pd.DataFrame) -> str:
     models = list(dict.fromkeys(best["model"]))
     order = wide["gain_nats"].max(axis=1).sort_values(ascending=False).index[:TOP]
     text_of = dict(zip(best["id"], best["text"]))
-    rows = [[_short(text_of[i]), *(f"{wide.loc[i, ('gain_nats', m)]:.3f}" for m in models),
+    rows = [[short_text(text_of[i]), *(f"{wide.loc[i, ('gain_nats', m)]:.3f}" for m in models),
              *(str(wide.loc[i, ("top_tokenization", m)]) for m in models)] for i in order]
     header = ["text", *(f"gain, {m}" for m in models), *(f"top tokenization, {m}" for m in models)]
     return "\n".join([f"### Texts ranked by their largest gain under any model (top {len(order)})", "",

@@ -257,3 +257,27 @@ def running_figure(
     what = "log p(text)" if y == "marginal" else "Non-canonical mass"
     title = f"{what} estimate vs. " + ("samples" if x == "samples" else "seconds")
     return _layout(fig, title, "samples" if x == "samples" else "seconds", RUNNING_Y[y])
+
+
+
+def paired_scatter(paired: pd.DataFrame, a: str, b: str, value: str, title: str, axis: str) -> go.Figure:
+    """A scan's texts under models a and b (a row of scan_compare.paired_table each): ``value``'s
+    ``_a`` column on x against its ``_b`` on y, with the line y = x; the texts that flip stand out."""
+    import plotly.graph_objects as go
+
+    from marginal_core.viz.style import MODEL_COLORS
+
+    x, y = paired[f"{value}_a"].to_numpy(dtype=float), paired[f"{value}_b"].to_numpy(dtype=float)
+    seen = np.concatenate([x, y])
+    seen = seen[np.isfinite(seen)]
+    low, high = (float(seen.min()), float(seen.max())) if len(seen) else (0.0, 1.0)
+    fig = go.Figure(go.Scatter(x=[low, high], y=[low, high], mode="lines", name="y = x", hoverinfo="skip",
+                               line=dict(color=COLORS["rest"], dash="dot", width=1)))
+    flips = paired["flips"].to_numpy(dtype=bool)
+    for name, keep, color in (("same model ahead", ~flips, MODEL_COLORS[0]), ("flips", flips, MODEL_COLORS[1])):
+        if keep.any():
+            fig.add_trace(go.Scatter(
+                x=x[keep], y=y[keep], mode="markers", name=name, marker=dict(color=color, size=8, opacity=0.75),
+                text=[t if len(t) <= 60 else t[:59] + "…" for t in paired["text"][keep]],
+                hovertemplate=f"%{{text}}<br>{a}: %{{x:.3f}}<br>{b}: %{{y:.3f}}<extra></extra>"))
+    return _layout(fig, title, f"{axis}, {a}", f"{axis}, {b}")

@@ -55,19 +55,23 @@ def view_link(page: str, text: str, context: str, model: str, **params: str) -> 
     return f"{page}?" + urlencode({"model": model, "text": text, "context": context, **params})
 
 
-def scan_rows(folder: Path) -> pd.DataFrame:
-    """Per text and model of a scan, the best bound's gain over the canonical, its heaviest
-    tokenization and links to the text's mass flow and probability mass; largest gain first."""
-    from marginal_core.tasks.scan_report import best_rows, model_folders
-
+def scan_table(folder: Path) -> pd.DataFrame:
+    """A scan's tidy table (a row per text x model x method, with the heaviest tokenization):
+    its scan.parquet, or, for a model folder or a scan stopped before its export, built anew."""
     tidy = folder / "scan.parquet"
     if tidy.is_file():
-        table = pd.read_parquet(tidy)
-    else:  # a model folder, or a scan stopped before its export
-        from marginal_core.tasks.scan_report import paths_table, texts_table, top_tokenizations
+        return pd.read_parquet(tidy)
+    from marginal_core.tasks.scan_report import model_folders, paths_table, texts_table, top_tokenizations
 
-        parts = model_folders(folder).values()
-        table = top_tokenizations(pd.concat([texts_table(f) for f in parts]), pd.concat([paths_table(f) for f in parts]))
+    parts = model_folders(folder).values()
+    return top_tokenizations(pd.concat([texts_table(f) for f in parts]), pd.concat([paths_table(f) for f in parts]))
+
+
+def scan_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """Per text and model of a scan's tidy table, the best bound's gain over the canonical, its
+    heaviest tokenization and links to the text's mass flow and probability mass; largest gain first."""
+    from marginal_core.tasks.scan_report import best_rows
+
     best = best_rows(table.rename(columns={"id": "item"}), ("item", "model"))
     return pd.DataFrame({
         "text": best["text"], "model": best["model"], "gain (nats)": best["gain_nats"],
@@ -76,6 +80,17 @@ def scan_rows(folder: Path) -> pd.DataFrame:
         "mass flow": [view_link("lattice", r.text, r.context, r.model, arcs_by="mass flow") for r in best.itertuples()],
         "probability mass": [view_link("mass", r.text, r.context, r.model) for r in best.itertuples()],
     })
+
+
+def paired_rows(paired: pd.DataFrame) -> pd.DataFrame:
+    """Texts of a comparison of models A and B (scan_compare.paired_table rows) as the page lists
+    them: both differences and both gains (nats, 3 decimals), whether it flips, and a link to the
+    text on the Compare page."""
+    return pd.DataFrame({
+        "text": paired["text"], "canonical, A − B": paired["diff_canonical"], "marginal, A − B": paired["diff_marginal"],
+        "gain, A": paired["gain_nats_a"], "gain, B": paired["gain_nats_b"], "flips": paired["flips"],
+        "compare": [view_link("compare", r.text, r.context, r.model_a, model_b=r.model_b) for r in paired.itertuples()],
+    }).round(3)
 
 
 def changed_rows(folder: Folder) -> pd.DataFrame:

@@ -1,0 +1,63 @@
+"""Seconds the Results folders page takes on a scan folder of two models, and its comparison's figures.
+
+Each of --runs runs opens the page headless (streamlit.testing AppTest, a fresh script run as a
+shared link opens it: the router, the folder's scan.parquet read, the texts table and the "Compare
+models" section with both scatters). It prints the comparison's figures (Spearman's rho of the
+gains, texts that flip and that move by 0.1 nats or more), the median and worst seconds of a page
+run, and the seconds of the comparison alone (table read, paired table, rho, both figures).
+
+Run: .venv/bin/python bench/compare_render.py DIR [--runs 5]
+     (DIR: the --out of `marginal scan FILE --models a,b --out DIR`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from marginal_core.tasks.scan_compare import comparisons  # noqa: E402
+from marginal_core.viz.charts import paired_scatter  # noqa: E402
+from pages._app.folders import scan_table  # noqa: E402
+from tests.apptest import app  # noqa: E402
+
+
+def comparison_seconds(folder: Path) -> float:
+    """Seconds of the comparison alone: the tidy table read, the first pair's table, rho, both figures."""
+    start = time.perf_counter()
+    comparison = comparisons(scan_table(folder))[0]
+    _ = comparison.rho, comparison.flips
+    for value in ("gain_nats", "log_p_text"):
+        paired_scatter(comparison.paired, comparison.a, comparison.b, value, value, value).to_json()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    first = comparisons(scan_table(args.folder))[0]
+    figures = first.as_json()
+    rho = "n/a" if figures["gain_rho"] is None else f"{figures['gain_rho']:.3f}"
+    print(f"{figures['a']} against {figures['b']}: {figures['texts']} texts, Spearman's rho of the gains {rho}, "
+          f"{figures['flips']} flip, {figures['moved']} move >= 0.1 nats")
+    page = []
+    for _ in range(args.runs):
+        start = time.perf_counter()
+        at = app("pages/results.py", folder=str(args.folder))
+        page.append(time.perf_counter() - start)
+        if at.exception or at.error or "Compare models" not in [s.value for s in at.subheader]:
+            raise SystemExit(f"the page did not show the comparison: {at.exception or at.error}")
+    alone = [comparison_seconds(args.folder) for _ in range(args.runs)]
+    print(f"page run (AppTest, {args.runs} runs): median {statistics.median(page):.2f} s, worst {max(page):.2f} s "
+          f"(the first {page[0]:.2f} s); the comparison alone: median {statistics.median(alone):.3f} s")
+
+
+if __name__ == "__main__":
+    main()
