@@ -126,7 +126,9 @@ def add_commands(subparsers: Any) -> None:
         description="Score each text of FILE (.txt: one per line; .jsonl or .csv: text, optional context and id) "
                     "by each method under each model, into a resumable --out folder (a folder per model); "
                     "write scan.csv/.parquet (a row per text x model x method), paths.csv/.parquet (the decoded "
-                    "tokenizations behind each estimate) and report.md. Ctrl-C keeps what finished; rerun to continue.",
+                    "tokenizations behind each estimate), with two models or more compare.csv (per text and pair of "
+                    "models: log p_A - log p_B by canonical and by marginal, and whether marginalizing flips it), "
+                    "and report.md/report.json. Ctrl-C keeps what finished; rerun to continue.",
     )
     scan.add_argument("file", help="the texts: a .txt, .jsonl or .csv file")
     scan.add_argument("--models", default=DEFAULT_MODEL,
