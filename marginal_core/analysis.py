@@ -118,14 +118,22 @@ def top_n_mass(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
     return pd.DataFrame({"n": np.arange(1, len(log_p) + 1), "cumulative_share": cumulative})
 
 
+def tokenizations_found(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
+    """Every distinct tokenization found plus the canonical one (kind "canonical"), most probable
+    first, with ids, kind, log p and share of the found mass (an Estimate's table, its top five)."""
+    rows = _with_canonical(lattice, estimate).sort_values("log_p", ascending=False, kind="stable")
+    rows = rows.reset_index(drop=True)
+    rows.loc[rows["ids"] == lattice.canonical, "kind"] = "canonical"
+    rows["share"] = np.exp(rows["log_p"].to_numpy() - logsumexp(rows["log_p"]))
+    return rows
+
+
 def top_tokenizations(lattice: Lattice, estimate: Estimate, n: int = 5) -> pd.DataFrame:
     """The n most probable tokenizations found (canonical included), with their share of the
     found mass: which tokenizations carry the marginal."""
-    rows = _with_canonical(lattice, estimate).sort_values("log_p", ascending=False)
-    log_total = logsumexp(rows["log_p"])
-    top = rows.head(n)
+    top = tokenizations_found(lattice, estimate).head(n)
     return pd.DataFrame({"ids": top["ids"].to_list(), "log_p": top["log_p"].to_numpy(),
-                         "share": np.exp(top["log_p"].to_numpy() - log_total),
+                         "share": top["share"].to_numpy(),
                          "canonical": [p == lattice.canonical for p in top["ids"]]})
 
 

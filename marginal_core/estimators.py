@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,12 +36,15 @@ from marginal_core.jsonsafe import json_float
 from marginal_core.lattice import DEFAULT_ENUMERATION_BUDGET, Lattice, PathBatch, build_lattice
 from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.methods import Method
-from marginal_core.models import LoadedModel
+from marginal_core.models import LoadedModel, dtype_name
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.proposal import proposal_of
 from marginal_core.proxy import ProxyResult, proxy_stream
 from marginal_core.sampling import lattice_samples
 from marginal_core.scoring import ScoreStats, score_paths
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Checkpoints = tuple[tuple[int, float], ...]
 
@@ -147,11 +151,28 @@ class CanonicalScore:
 
 
 @dataclass(frozen=True, eq=False)
+class Source:
+    """What an Estimate was computed from, for its displays: the model's name, precision and
+    device, the context, and the text's lattice (the Marginalizer's own, shared, not copied)."""
+
+    model: str
+    dtype: str
+    device: str
+    context: str | None
+    lattice: Lattice
+
+    def __repr__(self) -> str:
+        """One short line (the lattice stays out of it)."""
+        return f"Source({self.model}, {self.dtype}, {self.device})"
+
+
+@dataclass(frozen=True, eq=False)
 class Estimate:
     """One method's estimate with every sample behind it, in sample order, and its run's state.
 
     ``running`` is the non-canonical log estimate after each sample. Marginals are natural
-    logs; -inf means no mass found (no non-canonical path, or the canonical method).
+    logs; -inf means no mass found (no non-canonical path, or the canonical method). ``source``
+    (set by the Marginalizer) names the model and holds the lattice its displays decode with.
     """
 
     method: Method
@@ -166,6 +187,7 @@ class Estimate:
     forward_passes: int
     run: RunState
     num_paths: int | None = None
+    source: Source | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", Method.parse(self.method))  # a name given as a string
@@ -176,6 +198,52 @@ class Estimate:
         state = "" if self.run.done else f", {'stopped' if self.run.cancelled else 'running'}"
         return (f"Estimate({self.method.value}: log p(text) {sign} {self.log_marginal:.3f}, "
                 f"{self.num_distinct:,} paths, {self.seconds:.2f} s{state})")
+
+    def _repr_html_(self) -> str:
+        """A card for a notebook (``viz.estimate_html``)."""
+        from marginal_core.viz.notebook import estimate_html
+
+        return estimate_html(self)
+
+    def _lattice(self, lattice: Lattice | None) -> Lattice | None:
+        """The lattice given, else the source's (None where neither is known)."""
+        return lattice if lattice is not None else self.source.lattice if self.source is not None else None
+
+    def to_pandas(self, lattice: Lattice | None = None) -> pd.DataFrame:
+        """One row per distinct scored tokenization plus the canonical one, most probable first:
+        its tokens joined by "|", their number, log p, kind and share of the mass found."""
+        import pandas as pd
+
+        from marginal_core.analysis import tokenizations_found
+        from marginal_core.viz.text import segmented
+
+        lattice = self._lattice(lattice)
+        if lattice is None:
+            raise MarginalError("this Estimate was not made by a Marginalizer, so it knows no lattice: pass lattice=")
+        rows = tokenizations_found(lattice, self)
+        return pd.DataFrame({"tokenization": [segmented(lattice, p) for p in rows["ids"]],
+                             "tokens": rows["ids"].map(len).to_numpy(dtype=int), "log_p": rows["log_p"].to_numpy(),
+                             "kind": rows["kind"].to_numpy(), "share": rows["share"].to_numpy()})
+
+    def rounds_frame(self) -> pd.DataFrame:
+        """An anytime beam's rounds, one row each: width, log mass found, prefixes pruned, certified
+        gap (nats), seconds and paths at its end; no rows for any other run."""
+        import pandas as pd
+
+        columns = ["width", "log_mass", "pruned", "certified_gap", "seconds", "paths"]
+        return pd.DataFrame([[r.width, r.log_mass, r.pruned, r.certified_gap, r.seconds, r.paths] for r in self.rounds],
+                            columns=columns)
+
+    def certified_gap(self, lattice: Lattice | None = None) -> float:
+        """Nats the exact log p(text) may lie above ``log_marginal``, at most, as the comparison's
+        figures decide it: 0 where exact, inf where not known (or not a bound: the proxy)."""
+        from marginal_core.compare import _gap
+
+        if not self.method.is_bound:
+            return math.inf
+        known = self._lattice(lattice)
+        every = known is not None and len(set(self.paths.tolist()) | {known.canonical}) == known.count()
+        return _gap(self, every)
 
     @property
     def rounds(self) -> tuple[Round, ...]:
@@ -278,6 +346,8 @@ class Marginalizer:
             raise ValueError("the shared context state holds other ids than this context's")
         self._context_state: ContextState | None = state
         self._canonical: CanonicalScore | None = None
+        loaded = self.lm.loaded
+        self.source = Source(loaded.name, dtype_name(loaded.dtype), str(self.lm.device), context, self.lattice)
 
     def context_state(self) -> ContextState:
         """The context's KV cache, taken on first use from the model's kept contexts (prefilled
@@ -356,6 +426,7 @@ class Marginalizer:
                 forward_passes=stats.forward_passes,
                 run=RunState(total, tuple(checkpoints), done=stop == total, cancelled=cancelled),
                 num_paths=num_paths,
+                source=self.source,
             )
             if cancelled or stop == total:
                 return
@@ -382,6 +453,7 @@ class Marginalizer:
             seconds=score.seconds,
             forward_passes=1,
             run=RunState(1, ((1, score.seconds),)),
+            source=self.source,
         )
 
     def _lattice_stream(
@@ -457,6 +529,7 @@ class Marginalizer:
                 forward_passes=result.forward_passes,
                 run=BeamRun(result.max_steps, tuple(checkpoints), done=result.done, cancelled=result.cancelled,
                             steps=result.steps, rounds=result.rounds),
+                source=self.source,
             )
 
     def _from_proxy(self, result: ProxyResult, checkpoints: Checkpoints) -> Estimate:
@@ -477,6 +550,7 @@ class Marginalizer:
             seconds=result.seconds,
             forward_passes=result.forward_passes,
             run=RunState(result.requested, checkpoints, done=result.done, cancelled=result.cancelled),
+            source=self.source,
         )
 
     def stream(

@@ -61,6 +61,20 @@ class Lattice:
     out_ptr: np.ndarray = field(repr=False)
     canonical: Path
 
+    def __repr__(self) -> str:
+        """One short line: the text (shortened), its bytes, arcs, tokenizations and canonical tokens."""
+        text = repr(self.text)
+        text = text if len(text) <= 60 else text[:57] + "…" + text[-1]
+        return (f"Lattice({text}, {len(self.data):,} bytes, {self.num_arcs:,} arcs, "
+                f"{format_count(self.count())} tokenizations, {len(self.canonical):,} canonical "
+                f"token{'s' if len(self.canonical) != 1 else ''})")
+
+    def _repr_html_(self) -> str:
+        """The lattice drawn inline in a notebook (``viz.lattice_html``)."""
+        from marginal_core.viz.notebook import lattice_html
+
+        return lattice_html(self)
+
     @property
     def end(self) -> int:
         """The final node: one past the last byte."""

@@ -1,6 +1,7 @@
 """Figures and tables of lattices and estimates, in small modules: ``text`` (pieces, chips,
 numbers for display), ``arcs`` (which arcs a drawing shows), ``graph`` (graphviz drawings),
-``tables`` (pandas), ``charts`` (plotly) and ``compare`` (two models on one byte axis), with the
+``tables`` (pandas), ``charts`` (plotly), ``compare`` (two models on one byte axis) and
+``notebook`` (how a Lattice and an Estimate show themselves in Jupyter), with the
 colours every view shares in ``style``.
 
 Plain Python, so the app, notebooks and tests use the same figures; nothing here runs a model
@@ -16,6 +17,7 @@ from marginal_core.viz.arcs import (
     READABLE_NODES,
     arc_roles,
     arcs_in_bound,
+    default_window,
     fit_window,
     token_window,
     window_arcs,
@@ -41,6 +43,7 @@ from marginal_core.viz.graph import (
     lattice_dot,
     lattice_graph,
 )
+from marginal_core.viz.notebook import estimate_html, lattice_html
 from marginal_core.viz.style import COLORS, KIND_LABELS
 from marginal_core.viz.tables import arcs_frame, samples_frame
 from marginal_core.viz.text import chips_html, code_span, count_label, format_log, format_small, segmented, show_piece
@@ -66,6 +69,7 @@ __all__ = [
     "arcs_in_bound",
     "arcs_frame",
     "token_window",
+    "default_window",
     "window_arcs",
     "window_nodes",
     "fit_window",
@@ -84,4 +88,6 @@ __all__ = [
     "byte_axis_chips_html",
     "differing_cuts",
     "flows_figure",
+    "lattice_html",
+    "estimate_html",
 ]

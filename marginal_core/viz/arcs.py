@@ -91,3 +91,12 @@ def fit_window(
             break
         count += 1
     return count
+
+
+
+def default_window(lattice: Lattice, first: int = 0) -> tuple[int, int] | None:
+    """The window a drawing shows unless told otherwise, as the app's lattice page picks it: None
+    (the whole lattice) while it is readable, else the canonical tokens from ``first`` that fit."""
+    if lattice.num_arcs <= MAX_DRAW_ARCS and lattice.num_nodes <= READABLE_NODES:
+        return None
+    return token_window(lattice, first, fit_window(lattice, first=first, max_nodes=READABLE_NODES))
