@@ -99,13 +99,6 @@ class Figures:
                 "heaviest_log_p": json_float(self.heaviest_log_p)}
 
 
-def _gap(est: Estimate, every: bool) -> float:
-    """Nats the exact marginal may lie above this estimate, at most (0: it is exact)."""
-    if every or est.method is Method.EXACT and est.run.done:
-        return 0.0
-    return est.rounds[-1].certified_gap if est.rounds and est.run.done else math.inf
-
-
 def figures(marginalizer: Marginalizer, estimates: Mapping[str, Estimate]) -> Figures:
     """A model's figures from its Estimates on one text (any methods; the best bound among the
     lower-bounding ones is log p(text); the canonical score alone where none ran)."""
@@ -115,8 +108,8 @@ def figures(marginalizer: Marginalizer, estimates: Mapping[str, Estimate]) -> Fi
     bounds = [e for e in estimates.values() if e.method.is_bound]
     best = max(bounds, key=lambda e: e.log_marginal, default=None)
     log_p_text = best.log_marginal if best is not None else lpc
-    gaps = [_gap(e, e.num_distinct + 1 == count) for e in bounds if e.log_marginal >= log_p_text]
-    gap = min(gaps, default=0.0 if count == 1 else math.inf)
+    gap = min((e.certified_gap(lat) for e in bounds if e.log_marginal >= log_p_text),
+              default=0.0 if count == 1 else math.inf)
     heaviest, heaviest_log_p = lat.canonical, lpc
     for e in (e for e in bounds if len(e.log_p)):
         i = int(e.log_p.argmax())
@@ -125,7 +118,7 @@ def figures(marginalizer: Marginalizer, estimates: Mapping[str, Estimate]) -> Fi
     return Figures(
         canonical_tokens=tuple(lat.pieces(lat.canonical)), num_paths=count, log_p_canonical=lpc, log_p_text=log_p_text,
         method=best.method.value if best is not None else Method.CANONICAL.value, exact=gap == 0.0,
-        certified_gap=gap, mass_off_canonical=float(-math.expm1(lpc - log_p_text)),
+        certified_gap=gap, mass_off_canonical=max(0.0, -math.expm1(lpc - log_p_text)),
         heaviest=tuple(lat.pieces(tuple(heaviest))), heaviest_log_p=heaviest_log_p)
 
 

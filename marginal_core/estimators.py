@@ -18,8 +18,8 @@ stream to its end. The canonical score is computed once, before any method's clo
 from __future__ import annotations
 
 import math
+import sys
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -194,7 +194,7 @@ class Estimate:
 
     def __repr__(self) -> str:
         """One short line (the arrays stay out of a table's cell or a notebook's output)."""
-        sign = "≥" if self.method.is_bound and self.method is not Method.EXACT else "≈"
+        sign = "≈" if not self.method.is_bound else "=" if self.certified_gap() == 0 else "≥"
         state = "" if self.run.done else f", {'stopped' if self.run.cancelled else 'running'}"
         return (f"Estimate({self.method.value}: log p(text) {sign} {self.log_marginal:.3f}, "
                 f"{self.num_distinct:,} paths, {self.seconds:.2f} s{state})")
@@ -235,15 +235,17 @@ class Estimate:
                             columns=columns)
 
     def certified_gap(self, lattice: Lattice | None = None) -> float:
-        """Nats the exact log p(text) may lie above ``log_marginal``, at most, as the comparison's
-        figures decide it: 0 where exact, inf where not known (or not a bound: the proxy)."""
-        from marginal_core.compare import _gap
-
+        """Nats the exact log p(text) may lie above ``log_marginal``, at most: 0 where exact (every
+        tokenization scored, a finished exact run, or a finished anytime beam that pruned nothing),
+        a finished anytime beam's certificate, inf where not known (or not a bound: the proxy)."""
         if not self.method.is_bound:
             return math.inf
         known = self._lattice(lattice)
-        every = known is not None and len(set(self.paths.tolist()) | {known.canonical}) == known.count()
-        return _gap(self, every)
+        if known is not None and len(set(self.paths.tolist()) | {known.canonical}) == known.count():
+            return 0.0  # every tokenization scored
+        if self.method is Method.EXACT and self.run.done:
+            return 0.0
+        return self.rounds[-1].certified_gap if self.rounds and self.run.done else math.inf
 
     @property
     def rounds(self) -> tuple[Round, ...]:
@@ -346,6 +348,7 @@ class Marginalizer:
             raise ValueError("the shared context state holds other ids than this context's")
         self._context_state: ContextState | None = state
         self._canonical: CanonicalScore | None = None
+        self.interrupted: Estimate | None = None  # what a run stopped by Ctrl-C had finished
         loaded = self.lm.loaded
         self.source = Source(loaded.name, dtype_name(loaded.dtype), str(self.lm.device), context, self.lattice)
 
@@ -584,8 +587,19 @@ class Marginalizer:
         }
 
     def estimate(self, method: str | Method, options: EstimateOptions | None = None, **settings: object) -> Estimate:
-        """Run one method's stream to its end (arguments as for ``stream``)."""
-        return deque(self.stream(method, options, **settings), maxlen=1).pop()
+        """Run one method's stream to its end (arguments as for ``stream``). Ctrl-C ends it: the
+        estimate of the chunks it finished is kept as ``interrupted`` (run.cancelled), and said."""
+        last = None
+        try:
+            for estimate in self.stream(method, options, **settings):
+                last = estimate
+        except KeyboardInterrupt:
+            if last is not None:
+                self.interrupted = replace(last, run=replace(last.run, cancelled=True))
+                print(f"marginal: interrupted {last.run.describe()}; that estimate is kept as "
+                      "<Marginalizer>.interrupted", file=sys.stderr)
+            raise
+        return last
 
     def canonical(self) -> Estimate:
         """The canonical tokenization alone."""

@@ -325,13 +325,18 @@ def canonical_ids(tokenizer: TokenizerLike, text: str) -> list[int]:
 
 def build_lattice(
     text: str,
-    tokenizer: TokenizerLike,
+    tokenizer: TokenizerLike | str,
     *,
     byte_fallback: ByteFallback = "unknown_chars",
 ) -> Lattice:
-    """Build and check the lattice of a text (docs/design.md, points 3 and 4)."""
+    """Build and check the lattice of a text (docs/design.md, points 3 and 4); the tokenizer may be
+    given by its model's name (the light snapshot, no model loaded)."""
     if not text:
         raise EmptyTextError("the text is empty: type at least one character")
+    if isinstance(tokenizer, str):
+        from marginal_core.models import load_text_tokenizer
+
+        tokenizer = load_text_tokenizer(tokenizer)
     UnrepresentableTextError.check_unicode(text)
     view = text_tokenizer(tokenizer)
     vocab = vocabulary(tokenizer)

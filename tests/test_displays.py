@@ -192,3 +192,25 @@ def test_the_viz_figures_carry_their_own_notebook_displays(paris):
     mime = pio.renderers._build_mime_bundle(fig.to_dict(), "plotly_mimetype")  # what a Jupyter kernel picks
     assert mime["application/vnd.plotly.v1+json"]["layout"]["title"]["text"] == fig.layout.title.text
     assert "plotly" in fig._repr_html_()
+
+
+def test_ctrl_c_keeps_the_chunks_that_finished_as_interrupted(smollm_model):
+    """A KeyboardInterrupt (Ctrl-C, a notebook's interrupt) after the first chunk: it propagates,
+    and the estimate of the chunks that finished is kept on the Marginalizer, marked cancelled."""
+    import marginal_core as mc
+
+    m = mc.Marginalizer(smollm_model, "The committee postponed its decision.")
+    progress_calls = []
+
+    def progress(done: float, total: int) -> None:
+        progress_calls.append(done)
+        if done >= 20:  # the second chunk is under way
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        m.estimate("lattice", samples=60, chunk=10, progress=progress)
+    kept = m.interrupted
+    assert kept is not None and kept.run.cancelled and 10 <= kept.num_samples < 60
+    alone = mc.Marginalizer(smollm_model, "The committee postponed its decision.").estimate(
+        "lattice", samples=60, chunk=10)
+    assert list(kept.log_p) == pytest.approx(list(alone.log_p[: kept.num_samples]), abs=1e-4)
