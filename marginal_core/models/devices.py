@@ -36,10 +36,10 @@ FAST_FLOAT16 = 1.5
 
 
 def resolve_device(device: str | None = None) -> str:
-    """The device to run on: the given one, else cuda, then mps, then cpu."""
+    """The device to run on: the given one, else (None or 'auto') cuda, then mps, then cpu."""
     import torch
 
-    if device:
+    if device and device != "auto":
         dev = torch.device(device)
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise MarginalError(f"device {device!r} was asked for but CUDA is not available")
