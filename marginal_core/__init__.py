@@ -10,12 +10,14 @@
     mc.load_model(name, device=None, dtype="auto")  # a loaded model, kept for later calls
     mc.Method, mc.EstimateOptions, mc.Estimate, mc.Lattice, mc.MarginalError and the other errors
 
-Importing the package is cheap (no torch): each name is imported on first use.
+Importing the package is cheap (no torch): each name is imported on first use. In a Jupyter kernel
+it also has the kernel draw Lattices and Estimates (``viz.notebook.register``).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 from marginal_core.errors import (
@@ -66,3 +68,15 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
+
+def _show_in_notebook() -> None:
+    """In an IPython shell, its HTML formatter draws Lattices and Estimates (viz.notebook.register)."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    if shell is not None:
+        from marginal_core.viz.notebook import register
+
+        register(shell)
+
+
+_show_in_notebook()

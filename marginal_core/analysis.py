@@ -20,20 +20,6 @@ if TYPE_CHECKING:
     from marginal_core.estimators import Estimate
 
 
-def distinct(estimate: Estimate) -> pd.DataFrame:
-    """One row per distinct path: ids, kind, log p, log q (if known) and how often it was drawn."""
-    frame = pd.DataFrame(
-        {
-            "ids": estimate.paths.tolist(),
-            "kind": estimate.kinds,
-            "log_p": estimate.log_p,
-            "log_q": estimate.log_q if estimate.log_q is not None else np.nan,
-        }
-    )
-    counts = frame.groupby("ids", sort=False).size().rename("draws")
-    return frame.drop_duplicates("ids").join(counts, on="ids").reset_index(drop=True)
-
-
 def spearman(estimate: Estimate) -> tuple[float, int]:
     """Spearman's rho between log p and log q over the distinct proxy samples, and their count.
 
@@ -41,7 +27,7 @@ def spearman(estimate: Estimate) -> tuple[float, int]:
     """
     if estimate.log_q is None:
         raise ValueError("Spearman's rho needs proxy samples (with log q)")
-    rows = distinct(estimate)
+    rows = estimate.distinct_paths()
     return rank_correlation(rows["log_p"], rows["log_q"])
 
 
@@ -82,7 +68,7 @@ def _shares(groups: pd.Series, log_p: np.ndarray, log_total: float) -> pd.DataFr
 
 def mass_by_length(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
     """Mass of the found tokenizations (canonical included) by number of tokens."""
-    rows = _with_canonical(lattice, estimate)
+    rows = estimate.found(lattice)
     lengths = rows["ids"].map(len).rename("tokens")
     return _shares(lengths, rows["log_p"].to_numpy(), logsumexp(rows["log_p"])).rename(
         columns={"group": "tokens"}
@@ -91,7 +77,7 @@ def mass_by_length(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
 
 def mass_by_splits(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
     """Mass of the found tokenizations (canonical included) by splits from the canonical."""
-    rows = _with_canonical(lattice, estimate)
+    rows = estimate.found(lattice)
     splits = rows["ids"].map(lambda p: splits_from_canonical(lattice, p))
     return _shares(splits, rows["log_p"].to_numpy(), logsumexp(rows["log_p"])).rename(
         columns={"group": "splits"}
@@ -100,7 +86,7 @@ def mass_by_splits(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
 
 def mass_by_kind(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
     """Mass on the canonical path, the off-by-one set and the rest, among what was found."""
-    rows = _with_canonical(lattice, estimate)
+    rows = estimate.found(lattice)
     off = set(lattice.off_by_one())
     kind = rows["ids"].map(
         lambda p: "canonical" if p == lattice.canonical else "off_by_one" if p in off else "rest"
@@ -112,40 +98,19 @@ def mass_by_kind(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
 
 def top_n_mass(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
     """Cumulative share of the found mass held by the n most probable tokenizations."""
-    rows = _with_canonical(lattice, estimate).sort_values("log_p", ascending=False)
+    rows = estimate.found(lattice).sort_values("log_p", ascending=False)
     log_p = rows["log_p"].to_numpy()
     cumulative = np.exp(np.logaddexp.accumulate(log_p) - logsumexp(log_p))
     return pd.DataFrame({"n": np.arange(1, len(log_p) + 1), "cumulative_share": cumulative})
 
 
-def tokenizations_found(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
-    """Every distinct tokenization found plus the canonical one (kind "canonical"), most probable
-    first, with ids, kind, log p and share of the found mass (an Estimate's table, its top five)."""
-    rows = _with_canonical(lattice, estimate).sort_values("log_p", ascending=False, kind="stable")
-    rows = rows.reset_index(drop=True)
-    rows.loc[rows["ids"] == lattice.canonical, "kind"] = "canonical"
-    rows["share"] = np.exp(rows["log_p"].to_numpy() - logsumexp(rows["log_p"]))
-    return rows
-
-
 def top_tokenizations(lattice: Lattice, estimate: Estimate, n: int = 5) -> pd.DataFrame:
     """The n most probable tokenizations found (canonical included), with their share of the
     found mass: which tokenizations carry the marginal."""
-    top = tokenizations_found(lattice, estimate).head(n)
+    top = estimate.found(lattice).head(n)
     return pd.DataFrame({"ids": top["ids"].to_list(), "log_p": top["log_p"].to_numpy(),
                          "share": top["share"].to_numpy(),
                          "canonical": [p == lattice.canonical for p in top["ids"]]})
-
-
-def _with_canonical(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
-    """Distinct found paths plus the canonical one."""
-    rows = distinct(estimate)
-    if lattice.canonical not in set(rows["ids"]):
-        canonical = pd.DataFrame(
-            {"ids": [lattice.canonical], "kind": ["canonical"], "log_p": [estimate.log_p_canonical]}
-        )
-        rows = pd.concat([canonical, rows], ignore_index=True)
-    return rows
 
 
 def underestimates(proxy: Estimate, lattice: Estimate) -> bool:

@@ -36,7 +36,7 @@ from marginal_core.jsonsafe import json_float
 from marginal_core.lattice import DEFAULT_ENUMERATION_BUDGET, Lattice, PathBatch, build_lattice
 from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.methods import Method
-from marginal_core.models import LoadedModel, dtype_name
+from marginal_core.models import LoadedModel, dtype_name, load_model
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.proposal import proposal_of
 from marginal_core.proxy import ProxyResult, proxy_stream
@@ -199,28 +199,48 @@ class Estimate:
         return (f"Estimate({self.method.value}: log p(text) {sign} {self.log_marginal:.3f}, "
                 f"{self.num_distinct:,} paths, {self.seconds:.2f} s{state})")
 
-    def _repr_html_(self) -> str:
-        """A card for a notebook (``viz.estimate_html``)."""
-        from marginal_core.viz.notebook import estimate_html
-
-        return estimate_html(self)
-
     def _lattice(self, lattice: Lattice | None) -> Lattice | None:
         """The lattice given, else the source's (None where neither is known)."""
         return lattice if lattice is not None else self.source.lattice if self.source is not None else None
+
+    def distinct_paths(self) -> pd.DataFrame:
+        """One row per distinct path, in sample order: ids, kind, log p, log q (NaN where unknown)
+        and how often it was drawn."""
+        import pandas as pd
+
+        frame = pd.DataFrame({"ids": self.paths.tolist(), "kind": self.kinds, "log_p": self.log_p,
+                              "log_q": self.log_q if self.log_q is not None else np.nan})
+        counts = frame.groupby("ids", sort=False).size().rename("draws")
+        return frame.drop_duplicates("ids").join(counts, on="ids").reset_index(drop=True)
+
+    def found(self, lattice: Lattice | None = None) -> pd.DataFrame:
+        """Every distinct tokenization found plus the canonical one (kind "canonical"), most probable
+        first: ids, kind, log p, log q, draws and share of the mass found."""
+        import pandas as pd
+
+        lattice = self._lattice(lattice)
+        if lattice is None:
+            raise MarginalError("this Estimate was not made by a Marginalizer, so it knows no lattice: pass lattice=")
+        rows = self.distinct_paths()
+        if lattice.canonical not in set(rows["ids"]):
+            canonical = pd.DataFrame({"ids": [lattice.canonical], "kind": ["canonical"],
+                                      "log_p": [self.log_p_canonical]})
+            rows = pd.concat([canonical, rows], ignore_index=True)
+        rows = rows.sort_values("log_p", ascending=False, kind="stable").reset_index(drop=True)
+        rows.loc[rows["ids"] == lattice.canonical, "kind"] = "canonical"
+        log_p = rows["log_p"].to_numpy(dtype=float)
+        rows["share"] = np.exp(log_p - np.logaddexp.reduce(log_p))
+        return rows
 
     def to_pandas(self, lattice: Lattice | None = None) -> pd.DataFrame:
         """One row per distinct scored tokenization plus the canonical one, most probable first:
         its tokens joined by "|", their number, log p, kind and share of the mass found."""
         import pandas as pd
 
-        from marginal_core.analysis import tokenizations_found
         from marginal_core.viz.text import segmented
 
         lattice = self._lattice(lattice)
-        if lattice is None:
-            raise MarginalError("this Estimate was not made by a Marginalizer, so it knows no lattice: pass lattice=")
-        rows = tokenizations_found(lattice, self)
+        rows = self.found(lattice)
         return pd.DataFrame({"tokenization": [segmented(lattice, p) for p in rows["ids"]],
                              "tokens": rows["ids"].map(len).to_numpy(dtype=int), "log_p": rows["log_p"].to_numpy(),
                              "kind": rows["kind"].to_numpy(), "share": rows["share"].to_numpy()})
@@ -338,10 +358,11 @@ class Marginalizer:
     """
 
     def __init__(
-        self, lm: LM | LoadedModel, text: str, context: str | None = None, *, state: ContextState | None = None
+        self, lm: LM | LoadedModel | str, text: str, context: str | None = None, *, state: ContextState | None = None
     ) -> None:
-        """``state``: the context's prefilled KV to share (several texts after one context)."""
-        self.lm, self.text, self.context = LM.of(lm), text, context
+        """``lm``: a loaded model, or a model's name (loaded on device and dtype 'auto'); ``state``: the
+        context's prefilled KV to share (several texts after one context)."""
+        self.lm, self.text, self.context = LM.of(load_model(lm) if isinstance(lm, str) else lm), text, context
         self.lattice: Lattice = build_lattice(text, self.lm.text_tokenizer)
         self.context_ids: list[int] = context_ids(self.lm.text_tokenizer, context)
         if state is not None and list(state.ids) != self.context_ids:

@@ -69,12 +69,6 @@ class Lattice:
                 f"{format_count(self.count())} tokenizations, {len(self.canonical):,} canonical "
                 f"token{'s' if len(self.canonical) != 1 else ''})")
 
-    def _repr_html_(self) -> str:
-        """The lattice drawn inline in a notebook (``viz.lattice_html``)."""
-        from marginal_core.viz.notebook import lattice_html
-
-        return lattice_html(self)
-
     @property
     def end(self) -> int:
         """The final node: one past the last byte."""

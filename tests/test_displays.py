@@ -47,7 +47,7 @@ def drawn_nodes(svg: str) -> list[int]:
 
 def test_a_short_lattice_is_drawn_whole_with_canonical_arcs_blue_and_splits_orange(smollm_tokenizer):
     lat = build_lattice(" Paris", smollm_tokenizer)
-    shown = lat._repr_html_()
+    shown = viz.lattice_html(lat)
     assert "<svg" in shown and "<?xml" not in shown and "Window" not in shown
     assert f'stroke="{viz.COLORS["canonical"]}"' in shown and f'stroke="{viz.COLORS["off_by_one"]}"' in shown
     assert drawn_nodes(shown) == lat.nodes.tolist()
@@ -59,7 +59,7 @@ def test_a_long_lattice_is_drawn_as_the_window_the_app_draws(gemma_tokenizer):
     lat = build_lattice(LONG, gemma_tokenizer)
     window = viz.token_window(lat, 0, viz.fit_window(lat, max_nodes=viz.READABLE_NODES))
     assert lat.num_nodes > viz.READABLE_NODES and viz.default_window(lat) == window
-    shown = lat._repr_html_()
+    shown = viz.lattice_html(lat)
     nodes = drawn_nodes(shown)
     assert (nodes[0], nodes[-1]) == window and len(nodes) <= viz.READABLE_NODES
     assert f"Window: bytes {window[0]}–{window[1]}" in shown and f'stroke="{viz.COLORS["canonical"]}"' in shown
@@ -71,11 +71,11 @@ def test_a_lattice_that_cannot_be_drawn_says_why_in_one_line(smollm_tokenizer, m
     lat = build_lattice(LONG, smollm_tokenizer)
     assert lat.num_arcs > viz.MAX_DRAW_ARCS
     monkeypatch.setattr("marginal_core.viz.notebook.default_window", lambda lattice: None)  # the whole of it
-    shown = lat._repr_html_()
+    shown = viz.lattice_html(lat)
     assert shown.startswith("<pre>") and "<svg" not in shown and f"{lat.num_arcs:,} arcs, more than the" in shown
     monkeypatch.undo()
     monkeypatch.setenv("PATH", "/nonexistent")  # no dot binary
-    shown = lat._repr_html_()
+    shown = viz.lattice_html(lat)
     assert shown.startswith("<pre>") and "not drawn:" in shown and "Graphviz" in shown
 
 
@@ -112,7 +112,7 @@ def test_to_pandas_has_every_tokenization_found_with_its_own_score_and_share(par
 def test_the_card_shows_the_figures_the_library_computes(paris):
     m, runs = paris
     for name, est in runs.items():
-        card = est._repr_html_()
+        card = viz.estimate_html(est)
         # the comparison's figures take the best bound (the canonical score where none ran): not the proxy's
         mass_off = figures(m, {name: est}).mass_off_canonical if est.method.is_bound else \
             -math.expm1(est.log_p_canonical - est.log_marginal)
@@ -131,7 +131,7 @@ def test_log_p_text_is_equal_where_exact_at_least_for_a_bound_and_about_for_the_
     signs = {}
     for name, est in runs.items():
         signs[name] = viz.notebook.log_p_text(est)[0]
-        assert f"{signs[name]} {viz.format_log(est.log_marginal)}" in est._repr_html_()
+        assert f"{signs[name]} {viz.format_log(est.log_marginal)}" in viz.estimate_html(est)
         if est.method.is_bound:  # the comparison's figures decide exactness the same way
             assert (signs[name] == "=") == figures(m, {name: est}).exact, name
     # exact finished; the anytime beam's last round pruned nothing; 3 lattice samples of 29; the
@@ -148,7 +148,7 @@ def test_a_beam_card_lists_its_rounds_and_a_bound_with_its_certified_gap(smollm_
                                                     first.certified_gap, first.seconds, first.paths])
     gap = est.certified_gap()
     assert 0 < gap == first.certified_gap < math.inf
-    card = est._repr_html_()
+    card = viz.estimate_html(est)
     assert f"≥ {viz.format_log(est.log_marginal)} (at most {viz.format_small(gap)} nats below)" in card
     assert describe_rounds(est.rounds) in card and f"{first.pruned:,}" in card
     assert len(Marginalizer(smollm_model, " a thermometer").canonical().rounds_frame()) == 0
@@ -159,7 +159,7 @@ def test_a_gemma_card_and_table(gemma_model):
     est = m.lattice_estimate(4)
     frame = est.to_pandas()
     assert frame["share"].sum() == pytest.approx(1.0) and list(frame.columns) == COLUMNS
-    card = est._repr_html_()
+    card = viz.estimate_html(est)
     assert "gemma3-270m" in card and viz.format_log(est.log_marginal) in card
     assert viz.segmented(m.lattice, m.lattice.canonical) in card
 
@@ -170,7 +170,7 @@ def test_an_estimate_made_by_hand_shows_itself_and_takes_its_lattice_as_an_argum
     bare = Estimate(method="lattice", log_p_canonical=est.log_p_canonical, log_noncanonical=est.log_noncanonical,
                     paths=est.paths, kinds=est.kinds, log_p=est.log_p, log_q=None, running=est.running,
                     seconds=est.seconds, forward_passes=est.forward_passes, run=est.run)
-    card = bare._repr_html_()
+    card = viz.estimate_html(bare)
     assert viz.format_log(bare.log_marginal) in card and "model" not in card
     with pytest.raises(MarginalError, match="lattice="):
         bare.to_pandas()
@@ -214,3 +214,20 @@ def test_ctrl_c_keeps_the_chunks_that_finished_as_interrupted(smollm_model):
     alone = mc.Marginalizer(smollm_model, "The committee postponed its decision.").estimate(
         "lattice", samples=60, chunk=10)
     assert list(kept.log_p) == pytest.approx(list(alone.log_p[: kept.num_samples]), abs=1e-4)
+
+
+def test_an_ipython_shell_draws_lattices_and_estimates_once_registered(smollm_model):
+    """The display is the viz layer's, registered with IPython's HTML formatter by class name
+    (what `import marginal_core` does in a kernel): the core's classes import no viz."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from marginal_core.viz.notebook import register
+
+    shell = InteractiveShell.instance()
+    register(shell)
+    m = Marginalizer(smollm_model, " Paris")
+    est = m.lattice_estimate(5)
+    lattice_shown, _ = shell.display_formatter.format(m.lattice)
+    estimate_shown, _ = shell.display_formatter.format(est)
+    assert "<svg" in lattice_shown["text/html"] and lattice_shown["text/plain"] == repr(m.lattice)
+    assert estimate_shown["text/html"] == viz.estimate_html(est)

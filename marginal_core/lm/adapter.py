@@ -85,15 +85,10 @@ class LM:
         return self.loaded.text_tokenizer
 
     @classmethod
-    def of(cls, lm: LM | Loaded | str) -> LM:
-        """The adapter of a loaded model (the one the LoadedModel owns, made once and shared), or of
-        a model named as ``load_model`` takes it (loaded on its device and dtype 'auto')."""
+    def of(cls, lm: LM | Loaded) -> LM:
+        """The adapter of a loaded model: the one the LoadedModel owns, made once and shared."""
         if isinstance(lm, LM):
             return lm
-        if isinstance(lm, str):
-            from marginal_core.models import load_model
-
-            lm = load_model(lm)
         with _LOCK:
             return lm.adapter
 

@@ -61,8 +61,6 @@ def score_continuation(
     Rows hold the SCORE_COLUMNS; sample records hold the distinct paths each method found
     (token ids, kind, log p, log q, draws). Neither holds the task's own columns.
     """
-    from marginal_core.analysis import distinct
-
     log_p_canonical = m.canonical_score().log_p
     common = {
         "num_bytes": len(m.text.encode("utf-8")),
@@ -88,7 +86,7 @@ def score_continuation(
                 **common,
             }
         )
-        table = distinct(est)
+        table = est.distinct_paths()
         records.append(
             {
                 "method": method,

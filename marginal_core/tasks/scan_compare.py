@@ -24,7 +24,7 @@ import pandas as pd
 from marginal_core import markdown
 from marginal_core.compare import MOVED_NATS
 from marginal_core.jsonsafe import json_float
-from marginal_core.tasks.scan_report import TOP, best_rows, short_text
+from marginal_core.tasks.gains import TOP, best_rows, short_text
 
 PER_MODEL = ("log_p_canonical", "log_p_text", "gain_nats", "method")  # a model's columns, suffixed _a / _b
 SHOWN = 10  # texts in each "differ most" list of a report.md (the CSV holds them all)

@@ -20,29 +20,9 @@ import pandas as pd
 
 from marginal_core import markdown
 from marginal_core.tasks import store
+from marginal_core.tasks.gains import TOP, best_rows, gains, short_text
 from marginal_core.tasks.report import complete_items, load_rows, methods_present, task_report
-
-TOP = 20  # texts listed in a report.md (the exports hold them all)
-TEXT_WIDTH = 60  # characters of a text shown in a report.md
-
-
-def _gains(rows: pd.DataFrame) -> pd.DataFrame:
-    """Rows with their gain (nats) and share off the canonical."""
-    gain = (rows["log_marginal"] - rows["log_p_canonical"]).clip(lower=0.0)
-    return rows.assign(gain_nats=gain, share_off_canonical=-np.expm1(-gain))
-
-
-def best_rows(rows: pd.DataFrame, per: Sequence[str] = ("item",)) -> pd.DataFrame:
-    """Per text (and whatever else ``per`` names), the row of the method with the highest log
-    marginal (the best bound found); largest gain first."""
-    ranked = _gains(rows).sort_values(["log_marginal"], ascending=False, kind="stable")
-    return ranked.drop_duplicates(list(per)).sort_values("gain_nats", ascending=False, kind="stable")
-
-
-def short_text(text: str) -> str:
-    """A text on one line, cut to TEXT_WIDTH characters for a report.md table."""
-    flat = " ".join(text.split()) if text.strip() else repr(text)
-    return flat if len(flat) <= TEXT_WIDTH else flat[: TEXT_WIDTH - 1] + "…"
+from marginal_core.tasks.scan_compare import comparisons
 
 
 def scan_report(out: str | Path, items: Sequence[str] | None = None,
@@ -52,7 +32,7 @@ def scan_report(out: str | Path, items: Sequence[str] | None = None,
     config, rows = store.read_config(out), load_rows(out)
     methods = methods_present(rows, methods)
     done = complete_items(rows, methods, items)
-    rows = _gains(rows[rows["item"].isin(set(done))])
+    rows = gains(rows[rows["item"].isin(set(done))])
     per_method = {}
     for m in methods:
         part = rows[rows["method"] == m]
@@ -101,7 +81,7 @@ def model_folders(out: str | Path) -> dict[str, Path]:
 def texts_table(folder: Path) -> pd.DataFrame:
     """One model folder's rows as the tidy table's rows (before the decoded top tokenization)."""
     config, rows = store.read_config(folder), load_rows(folder)
-    rows = _gains(rows)
+    rows = gains(rows)
     return pd.DataFrame({
         "id": rows["item"], "text": rows["text"], "context": rows["context"], "model": config["model"],
         "method": rows["method"], "dtype": config.get("dtype", store.IMPLIED["dtype"]),
@@ -152,7 +132,6 @@ def export(out: str | Path) -> dict[str, Any]:
     """scan.csv/.parquet (a row per text x model x method), paths.csv/.parquet (the decoded
     tokenizations), compare.csv (a row per text x pair of models) and report.md across the scan's
     models, in out, with report.json beside them in a scan folder; returns the figures."""
-    from marginal_core.tasks.scan_compare import comparisons
 
     out = Path(out)
     folders = model_folders(out)

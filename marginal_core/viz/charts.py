@@ -117,11 +117,11 @@ def rank_scatter(estimate: Estimate, rho: float | None = None) -> go.Figure:
     """log p against log q for the distinct proxy samples, with Spearman's rho in the title."""
     import plotly.graph_objects as go
 
-    from marginal_core.analysis import distinct, spearman
+    from marginal_core.analysis import spearman
 
     if estimate.log_q is None:
         raise ValueError("a rank scatter needs proxy samples (with log q)")
-    rows = distinct(estimate)
+    rows = estimate.distinct_paths()
     if rho is None:
         rho, _ = spearman(estimate)
     fig = go.Figure(

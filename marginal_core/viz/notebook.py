@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from marginal_core.lattice import Lattice
 from marginal_core.viz.arcs import default_window
@@ -105,3 +105,11 @@ def estimate_html(estimate: Estimate) -> str:
                      + _table(["width", "log mass", "pruned", "certified gap", "seconds", "paths"], rows))
     return ("<div style='border:1px solid #ccc;border-radius:8px;padding:6px 12px;display:inline-block;"
             f"font-family:sans-serif'><b>Estimate: {estimate.method.value}</b>" + "".join(parts) + "</div>")
+
+
+def register(shell: Any) -> None:
+    """Have an IPython shell draw every Lattice (lattice_html) and Estimate (estimate_html) it shows,
+    registered by module and class name: the core's classes know nothing of their display."""
+    formatter = shell.display_formatter.formatters["text/html"]
+    formatter.for_type_by_name("marginal_core.lattice", "Lattice", lattice_html)
+    formatter.for_type_by_name("marginal_core.estimators", "Estimate", estimate_html)

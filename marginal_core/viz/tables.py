@@ -51,9 +51,7 @@ def samples_frame(
     import pandas as pd
 
     if estimate is not None:
-        from marginal_core.analysis import distinct
-
-        rows = distinct(estimate)
+        rows = estimate.distinct_paths()
         frame = pd.DataFrame(
             {
                 "tokenization": [segmented(lattice, p) for p in rows["ids"]],

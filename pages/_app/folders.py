@@ -70,7 +70,7 @@ def scan_table(folder: Path) -> pd.DataFrame:
 def scan_rows(table: pd.DataFrame) -> pd.DataFrame:
     """Per text and model of a scan's tidy table, the best bound's gain over the canonical, its
     heaviest tokenization and links to the text's mass flow and probability mass; largest gain first."""
-    from marginal_core.tasks.scan_report import best_rows
+    from marginal_core.tasks.gains import best_rows
 
     best = best_rows(table.rename(columns={"id": "item"}), ("item", "model"))
     return pd.DataFrame({
