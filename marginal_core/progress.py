@@ -14,10 +14,16 @@ StopCheck = Callable[[], bool]
 """Polled between units of work; True asks the run to end, keeping what it finished."""
 
 
+def _in_kernel() -> bool:
+    """Whether this process is a Jupyter kernel (a notebook draws widgets; a terminal IPython does not)."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return shell is not None and "IPKernelApp" in shell.config
+
+
 def tqdm_bar(total: int | None, desc: str, initial: int = 0, leave: bool = True) -> Any:
     """A tqdm bar on standard error (tqdm imported only when a bar is drawn): a widget in a
     notebook with ipywidgets, text elsewhere (tqdm.auto warns in a kernel without ipywidgets)."""
-    if "ipykernel" in sys.modules and importlib.util.find_spec("ipywidgets") is not None:
+    if _in_kernel() and importlib.util.find_spec("ipywidgets") is not None:
         from tqdm.notebook import tqdm
     else:
         from tqdm.std import tqdm
