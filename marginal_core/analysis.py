@@ -42,11 +42,7 @@ def rank_correlation(log_p: Sequence[float | None], log_q: Sequence[float | None
 
 def boundaries(lattice: Lattice, path: Path) -> set[int]:
     """Byte offsets where the path's tokens end (the end of the text excluded)."""
-    ends, at = set(), 0
-    for token in path[:-1]:
-        at += len(lattice.vocab.surface(token))
-        ends.add(at)
-    return ends
+    return set(lattice.nodes_of(path)[1:-1])
 
 
 def splits_from_canonical(lattice: Lattice, path: Path) -> int:

@@ -47,14 +47,14 @@ class Side:
 def parse_sides(specs: str | Sequence[str], device: str = "auto", dtype: str = "auto") -> list[Side]:
     """Two or more models from a comma list (or list) of ``name`` / ``name@dtype``."""
     items = specs.split(",") if isinstance(specs, str) else list(specs)
-    sides = [Side.parse(s, device, dtype) for s in items if s.strip()]
-    if len(sides) < 2:
-        raise MarginalError(f"compare needs two models or more, got {len(sides)}: --models A,B")
-    return sides
+    return [Side.parse(s, device, dtype) for s in items if s.strip()]
 
 
 def labels(sides: Sequence[Side]) -> list[str]:
-    """Each side's label: its name, with @dtype (and @device) where that tells two sides apart."""
+    """Each side's label: its name, with @dtype (and @device) where that tells two sides apart
+    (MarginalError for fewer than two sides, or two the same)."""
+    if len(sides) < 2:
+        raise MarginalError(f"a comparison needs two models or more, got {len(sides)}: --models A,B")
     out = []
     for s in sides:
         twins = [t for t in sides if t.name == s.name]
@@ -122,6 +122,17 @@ def figures(marginalizer: Marginalizer, estimates: Mapping[str, Estimate]) -> Fi
         heaviest=tuple(lat.pieces(tuple(heaviest))), heaviest_log_p=heaviest_log_p)
 
 
+def flips(canonical: Any, marginal: Any) -> Any:
+    """Whether marginalizing changes which model finds the text more likely, from log p_A − log p_B
+    by canonical and by marginal (numbers or arrays alike: the Compare page's and a scan's rule)."""
+    return ((canonical > 0) != (marginal > 0)) & (canonical != 0) & (marginal != 0)
+
+
+def moves(canonical: Any, marginal: Any) -> Any:
+    """Whether marginalizing moves the difference by MOVED_NATS or more (numbers or arrays alike)."""
+    return abs(marginal - canonical) >= MOVED_NATS
+
+
 @dataclass(frozen=True)
 class Difference:
     """log p_A − log p_B by canonical and by marginal (nats), for the first two models."""
@@ -134,7 +145,7 @@ class Difference:
     @property
     def flips(self) -> bool:
         """Marginalizing changes which model finds the text more likely."""
-        return (self.canonical > 0) != (self.marginal > 0) and self.canonical != 0 and self.marginal != 0
+        return bool(flips(self.canonical, self.marginal))
 
     @property
     def moved(self) -> float:
@@ -147,7 +158,7 @@ class Difference:
             return (f"Marginalizing changes which model finds the text more likely: {self._ahead(self.canonical)} by "
                     f"its canonical tokenization ({abs(self.canonical):.3f} nats), {self._ahead(self.marginal)} over all "
                     f"tokenizations ({abs(self.marginal):.3f} nats).")
-        if abs(self.moved) >= MOVED_NATS:
+        if moves(self.canonical, self.marginal):
             return (f"Marginalizing moves the difference by {self.moved:+.3f} nats: {self.canonical:+.3f} by the "
                     f"canonical tokenizations, {self.marginal:+.3f} over all tokenizations "
                     f"(log p({self.a}) − log p({self.b})).")
@@ -194,10 +205,7 @@ def compare(text: str, models: Sequence[str | Side], context: str | None = None,
     from marginal_core.estimators import Marginalizer
     from marginal_core.models import dtype_name, load_model
 
-    sides = [m if isinstance(m, Side) else Side.parse(m, device, dtype) for m in models]
-    names = labels(sides)
-    if len(sides) < 2:
-        raise MarginalError(f"compare needs two models or more, got {len(sides)}")
+    names = labels(sides := [m if isinstance(m, Side) else Side.parse(m, device, dtype) for m in models])
     chosen = parse_methods(methods, allowed=[m.value for m in Method])
     rows, found = [], {}
     for label, side in zip(names, sides):

@@ -99,8 +99,12 @@ class Lattice:
     @cached_property
     def canonical_nodes(self) -> tuple[int, ...]:
         """Byte offsets where canonical tokens start, plus the end."""
+        return self.nodes_of(self.canonical)
+
+    def nodes_of(self, path: Path) -> tuple[int, ...]:
+        """Byte offsets where the path's tokens start, plus the end (offsets into ``data``)."""
         offsets = [0]
-        for token in self.canonical:
+        for token in path:
             offsets.append(offsets[-1] + len(self.vocab.surface(token)))
         return tuple(offsets)
 

@@ -90,10 +90,11 @@ def page() -> None:
 
     def draw() -> None:
         drawn[0] += 1
-        for side, cell in zip(sides, cells):
+        found = [_figures(side) for side in sides]  # once per redraw: the columns and the difference
+        for side, f, cell in zip(sides, found, cells):
             with cell.container():
-                _side_figures(side)
-        _difference(diff_spot, sides)
+                _side_figures(side, f)
+        _difference(diff_spot, sides, found)
         _running(plot_spot, sides, drawn[0])
 
     for side, key in zip(sides, keys):
@@ -198,8 +199,8 @@ def _figures(side: Side) -> Figures | None:
     return figures(side.marginalizer, {"canonical": side.canonical, **({"beam": side.beam} if side.beam else {})})
 
 
-def _side_figures(side: Side) -> None:
-    """One model's column: its name, then its figures or its error."""
+def _side_figures(side: Side, f: Figures | None) -> None:
+    """One model's column: its name, then its figures (None: not scored yet) or its error."""
     st.markdown(f'<span style="color:{side.color};font-weight:700;font-size:1.2em">{side.label}</span>',
                 unsafe_allow_html=True)
     if not side.ok:
@@ -209,14 +210,12 @@ def _side_figures(side: Side) -> None:
     m = st.columns(2)
     m[0].metric("Canonical tokens", len(lat.canonical))
     m[1].metric("Tokenizations", viz.count_label(lat.count()), help="Exact count of the lattice's paths.")
-    f = _figures(side)
     if f is None:
         st.caption("Press Run to score this model.")
         return
     m = st.columns(3)
     m[0].metric("log p(canonical)", viz.format_log(f.log_p_canonical))
-    done = side.beam is not None and side.beam.run.done
-    sign = "=" if f.exact and done else "≥"
+    sign = "=" if f.exact else "≥"
     m[1].metric(f"log p(text) {sign}", viz.format_log(f.log_p_text),
                 delta=f"{viz.format_small(f.log_p_text - f.log_p_canonical, signed=True)} nats vs canonical",
                 help="Exact: the beam pruned nothing." if sign == "=" else (
@@ -229,9 +228,8 @@ def _side_figures(side: Side) -> None:
         bounds.say(side.inp, side.beam, "beam")
 
 
-def _difference(spot: DeltaGenerator, sides: list[Side]) -> None:
+def _difference(spot: DeltaGenerator, sides: list[Side], found: list[Figures | None]) -> None:
     """log p_A − log p_B by canonical and by marginal, and the sentence when marginalizing matters."""
-    found = [_figures(s) for s in sides]
     if None in found:
         spot.empty()
         return

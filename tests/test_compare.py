@@ -34,7 +34,7 @@ def test_sides_parse_names_and_precisions():
     sides = parse_sides("smollm2-135m@float32,smollm2-135m@bfloat16,gemma3-270m")
     assert labels(sides) == ["smollm2-135m@float32", "smollm2-135m@bfloat16", "gemma3-270m"]
     with pytest.raises(MarginalError, match="two models or more"):
-        parse_sides("gemma3-270m")
+        labels(parse_sides("gemma3-270m"))
     with pytest.raises(MarginalError, match="same model, device and precision"):
         labels(parse_sides("gemma3-270m,gemma3-270m"))
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from marginal_core import markdown
-from marginal_core.compare import MOVED_NATS
+from marginal_core.compare import MOVED_NATS, flips, moves
 from marginal_core.jsonsafe import json_float
 from marginal_core.tasks.gains import TOP, best_rows, short_text
 
@@ -47,13 +47,13 @@ def paired_table(texts: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     canonical = wide["log_p_canonical_a"] - wide["log_p_canonical_b"]
     marginal = wide["log_p_text_a"] - wide["log_p_text_b"]
     finite = np.isfinite(canonical) & np.isfinite(marginal)
-    flips = finite & ((canonical > 0) != (marginal > 0)) & (canonical != 0) & (marginal != 0)
+    flipped = finite & flips(canonical, marginal)
     out = pd.DataFrame({"id": wide.index, "text": first.loc[wide.index, "text"].to_numpy(),
                         "context": first.loc[wide.index, "context"].to_numpy(), "model_a": a, "model_b": b})
     out = pd.concat([out, wide.reset_index(drop=True)], axis=1)
     return out.assign(diff_canonical=canonical.to_numpy(), diff_marginal=marginal.to_numpy(),
                       gain_diff=(wide["gain_nats_a"] - wide["gain_nats_b"]).to_numpy(),
-                      flips=flips.to_numpy(), moved=(finite & ((marginal - canonical).abs() >= MOVED_NATS)).to_numpy())
+                      flips=flipped.to_numpy(), moved=(finite & moves(canonical, marginal)).to_numpy())
 
 
 def gain_rho(paired: pd.DataFrame) -> float | None:

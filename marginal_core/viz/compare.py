@@ -73,10 +73,8 @@ def _char_spans(text: str) -> list[tuple[int, int, str]]:
 
 def _bounds(lattice: Lattice, path: Path) -> list[int]:
     """A path's token boundaries as the text's byte offsets (−1 for a dummy-prefix start)."""
-    shift, bounds = prefix_shift(lattice), [0]
-    for token in path:
-        bounds.append(bounds[-1] + len(lattice.vocab.surface(token)))
-    return [b - shift for b in bounds]
+    shift = prefix_shift(lattice)
+    return [b - shift for b in lattice.nodes_of(path)]
 
 
 
