@@ -76,11 +76,13 @@ test: setup
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# Every bench, each as a module (python -m bench.NAME); bench/support/ is their shared machinery.
 bench: setup
-	@for script in bench/*.py; do echo "== $$script"; $(PY) "$$script" || exit 1; done
+	@for script in bench/*.py; do name=$$(basename "$$script" .py); [ "$$name" = __init__ ] && continue; \
+	  echo "== python -m bench.$$name"; $(PY) -m "bench.$$name" || exit 1; done
 
 # The paper's Tables 1-4 on the embedded models, into docs/results.md (under an hour on a 2-core
 # CPU; `make paper-tables PAPER_ARGS=--full` takes the paper's sizes).
 PAPER_ARGS ?=
 paper-tables: setup
-	$(PY) bench/paper_tables.py $(PAPER_ARGS)
+	$(PY) -m bench.paper_tables $(PAPER_ARGS)

@@ -16,7 +16,7 @@ context, k samples and a seed:
   context (another session) to render the home page.
 
 Screenshots go to test-output/bench-app/.
-Run: .venv/bin/python bench/app.py [--model gemma3-270m] [--samples 100] [--dtype auto]
+Run: .venv/bin/python -m bench.app [--model gemma3-270m] [--samples 100] [--dtype auto]
 """
 
 from __future__ import annotations
@@ -29,11 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the browser machinery lives with the browser test
+from bench.support.browser import chromium, new_page, run_button, settle, streamlit_server
+from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
 
-from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT  # noqa: E402
-from tests.test_browser import chromium, new_page, run_button, settle, streamlit_server  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 OUTPUT = ROOT / "test-output" / "bench-app"
 PLOT = "[data-testid=stPlotlyChart] .scatterlayer .trace"  # an estimate plotted (the empty axes have none)

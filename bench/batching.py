@@ -7,31 +7,26 @@ mode the makespan (and its ratio to the serial sum), click→first estimate min/
 batches and the requests they carried, and the largest |d log p| of any final estimate against
 the serial run.
 
-    .venv/bin/python bench/batching.py --sessions 16 [--device cuda --dtype float16]
+    .venv/bin/python -m bench.batching --sessions 16 [--device cuda --dtype float16]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from classroom import SENTENCES  # noqa: E402
-
-from marginal_core.batching import Batcher  # noqa: E402
-from marginal_core.estimators import Estimate, Marginalizer  # noqa: E402
-from marginal_core.lm.adapter import LM  # noqa: E402
-from marginal_core.models import load_model  # noqa: E402
-from marginal_core.scoring import pass_tokens  # noqa: E402
-from marginal_core.turns import Turns  # noqa: E402
+from bench.classroom import SENTENCES
+from marginal_core.batching import Batcher
+from marginal_core.estimators import Estimate, Marginalizer
+from marginal_core.lm.adapter import LM
+from marginal_core.models import load_model
+from marginal_core.scoring import pass_tokens
+from marginal_core.turns import Turns
 
 SEED = 0
 T = TypeVar("T")

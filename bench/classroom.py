@@ -2,7 +2,7 @@
 
 For each size N (`--sessions 1,8,16,32` runs each in turn, each against a fresh server):
 
-- one `streamlit run app.py` (tests/test_browser.py's server; `--env KEY=VALUE` adds to its
+- one `streamlit run app.py` (bench/support/browser.py's server; `--env KEY=VALUE` adds to its
   environment) and one headless Chromium at `nice -n 19`, every process and thread of it, so the
   browsers get what is left, as on the students' own machines; each session is a browser
   context of its own;
@@ -32,7 +32,7 @@ For each size N (`--sessions 1,8,16,32` runs each in turn, each against a fresh 
 One markdown table with a row per N. Screenshots of the first and last session go to
 test-output/bench-classroom/, the server's log to test-output/streamlit-PORT.log.
 
-Run: .venv/bin/python bench/classroom.py [--sessions 1,8,16,32] [--model gemma3-270m]
+Run: .venv/bin/python -m bench.classroom [--sessions 1,8,16,32] [--model gemma3-270m]
      [--dtype float32] [--samples 100] [--timeout 900] [--env KEY=VALUE ...] [--json PATH]
 """
 
@@ -56,11 +56,8 @@ from urllib.parse import quote, urlencode
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the browser machinery lives with the browser test
-
-import pages._app  # noqa: E402,F401 -- the app's process settings (OMP_WAIT_POLICY), for the serial reference too
-from tests.test_browser import (  # noqa: E402
+import pages._app  # noqa: F401 -- the app's process settings (OMP_WAIT_POLICY), for the serial reference too
+from bench.support.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     cpu_seconds,
@@ -69,6 +66,8 @@ from tests.test_browser import (  # noqa: E402
     streamlit_server,
     wait_until_idle,
 )
+
+ROOT = Path(__file__).resolve().parent.parent
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page

@@ -11,7 +11,7 @@ For one text and two models (canonical + the anytime beam, float32 unless told):
 - page: with both models loaded, Compare's Run on the text, click to "Done:" (both models'
   figures on screen); target: at most 1.2 x the CLI's seconds + 1 s.
 
-Run: .venv/bin/python bench/compare.py [--models smollm2-135m,gemma3-270m] [--text "..."] [--dtype float32]
+Run: .venv/bin/python -m bench.compare [--models smollm2-135m,gemma3-270m] [--text "..."] [--dtype float32]
 Screenshots go to test-output/bench-compare/.
 """
 
@@ -26,10 +26,9 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the browser machinery lives with the browser test
+from bench.support.browser import chromium, new_page, rss_gib, run_button, settle, streamlit_server
 
-from tests.test_browser import chromium, new_page, rss_gib, run_button, settle, streamlit_server  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 OUTPUT = ROOT / "test-output" / "bench-compare"
 MEMORY_TEXT = "The powerhouse of the cell is the mitochondria."

@@ -9,7 +9,7 @@ run, and the seconds of the comparison alone (table read, paired table, rho, bot
 With --browser, it also times the page in Chromium (the app's server, as `make app` starts it): a
 fresh page load to both scatters drawn, each of --runs times in a new session.
 
-Run: .venv/bin/python bench/compare_render.py DIR [--runs 5] [--browser]
+Run: .venv/bin/python -m bench.compare_render DIR [--runs 5] [--browser]
      (DIR: the --out of `marginal scan FILE --models a,b --out DIR`)
 """
 
@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.support.apptest import app
+from marginal_core.tasks.scan_compare import comparisons
+from marginal_core.viz.charts import paired_scatter
+from pages._app.folders import scan_table
 
-from marginal_core.tasks.scan_compare import comparisons  # noqa: E402
-from marginal_core.viz.charts import paired_scatter  # noqa: E402
-from pages._app.folders import scan_table  # noqa: E402
-from tests.apptest import app  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def comparison_seconds(folder: Path) -> float:
@@ -45,7 +43,7 @@ def browser_seconds(folder: Path, runs: int) -> list[tuple[float, float]]:
     title, and to both scatters of its comparison drawn, in Chromium."""
     from urllib.parse import quote
 
-    from tests.test_browser import chromium, new_page, settle, streamlit_server
+    from bench.support.browser import chromium, new_page, settle, streamlit_server
 
     (ROOT / "test-output" / "browser").mkdir(parents=True, exist_ok=True)  # the server's log
     seconds = []

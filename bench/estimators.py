@@ -7,7 +7,7 @@ gap to exact where exact is feasible, and the share of texts where the proxy und
 With --peer genlm, a second table puts genlm-bytes' beam (bench/peers/genlm_peer.py, in its own
 virtualenv) beside them: each method's mean bound and total seconds, at each --peer-widths K.
 The study of every method at several settings, against exact and the peer, is bench/study.py.
-Run: .venv/bin/python bench/estimators.py [--samples 1000] [--models gemma3-270m,smollm2-135m]
+Run: .venv/bin/python -m bench.estimators [--samples 1000] [--models gemma3-270m,smollm2-135m]
      [--device cuda] [--dtype auto] [--limit N] [--peer genlm [--peer-widths 4,16]]
 """
 
@@ -18,8 +18,8 @@ import math
 import statistics
 
 import numpy as np
-from peers.genlm_peer import GenlmPeer
 
+from bench.peers.genlm_peer import GenlmPeer
 from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
 from marginal_core.errors import TooManyPathsError
 from marginal_core.estimators import Marginalizer

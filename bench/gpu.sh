@@ -6,7 +6,7 @@
 #   precision   float16, bfloat16, bf16 autocast and TF32 against float32 (error and speed)
 #   estimators  lattice against proxy at equal k, float32 and float16
 #   batching    a class's sessions in shared passes against taking turns (issue 20, item 5)
-#   scale M..   bench/scale.py at the paper's sizes, one process per model (default: all, the
+#   scale M..   bench.scale at the paper's sizes, one process per model (default: all, the
 #               largest first; one or two models per call)
 #   all         every step in that order
 # Order for a 30-minute lease: tests+scoring+precision, then scale gemma3-27b, then scale
@@ -18,24 +18,24 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 LOG=${LOG:-test-output/gpu.log}
 mkdir -p "$(dirname "$LOG")"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1  # the benches run as modules (python -m bench.NAME) from the repository root
 K=${K:-1000}
 SIZES="gemma3-27b llama2-13b gemma3-12b llama2-7b gemma3-4b gemma3-1b"
 
 step() {
   case "$1" in
     tests) "$PYTHON" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider ;;
-    scoring) "$PYTHON" bench/scoring.py --device cuda --dtypes float32,float16,bfloat16 --samples 256 ;;
-    precision) "$PYTHON" bench/precision.py --device cuda --modes float16,bfloat16,autocast,tf32 ;;
+    scoring) "$PYTHON" -m bench.scoring --device cuda --dtypes float32,float16,bfloat16 --samples 256 ;;
+    precision) "$PYTHON" -m bench.precision --device cuda --modes float16,bfloat16,autocast,tf32 ;;
     estimators)
       for dtype in float32 float16; do
-        "$PYTHON" bench/estimators.py --device cuda --dtype $dtype --samples "$K"
+        "$PYTHON" -m bench.estimators --device cuda --dtype $dtype --samples "$K"
       done ;;
-    batching) "$PYTHON" bench/batching.py --device cuda --dtype float16 --sessions 1,8,16,32 ;;
+    batching) "$PYTHON" -m bench.batching --device cuda --dtype float16 --sessions 1,8,16,32 ;;
     scale)
       shift
       for model in ${*:-$SIZES}; do
-        "$PYTHON" bench/scale.py --device cuda --models "$model"
+        "$PYTHON" -m bench.scale --device cuda --models "$model"
       done ;;
     *) echo "unknown step $1: tests, scoring, precision, estimators, batching, scale [models], all" >&2; return 2 ;;
   esac

@@ -31,7 +31,7 @@ case "${1:-}" in
     mkdir -p /tmp/gpu-wheels
     ls .gpu[0-9]*/part.* | awk -F/ '{print $NF, $0}' | sort | cut -d' ' -f2 | xargs cat | tar xf - -C /tmp/gpu-wheels
     python3 -m pip install --no-deps --no-index -q /tmp/gpu-wheels/*.whl
-    PYTHONPATH="$PWD" python3 -m marginal_core.models --warm
+    python3 -m marginal_core.models --warm  # -m: the repository root is on the path
     ;;
   *)
     echo "usage: bench/gpu_pack.sh pack|unpack" >&2

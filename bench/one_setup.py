@@ -6,26 +6,22 @@ before a folder had one writer: every session scored every item), and all in the
 app gives that setup (one run writes it, the others follow and score what it leaves). Prints
 per way the makespan, click→done min/median/max, and the items scored in all.
 
-    .venv/bin/python bench/one_setup.py --sessions 8 [--model smollm2-135m --limit 4 --samples 8]
+    .venv/bin/python -m bench.one_setup --sessions 8 [--model smollm2-135m --limit 4 --samples 8]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 from functools import partial
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from batching import at_once  # noqa: E402  (bench/batching.py: N sessions' runs started together on one Turns)
-
-from marginal_core.models import load_model  # noqa: E402
-from marginal_core.tasks.qa import run_qa  # noqa: E402
-from marginal_core.tasks.store import read_sessions  # noqa: E402
-from marginal_core.turns import Turns  # noqa: E402
+from bench.batching import at_once  # N sessions' runs started together on one Turns
+from marginal_core.models import load_model
+from marginal_core.tasks.qa import run_qa
+from marginal_core.tasks.store import read_sessions
+from marginal_core.turns import Turns
 
 METHODS = ("canonical", "lattice")
 

@@ -1,6 +1,6 @@
 """The paper's Tables 1-4 regenerated on the embedded models, beside the paper's figures.
 
-`make paper-tables` (or `python bench/paper_tables.py`) runs what its results folders lack,
+`make paper-tables` (or `python -m bench.paper_tables`) runs what its results folders lack,
 then rewrites the section of docs/results.md between the paper-tables markers:
 
 * Table 1: Spearman's rho of log p and log q over the distinct proxy samples of each sentence,
@@ -529,7 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     models = [m for m in args.models.split(",") if m]
     mt_models = [m for m in args.mt_models.split(",") if m]
     tables = set(args.tables.split(","))
-    command = "python bench/paper_tables.py" + ("" if argv is None and len(sys.argv) == 1 else
+    command = "python -m bench.paper_tables" + ("" if argv is None and len(sys.argv) == 1 else
                                                 " " + " ".join(sys.argv[1:] if argv is None else argv))
     started, load_start = time.time(), os.getloadavg()[0]
     parts = plan(args.out, models, mt_models, sizes, tables)

@@ -11,7 +11,7 @@ largest |d log p| and Spearman's rank correlation. Per estimator (same seed and 
 largest |d| over the texts of what it estimates, log p(canonical) for the canonical method and the
 log non-canonical mass for the lattice and the proxy (the log marginal hides their differences
 where the canonical path carries most of the mass). And the seconds each dtype took.
-Run: .venv/bin/python bench/precision.py [--models a,b] [--samples K] [--device cuda] [--quick]
+Run: .venv/bin/python -m bench.precision [--models a,b] [--samples K] [--device cuda] [--quick]
      [--modes float16,bfloat16,autocast,tf32]
 """
 
@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
 from scipy.stats import spearmanr
 
+from bench.estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
 from marginal_core.estimators import EstimateOptions, Marginalizer
 from marginal_core.lm.adapter import LM
 from marginal_core.methods import Method

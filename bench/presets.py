@@ -3,26 +3,22 @@ number of tokenizations, the share of the mass off the canonical tokenization an
 probable non-canonical tokenization with its share. Exact where the app enumerates (at most APP_EXACT_BUDGET
 paths), else Home's estimate (the lattice sampler, k = 100, L = canonical + 10, seed 0) and the
 beam (W = 32), both lower bounds of the share off the canonical.
-Run: .venv/bin/python bench/presets.py [--models gemma3-270m,smollm2-135m] [--dtype float32]
+Run: .venv/bin/python -m bench.presets [--models gemma3-270m,smollm2-135m] [--dtype float32]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the app's examples and defaults
-
-from marginal_core import viz  # noqa: E402
-from marginal_core.estimators import Estimate, Marginalizer  # noqa: E402
-from marginal_core.models import load_model  # noqa: E402
-from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, exact_feasible  # noqa: E402
-from pages._app.presets import PRESETS  # noqa: E402
+from marginal_core import viz
+from marginal_core.estimators import Estimate, Marginalizer
+from marginal_core.models import load_model
+from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, exact_feasible
+from pages._app.presets import PRESETS
 
 
 def pct(share: float) -> str:

@@ -2,7 +2,7 @@
 
 Prints one table per text (a 300-character sentence and a 2,000-character paragraph) with the
 median of several runs of each step, wall-clock and CPU time (CPU time is steadier on a shared
-machine). Run: .venv/bin/python bench/sampler.py [--model gemma3-270m] [--runs 7] [--samples 10000]
+machine). Run: .venv/bin/python -m bench.sampler [--model gemma3-270m] [--runs 7] [--samples 10000]
 """
 
 from __future__ import annotations

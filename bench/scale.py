@@ -21,7 +21,7 @@ canonical score of a 1,000-token text (the bench sentences, repeated) against it
 bound: its matrix FLOPs (decoder and head, 1,000 tokens) at the dense 16-bit peak (a CPU: at the
 head product's FLOP/s).
 
-Run: .venv/bin/python bench/scale.py [--models gemma3-1b,...] [--device cuda] [--dtype float16]
+Run: .venv/bin/python -m bench.scale [--models gemma3-1b,...] [--device cuda] [--dtype float16]
      [--quick]   (--quick: 2 answers and 1 sentence, k = 20 and 100: a smoke run on a CPU)
 """
 
@@ -34,10 +34,10 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
-from paper_tables import PAPER_T2
-from scoring import model_flops, roofline, synchronize
 
+from bench.estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
+from bench.paper_tables import PAPER_T2
+from bench.scoring import model_flops, roofline, synchronize
 from marginal_core.cache import cache_root
 from marginal_core.context import context_ids
 from marginal_core.estimators import Marginalizer

@@ -13,7 +13,7 @@ start-up, imports and the model's load included):
 It prints one table, and the largest difference between the scan's log marginal and the CLI's
 (the same text, method, seed and dtype).
 
-Run: .venv/bin/python bench/scan.py [--model gemma3-270m] [--dtype float32] [--limit 30]
+Run: .venv/bin/python -m bench.scan [--model gemma3-270m] [--dtype float32] [--limit 30]
      [--beam-width auto|W]   (the same width in all three; auto is the scan's and the CLI's default)
 """
 
@@ -28,11 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.estimators import text_sets
+from marginal_core.beam_width import parse_width
 
-from bench.estimators import text_sets  # noqa: E402
-from marginal_core.beam_width import parse_width  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 METHODS = "canonical,beam"
 

@@ -15,7 +15,7 @@ token fed, plus 2 x hidden x vocabulary per row through the LM head; attention s
 out) against a roofline timed in the same run, the LM head's own product [rows, hidden] x
 [hidden, vocabulary] in that dtype on that device, and each dtype's speed-up over float32 at
 equal samples.
-Run: .venv/bin/python bench/scoring.py [--quick] [--samples K] [--models a,b] [--threads N]
+Run: .venv/bin/python -m bench.scoring [--quick] [--samples K] [--models a,b] [--threads N]
      [--dtypes float32,float16,bfloat16] [--device cuda]
 """
 
@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 import torch
-from estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
 
+from bench.estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
 from marginal_core.context import context_ids
 from marginal_core.lattice import build_lattice
 from marginal_core.lm.adapter import LM

@@ -6,21 +6,19 @@ a text of `--chars` characters typed into the sidebar (past what a link holds); 
 the server using less than a quarter of a core over half a second (sampled every 0.1 s), and
 the server's CPU seconds in the 2 s after the click.
 
-Run: .venv/bin/python bench/stop.py [--model gemma3-270m] [--chars 60000] [--after 20] [--dtype auto]
+Run: .venv/bin/python -m bench.stop [--model gemma3-270m] [--chars 60000] [--after 20] [--dtype auto]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the browser machinery lives with the browser test
+from bench.support.browser import chromium, cpu_seconds, new_page, settle, streamlit_server
 
-from tests.test_browser import chromium, cpu_seconds, new_page, settle, streamlit_server  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SENTENCE = "The committee postponed its decision until the next meeting, citing new evidence. "
 

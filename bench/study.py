@@ -15,7 +15,7 @@ come within 0.01 nats of it (a beam's bound is read at each step that completed 
 anytime beam's time is that of the round that got there), the anytime beam against genlm-bytes'
 widest K text by text, a per-text table, and the worst case: the tokenizations the best method
 found that Algorithm 1 at its largest k or the W = 32 beam missed, and where the beam pruned them.
-Run: .venv/bin/python bench/study.py [--models gemma3-270m,smollm2-135m] [--peer genlm]
+Run: .venv/bin/python -m bench.study [--models gemma3-270m,smollm2-135m] [--peer genlm]
      [--short-limit N] [--long-limit N] [--paper N] [--device cuda] [--dtype auto]
 """
 
@@ -35,10 +35,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from estimators import text_sets
-from paper_tables import table1_sentences
-from peers.genlm_peer import GenlmPeer
 
+from bench.estimators import text_sets
+from bench.paper_tables import table1_sentences
+from bench.peers.genlm_peer import GenlmPeer
 from marginal_core import beam as beam_module
 from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.errors import TooManyPathsError

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from bench.support.apptest import APP, app
 from marginal_core import viz
-from tests.apptest import APP, app
 
 SMOL = "smollm2-135m"
 SHORT = " Paris."  # 30 tokenizations under SmolLM2: small enough for exact

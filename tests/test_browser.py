@@ -6,180 +6,40 @@ scrolls inside its own container, so the viewport is tall instead of a full-page
 Debian's Chromium (/usr/bin/chromium) and is skipped only when that is missing (`make setup`
 installs it).
 
-The same machinery makes the README screenshots:
+The machinery (server, Chromium, waiting for a page to settle) is bench/support/browser.py, shared
+with the benches. The same machinery makes the README screenshots:
 
-    .venv/bin/python tests/test_browser.py --screenshots docs/screenshots
+    .venv/bin/python -m tests.test_browser --screenshots docs/screenshots [--only compare]
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
-from typing import NamedTuple
 from urllib.parse import quote
 
 import pytest
 
-from pages._app.serve import PRELOAD_ENV
+from bench.support.browser import (
+    CHROMIUM,
+    HAVE_CHROMIUM,
+    OUTPUT,
+    ROOT,
+    browser_page,
+    chromium,
+    new_page,
+    no_traceback,
+    rss_gib,
+    run_button,
+    settle,
+    streamlit_server,
+    wait_until_idle,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage",
-]
-OUTPUT = ROOT / "test-output" / "browser"
 SMOL = "smollm2-135m"
+pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server(NamedTuple):
-    """A running `streamlit run app.py`: its base URL, process id and log file."""
-
-    url: str
-    pid: int
-    log: Path
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time a process has used so far (user and system, all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_gib(pid: int) -> float:
-    """Resident memory of a process, in GiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 2**20
-    raise AssertionError(f"no VmRSS for process {pid}")
-
-
-def wait_until_idle(pid: int, timeout: float = 120.0, window: float = 2.0, busy: float = 0.25) -> float:
-    """Seconds until a process uses less than `busy` of a core over `window` seconds."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        before = cpu_seconds(pid)
-        time.sleep(window)
-        if cpu_seconds(pid) - before < busy * window:
-            return time.monotonic() - started
-    raise AssertionError(f"the server was still computing {timeout:.0f} s later")
-
-
-@contextlib.contextmanager
-def streamlit_server(timeout: float = 120.0, preload: str | None = "none"):
-    """The app's server (`python -m pages._app.serve`, as `make app` starts it) on a free local
-    port; yields the Server, stops it afterwards. preload: $MARGINAL_PRELOAD where the environment
-    sets none (tests warm no model they may not use; None: the server's default, as users get)."""
-    port = free_port()
-    env = dict(os.environ)
-    env.setdefault("MARGINAL_CACHE", str(Path.home() / ".cache" / "marginal"))
-    if preload is not None:
-        env.setdefault(PRELOAD_ENV, preload)
-    log = open(OUTPUT.parent / f"streamlit-{port}.log", "w")  # noqa: SIM115 -- closed below
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pages._app.serve", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log.name}")
-            try:
-                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not answer within {timeout:.0f} s; see {log.name}")
-            time.sleep(0.3)
-        yield Server(base, proc.pid, Path(log.name))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
-@contextlib.contextmanager
-def chromium():
-    """Debian's Chromium under Playwright, headless; yields the Browser (one context per session)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-def new_page(browser, width: int = 1400, height: int = 1800):
-    """A page in a context of its own (a session of its own on the server)."""
-    page = browser.new_context(viewport={"width": width, "height": height}).new_page()
-    page.set_default_timeout(300_000)
-    return page
-
-
-@contextlib.contextmanager
-def browser_page(width: int = 1400, height: int = 1800):
-    with chromium() as browser:
-        yield new_page(browser, width, height)
-
-
-def run_button(page, url: str):
-    """Open a page with a Run button and return the button once the page has settled."""
-    page.goto(url)
-    run = page.locator(".st-key-run button").first
-    run.wait_for()
-    settle(page)
-    return run
-
-
-def settle(page, extra_ms: int = 800) -> None:
-    """Wait until the script run is over: no skeletons, spinners, progress bars or running status."""
-    page.wait_for_timeout(800)
-    deadline = time.monotonic() + 600
-    busy = ", ".join(
-        f'[data-testid="{testid}"]'
-        for testid in ("stSkeleton", "stSpinner", "stProgress", "stExpanderIconSpinner",
-                       "stStatusWidgetRunningIcon", "stStatusWidgetRunningManIcon")
-    )
-    while time.monotonic() < deadline:
-        try:
-            if page.locator(busy).count() == 0:
-                break
-        except Exception:  # noqa: BLE001 -- the page re-renders under us
-            pass
-        page.wait_for_timeout(400)
-    page.wait_for_timeout(extra_ms)
-
-
-def no_traceback(page) -> None:
-    body = page.locator("body").inner_text()
-    assert "Traceback" not in body and not page.locator('[data-testid="stException"]').count(), body[:2000]
-
-
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
 def test_type_a_text_and_see_its_lattice_and_plots():
     OUTPUT.mkdir(parents=True, exist_ok=True)
     text = " Tokenization is fun."
@@ -242,7 +102,6 @@ def test_type_a_text_and_see_its_lattice_and_plots():
         print(f"server idle {wait_until_idle(server.pid):.1f} s after the stop was shown", flush=True)
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
 def test_the_first_request_of_a_fresh_server_may_be_a_subpage():
     """A shared link is often the first request a server gets: it renders that page, with the
     app's navigation and inputs (a folder named pages/ puts Streamlit's first run of a fresh
@@ -273,7 +132,6 @@ def test_the_first_request_of_a_fresh_server_may_be_a_subpage():
         no_traceback(page)
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
 def test_a_text_with_control_characters_draws_its_whole_lattice():
     """Issue 13 item 1: a bell and a tab in the text once cut the browser's drawing short (SVG is
     XML, which forbids the bell) or made `dot` fail; now every node of the window is drawn, the
@@ -299,7 +157,6 @@ def test_a_text_with_control_characters_draws_its_whole_lattice():
         page.screenshot(path=str(OUTPUT / "lattice-control-characters.png"))
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
 def test_a_100000_character_text_is_refused_before_scoring_and_the_server_stays_bounded():
     """Issue 13 item 0: a text past the model's context window (about 16,000 canonical tokens of
     SmolLM2's 8,192) is refused at Run with the counts, before any scoring; after Stop the server
@@ -338,7 +195,6 @@ def test_a_100000_character_text_is_refused_before_scoring_and_the_server_stays_
         assert settled <= after + 0.1 and settled - before < 6, (before, after, settled)
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
 def test_another_session_renders_its_home_page_while_a_run_is_going():
     """Issue 10: while one session's running-estimates run computes, the server stays
     responsive: another session (another browser context) gets its home page, canonical score
@@ -361,7 +217,6 @@ def test_another_session_renders_its_home_page_while_a_run_is_going():
         no_traceback(page)
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
 def test_four_sessions_at_once_take_turns_and_all_finish_within_a_memory_bound():
     """Issue 20: four sessions press Run within a second; their runs take turns on the server
     (one of them is told where it waits), all four finish without an error, and the server's
@@ -409,7 +264,6 @@ TRUNCATED_JS = """els => els.filter(e => [e, ...e.querySelectorAll('*')].some(x 
                      .map(e => e.innerText)"""
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
 def test_long_counts_are_not_cut_and_the_whole_lattice_scrolls_at_full_size():
     """Issue 13 items 5d and 5e: the lattice page's counts read "3.62 × 10…", and the whole
     lattice was scaled to the page's width with 4-pixel labels; now the counts have room and the
@@ -437,7 +291,6 @@ def test_long_counts_are_not_cut_and_the_whole_lattice_scrolls_at_full_size():
         page.screenshot(path=str(OUTPUT / "lattice-whole.png"))
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
 def test_a_text_too_long_for_a_link_leaves_a_page_that_reloads():
     """Issue 13 item 5a: 15,000 CJK characters made a URL of about 135 KB, which the server
     answered with HTTP 400 on reload; now the text stays out of the URL and the page reloads."""

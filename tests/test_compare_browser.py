@@ -10,8 +10,8 @@ from urllib.parse import quote
 
 import pytest
 
+from bench.support.browser import CHROMIUM, OUTPUT, browser_page, no_traceback, run_button, settle, streamlit_server
 from tests.conftest import GEMMA, SMOL
-from tests.test_browser import CHROMIUM, OUTPUT, browser_page, no_traceback, run_button, settle, streamlit_server
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs it)")
 TEXT = "Heavy rain flooded the valley road."

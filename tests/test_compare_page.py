@@ -4,11 +4,11 @@ with one message and nothing loaded, and the "Two models disagree" example opens
 
 from __future__ import annotations
 
+from bench.support.apptest import app
 from marginal_core import viz
 from marginal_core.compare import figures
 from marginal_core.estimators import Marginalizer
 from pages._app import server
-from tests.apptest import app
 from tests.conftest import GEMMA, SMOL
 from tests.test_app import assert_clean, plotly
 from tests.test_server_policy import class_mode, loads  # noqa: F401 -- fixtures

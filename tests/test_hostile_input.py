@@ -15,14 +15,14 @@ from __future__ import annotations
 import base64
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+from bench.support.apptest import APP
+
 SMOL = "smollm2-135m"
 PAGES = ("home", "lattice", "samplers", "mass", "rank", "running", "qa", "translation")
 # What shows that a page rendered, besides a specific message: element kinds, or its main button.

@@ -12,10 +12,10 @@ from urllib.parse import quote
 
 import pytest
 
+from bench.support.browser import CHROMIUM, OUTPUT, chromium, new_page, no_traceback, settle, streamlit_server
 from marginal_core.models import DEFAULT_MODEL
 from pages._app import lesson
 from pages._app.presets import PRESETS
-from tests.test_browser import CHROMIUM, OUTPUT, chromium, new_page, no_traceback, settle, streamlit_server
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs it)")
 VIEWS = [title for path, title, _ in lesson.ORDER if path not in ("qa", "translation")]
@@ -147,7 +147,7 @@ def test_projector_mode_folds_introduction_and_settings_and_shows_small_tables_l
     """Headless: with projector=true the page's introduction and settings are folded (their
     widgets still work: k from the link is used) and the running summary is an HTML table, which
     the projector's style sets in larger text."""
-    from tests.apptest import app
+    from bench.support.apptest import app
 
     at = app("pages/running.py", model="smollm2-135m", text=" unbelievably", context="", dtype="float32", k="7",
              methods="lattice", exact="false", projector="true")  # results are shared: none other tests read

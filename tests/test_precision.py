@@ -199,8 +199,8 @@ def test_under_auto_float16_the_lm_eval_backend_records_its_dtype(auto_float16, 
 def test_under_auto_float16_the_app_runs_float16_and_matches_the_library(auto_float16):
     """The sidebar names the dtype auto chose, and the Running estimates page's live lattice run
     gives the library's float16 estimate for the same chunks."""
+    from bench.support.apptest import app
     from pages._app import live
-    from tests.apptest import app
 
     at = app("pages/running.py", model="smollm2-135m", text=" Paris.", context="", k="15", seed="3")
     assert "Runs on: **CPU (float16," in " ".join(c.value for c in at.sidebar.caption)
@@ -216,7 +216,7 @@ def test_under_auto_bfloat16_a_samplers_page_shows_one_log_p_per_tokenization(mo
     """Issue 24: the lattice sampler's trie scorer and the beam's and proxy's step-by-step scores
     differ in bfloat16 (␣un|belie|v|ably read -22.81 in one column, -23.02 in another); every path
     on the page now shows the one score of one scorer, so the beam's bound is comparable."""
-    from tests.apptest import app
+    from bench.support.apptest import app
 
     monkeypatch.setenv("MARGINAL_AUTO_DTYPE", "bfloat16")
 

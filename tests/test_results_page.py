@@ -9,8 +9,8 @@ import math
 
 import pandas as pd
 
+from bench.support.apptest import app
 from marginal_core.tasks.qa import QATask
-from tests.apptest import app
 from tests.test_reports import hand_made_folder
 from tests.test_scan_compare import constructed_table
 

@@ -13,11 +13,11 @@ import time
 import pandas as pd
 import pytest
 
+from bench.support.apptest import app
 from marginal_core.cli import build_parser
 from marginal_core.errors import MarginalError
 from marginal_core.tasks.report import load_rows
 from marginal_core.tasks.scan import load_texts, model_folder, parse_shard, text_id
-from tests.apptest import app
 
 TEXTS = ["Entschuldigung", " Tokyo", "unbelievably"]
 SETUP = ["--samples", "6", "--beam-width", "4", "--device", "cpu", "--dtype", "float32"]

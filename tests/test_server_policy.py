@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from bench.support.apptest import app
 from marginal_core.errors import UnknownModelError
 from pages._app import errors, serve, server
 from pages._app.server import PolicyError, ServerPolicy
-from tests.apptest import app
 
 SMOL = "smollm2-135m"
 SHORT = " Paris."
