@@ -12,7 +12,9 @@ the device least (as turns go). The others
 wait for their results (told where they stand while a batch they are not in runs) and are each
 charged their share of the batch's device seconds. A batch
 that raises is rerun one request at a time, so a failing request fails only its own run; Stop
-takes a waiting request out at once. Outside a run, or with no Batcher, work runs alone.
+takes a waiting request out at once. Outside a run, or with no Batcher, work runs alone. The
+Batcher registers with ``serving_hooks`` (``attach_batcher``), where scoring finds it
+(``serving_hooks.batcher``).
 
 The trie scorer is the client (``marginal_core.scoring``): the canonical scores and the first
 chunks of a class's sessions are small, and one pass over all of them costs a fraction of one
@@ -23,15 +25,15 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections.abc import Callable, Hashable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from marginal_core.turns import POLL_S, Place, Run, TurnCancelled, Turns, held
+from marginal_core import serving_hooks
+from marginal_core.turns import POLL_S, Place, Run, TurnCancelled, Turns
 
-__all__ = ["Batcher", "current_batcher"]
+__all__ = ["Batcher"]
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -62,7 +64,7 @@ class Batcher:
 
     def __init__(self, turns: Turns, gather_s: float = GATHER_S, max_gather_s: float = MAX_GATHER_S) -> None:
         self.turns, self.gather_s, self.max_gather_s = turns, gather_s, max_gather_s
-        _BATCHERS[turns] = self
+        serving_hooks.attach_batcher(turns, self)
         self._cond = threading.Condition()
         self._pending: list[_Request[Any, Any]] = []
         self._running: list[_Request[Any, Any]] = []
@@ -75,7 +77,7 @@ class Batcher:
         """Run payload with the other waiting payloads of key, at most limit in size together
         (run_batch maps a list of payloads to their results, in order) and return its result (or
         raise its error)."""
-        place = held()
+        place = serving_hooks.held()
         entry = place[1] if place is not None and place[0] is self.turns else None
         if entry is not None:
             self.turns.admitted(entry)
@@ -220,14 +222,3 @@ def _run_together(batch: list[_Request[Any, Any]]) -> None:
     for request, result in zip(batch, results, strict=True):
         request.result, request.done = result, True
 
-
-_BATCHERS: weakref.WeakKeyDictionary[Turns, Batcher] = weakref.WeakKeyDictionary()
-
-
-def current_batcher() -> Batcher | None:
-    """The Batcher of the run this code executes in, unless the code runs inside a unit (a shared
-    pass's own work, or a unit that holds the device already)."""
-    place = held()
-    if place is None or place[1].in_unit:
-        return None
-    return _BATCHERS.get(place[0])

@@ -13,6 +13,8 @@ All of them share one text, one lattice, one context and the canonical path's sc
 Every method is a stream: ``Marginalizer.stream`` yields the estimate after each chunk of
 samples (the app draws it live and keeps it when stopped); ``Marginalizer.estimate`` runs the
 stream to its end. The canonical score is computed once, before any method's clock starts.
+An Estimate, its options and its run's state are defined in ``estimate_result``,
+``estimate_options`` and ``run_state`` (no torch), and re-exported here.
 """
 
 from __future__ import annotations
@@ -22,124 +24,30 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from marginal_core import turns
+from marginal_core import serving_hooks
 from marginal_core.beam import anytime_beam, beam_stream
-from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, DEFAULT_TOLERANCE, MAX_BEAM_WIDTH, Round, auto_widths, check_width
+from marginal_core.beam_width import auto_widths
 from marginal_core.context import context_ids
-from marginal_core.errors import ContextWindowError, MarginalError
-from marginal_core.jsonsafe import json_float
-from marginal_core.lattice import DEFAULT_ENUMERATION_BUDGET, Lattice, PathBatch, build_lattice
+from marginal_core.errors import ContextWindowError
+from marginal_core.estimate_options import EstimateOptions
+from marginal_core.estimate_result import Estimate, Source
+from marginal_core.lattice import Lattice, PathBatch, build_lattice
 from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.methods import Method
 from marginal_core.models import LoadedModel, dtype_name, load_model
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.proposal import proposal_of
 from marginal_core.proxy import ProxyResult, proxy_stream
+from marginal_core.run_state import BeamRun, Checkpoints, RunState
 from marginal_core.sampling import lattice_samples
 from marginal_core.scoring import ScoreStats, score_paths
 
-if TYPE_CHECKING:
-    import pandas as pd
-
-Checkpoints = tuple[tuple[int, float], ...]
-
-
-@dataclass(frozen=True)
-class EstimateOptions:
-    """What a method's run may be told, checked once: samples (k), the length bound L, the
-    seed, the exact method's path budget, whether the proxy covers the canonical path, the
-    samples per streamed update (None: everything at once, which shares the most prefixes), and
-    the first update's samples (then full chunks, so a large run's first estimate comes early;
-    None: every chunk is ``chunk``); the beam's width (None: the anytime beam, widened until a
-    widening adds less than ``tolerance`` nats or ``time_budget`` seconds have passed, its
-    widest round ``max_beam_width``)."""
-
-    samples: int = 1000
-    max_len: int | None = None
-    seed: int | None = 0
-    budget: int = DEFAULT_ENUMERATION_BUDGET
-    include_canonical: bool = False
-    chunk: int | None = None
-    first_chunk: int | None = None
-    beam_width: int | None = DEFAULT_BEAM_WIDTH
-    tolerance: float = DEFAULT_TOLERANCE
-    time_budget: float | None = None
-    max_beam_width: int = MAX_BEAM_WIDTH  # the anytime beam's widest round (a class server caps it)
-
-    def __post_init__(self) -> None:
-        check_width(self.max_beam_width)
-        if self.beam_width is not None:
-            check_width(self.beam_width)
-        checks = [
-            (self.tolerance > 0, f"the tolerance must be above 0 nats, not {self.tolerance}"),
-            (self.time_budget is None or self.time_budget > 0, f"the time budget must be above 0 s, not {self.time_budget}"),
-            (self.samples >= 0, f"samples must be 0 or more, not {self.samples}"),
-            (self.max_len is None or self.max_len >= 1, f"the length bound must be at least 1, not {self.max_len}"),
-            (self.budget >= 1, f"the enumeration budget must be at least 1, not {self.budget}"),
-            (self.chunk is None or self.chunk >= 1, f"chunks must hold at least 1 sample, not {self.chunk}"),
-            (self.first_chunk is None or self.first_chunk >= 1,
-             f"the first chunk must hold at least 1 sample, not {self.first_chunk}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise MarginalError(message)
-
-
-@dataclass(frozen=True)
-class RunState:
-    """How far a sampling stream got: the samples asked for, (samples, seconds) after each
-    chunk, and whether it finished (``done``) or was stopped (``cancelled``, keeping what it
-    finished). A beam's run is a :class:`BeamRun`: each kind says its own progress."""
-
-    requested: int
-    checkpoints: Checkpoints = ()
-    done: bool = True
-    cancelled: bool = False
-
-    @property
-    def completed(self) -> int:
-        """Samples scored (a beam: paths completed) by the last checkpoint."""
-        return self.checkpoints[-1][0] if self.checkpoints else 0
-
-    @property
-    def covered(self) -> int:
-        """The units of ``requested`` done: samples scored."""
-        return self.completed
-
-    @property
-    def fraction(self) -> float:
-        """Share of the requested work covered (1.0 once done)."""
-        if self.done or not self.requested:
-            return 1.0
-        return min(1.0, self.covered / self.requested)
-
-    def describe(self) -> str:
-        """How far it got, in words: '100 of 600 samples scored'."""
-        return f"{self.completed:,} of {self.requested:,} samples scored"
-
-
-@dataclass(frozen=True)
-class BeamRun(RunState):
-    """A beam's run: it asks for no number of samples, so ``requested`` is the walk's most steps
-    and ``steps`` those done, while its checkpoints count the paths it completed; an anytime
-    beam's finished ``rounds`` too."""
-
-    steps: int = 0
-    rounds: tuple[Round, ...] = ()
-
-    @property
-    def covered(self) -> int:
-        """The units of ``requested`` done: the walk's steps."""
-        return self.steps
-
-    def describe(self) -> str:
-        """'48 paths completed, step 7 of 14'."""
-        return f"{self.completed:,} paths completed, step {self.steps:,} of {self.requested:,}"
+# the Marginalizer and what its streams yield (Estimate, its options and run state, re-exported)
+__all__ = ["BeamRun", "CanonicalScore", "Checkpoints", "Estimate", "EstimateOptions", "Marginalizer", "RunState",
+           "Source", "by_context", "chunk_sizes"]
 
 
 @dataclass(frozen=True)
@@ -148,166 +56,6 @@ class CanonicalScore:
 
     log_p: float
     seconds: float
-
-
-@dataclass(frozen=True, eq=False)
-class Source:
-    """What an Estimate was computed from, for its displays: the model's name, precision and
-    device, the context, and the text's lattice (the Marginalizer's own, shared, not copied)."""
-
-    model: str
-    dtype: str
-    device: str
-    context: str | None
-    lattice: Lattice
-
-    def __repr__(self) -> str:
-        """One short line (the lattice stays out of it)."""
-        return f"Source({self.model}, {self.dtype}, {self.device})"
-
-
-@dataclass(frozen=True, eq=False)
-class Estimate:
-    """One method's estimate with every sample behind it, in sample order, and its run's state.
-
-    ``running`` is the non-canonical log estimate after each sample. Marginals are natural
-    logs; -inf means no mass found (no non-canonical path, or the canonical method). ``source``
-    (set by the Marginalizer) names the model and holds the lattice its displays decode with.
-    """
-
-    method: Method
-    log_p_canonical: float
-    log_noncanonical: float
-    paths: PathBatch
-    kinds: np.ndarray
-    log_p: np.ndarray
-    log_q: np.ndarray | None
-    running: np.ndarray
-    seconds: float
-    forward_passes: int
-    run: RunState
-    num_paths: int | None = None
-    source: Source | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "method", Method.parse(self.method))  # a name given as a string
-
-    def __repr__(self) -> str:
-        """One short line (the arrays stay out of a table's cell or a notebook's output)."""
-        sign = "≈" if not self.method.is_bound else "=" if self.certified_gap() == 0 else "≥"
-        state = "" if self.run.done else f", {'stopped' if self.run.cancelled else 'running'}"
-        return (f"Estimate({self.method.value}: log p(text) {sign} {self.log_marginal:.3f}, "
-                f"{self.num_distinct:,} paths, {self.seconds:.2f} s{state})")
-
-    def _lattice(self, lattice: Lattice | None) -> Lattice | None:
-        """The lattice given, else the source's (None where neither is known)."""
-        return lattice if lattice is not None else self.source.lattice if self.source is not None else None
-
-    def distinct_paths(self) -> pd.DataFrame:
-        """One row per distinct path, in sample order: ids, kind, log p, log q (NaN where unknown)
-        and how often it was drawn."""
-        import pandas as pd
-
-        frame = pd.DataFrame({"ids": self.paths.tolist(), "kind": self.kinds, "log_p": self.log_p,
-                              "log_q": self.log_q if self.log_q is not None else np.nan})
-        counts = frame.groupby("ids", sort=False).size().rename("draws")
-        return frame.drop_duplicates("ids").join(counts, on="ids").reset_index(drop=True)
-
-    def found(self, lattice: Lattice | None = None) -> pd.DataFrame:
-        """Every distinct tokenization found plus the canonical one (kind "canonical"), most probable
-        first: ids, kind, log p, log q, draws and share of the mass found."""
-        import pandas as pd
-
-        lattice = self._lattice(lattice)
-        if lattice is None:
-            raise MarginalError("this Estimate was not made by a Marginalizer, so it knows no lattice: pass lattice=")
-        rows = self.distinct_paths()
-        if lattice.canonical not in set(rows["ids"]):
-            canonical = pd.DataFrame({"ids": [lattice.canonical], "kind": ["canonical"],
-                                      "log_p": [self.log_p_canonical]})
-            rows = pd.concat([canonical, rows], ignore_index=True)
-        rows = rows.sort_values("log_p", ascending=False, kind="stable").reset_index(drop=True)
-        rows.loc[rows["ids"] == lattice.canonical, "kind"] = "canonical"
-        log_p = rows["log_p"].to_numpy(dtype=float)
-        rows["share"] = np.exp(log_p - np.logaddexp.reduce(log_p))
-        return rows
-
-    def to_pandas(self, lattice: Lattice | None = None) -> pd.DataFrame:
-        """One row per distinct scored tokenization plus the canonical one, most probable first:
-        its tokens joined by "|", their number, log p, kind and share of the mass found."""
-        import pandas as pd
-
-        from marginal_core.viz.text import segmented
-
-        lattice = self._lattice(lattice)
-        rows = self.found(lattice)
-        return pd.DataFrame({"tokenization": [segmented(lattice, p) for p in rows["ids"]],
-                             "tokens": rows["ids"].map(len).to_numpy(dtype=int), "log_p": rows["log_p"].to_numpy(),
-                             "kind": rows["kind"].to_numpy(), "share": rows["share"].to_numpy()})
-
-    def rounds_frame(self) -> pd.DataFrame:
-        """An anytime beam's rounds, one row each: width, log mass found, prefixes pruned, certified
-        gap (nats), seconds and paths at its end; no rows for any other run."""
-        import pandas as pd
-
-        columns = ["width", "log_mass", "pruned", "certified_gap", "seconds", "paths"]
-        return pd.DataFrame([[r.width, r.log_mass, r.pruned, r.certified_gap, r.seconds, r.paths] for r in self.rounds],
-                            columns=columns)
-
-    def certified_gap(self, lattice: Lattice | None = None) -> float:
-        """Nats the exact log p(text) may lie above ``log_marginal``, at most: 0 where exact (every
-        tokenization scored, a finished exact run, or a finished anytime beam that pruned nothing),
-        a finished anytime beam's certificate, inf where not known (or not a bound: the proxy)."""
-        if not self.method.is_bound:
-            return math.inf
-        known = self._lattice(lattice)
-        if known is not None and len(set(self.paths.tolist()) | {known.canonical}) == known.count():
-            return 0.0  # every tokenization scored
-        if self.method is Method.EXACT and self.run.done:
-            return 0.0
-        return self.rounds[-1].certified_gap if self.rounds and self.run.done else math.inf
-
-    @property
-    def rounds(self) -> tuple[Round, ...]:
-        """An anytime beam's finished rounds; none for every other run."""
-        return self.run.rounds if isinstance(self.run, BeamRun) else ()
-
-    @property
-    def log_marginal(self) -> float:
-        """log p(text): the canonical path plus the non-canonical estimate."""
-        return float(np.logaddexp(self.log_p_canonical, self.log_noncanonical))
-
-    @property
-    def num_samples(self) -> int:
-        return len(self.log_p)
-
-    @cached_property
-    def num_distinct(self) -> int:
-        return len(set(self.paths.tolist()))
-
-    def running_marginal(self) -> np.ndarray:
-        """The full log marginal after each sample."""
-        return np.logaddexp(self.log_p_canonical, self.running)
-
-    def summary(self) -> dict:
-        """The figures the CLI prints (non-finite logs become None, as JSON has no -inf)."""
-        row = {
-            "log_marginal": json_float(self.log_marginal),
-            "log_noncanonical": json_float(self.log_noncanonical),
-            "num_samples": self.num_samples,
-            "num_distinct": self.num_distinct,
-            "seconds": round(self.seconds, 4),
-            "forward_passes": self.forward_passes,
-        }
-        if self.num_paths is not None:
-            row["num_paths"] = str(self.num_paths)
-        if self.run.cancelled:
-            row["cancelled"] = True
-        if self.rounds:  # the anytime beam: each round's width, mass found, pruned prefixes, seconds and paths
-            row["rounds"] = [{**r._asdict(), "log_mass": json_float(r.log_mass), "log_missed": json_float(r.log_missed),
-                              "seconds": round(r.seconds, 4)}
-                             for r in self.rounds]
-        return row
 
 
 def _last_of(running: np.ndarray) -> float:
@@ -335,10 +83,10 @@ def chunk_sizes(total: int, chunk: int | None, first: int | None = None) -> Iter
 
 
 def _handing_on(stream: Iterator[Estimate]) -> Iterator[Estimate]:
-    """A stream whose chunk ends are checkpoints: where runs take turns (the app's), another
-    waiting run gets the device while this one's estimate is drawn."""
+    """A stream whose chunk ends are checkpoints (``serving_hooks.checkpoint``): where runs take
+    turns (the app's), another waiting run gets the device while this one's estimate is drawn."""
     for estimate in stream:
-        turns.checkpoint()
+        serving_hooks.checkpoint()
         yield estimate
 
 

@@ -13,8 +13,10 @@ import torch
 from marginal_core.lattice import Path, PathBatch
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.oom import halved
+from marginal_core.pass_budget import pass_bytes, pass_tokens
 from marginal_core.progress import Progress
-from marginal_core.scoring import ScoreStats, check_paths, count_call, pass_bytes, pass_tokens
+from marginal_core.score_stats import ScoreStats, count_call
+from marginal_core.scoring import check_paths
 from marginal_core.trie import as_paths
 
 if TYPE_CHECKING:

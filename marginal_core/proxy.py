@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from marginal_core import turns
+from marginal_core import serving_hooks
 from marginal_core.lattice import Lattice, PathBatch
 from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.lm.oom import halved
@@ -217,7 +217,7 @@ def extend(lm: LM, cache: DynamicCache, parent: torch.Tensor, feed: torch.Tensor
     """The walk's one step, shared by the proxy and the beam: regroup the cache's `rows` rows so
     that new row i continues row parent[i] (which drops ended and duplicated prefixes), feed
     each new row its token, and return each new row's last hidden state."""
-    with turns.unit():
+    with serving_hooks.unit():
         if not _is_identity(parent, rows):
             cache.reorder_cache(parent)
         result = lm.decoder(input_ids=feed[:, None], cache=cache, use_cache=True)

@@ -88,7 +88,7 @@ class TransformersTokenizer:
     @property
     def fingerprint(self) -> str:
         """Keyed by the tokenizer.json it was loaded from (path, size, mtime: cheap) when there is
-        one, else by a hash of its full serialization (about 0.4 s for Gemma 3)."""
+        one, else by a hash of its full serialization (slow for a vocabulary as large as Gemma 3's)."""
         tok = self.tokenizer
         given = tok.init_kwargs.get("tokenizer_file")
         file = Path(given) if given else Path(str(tok.name_or_path)) / "tokenizer.json"

@@ -2,23 +2,25 @@
 (docs/design.md, "Turns").
 
 The library wraps each unit of model work (a forward pass, a chunk of the LM head) in
-:func:`unit`. Outside a run that a :class:`Turns` admitted (the CLI, the tests, a script),
-:func:`unit` does nothing. Inside one, a run's first unit waits for its **turn**: the device is
-its own, for its units and the work between them, until its units have used ``slice_s`` of
-it while another run waits (checked as each unit starts), until it reaches a :func:`checkpoint`
-(a natural break, such as the end of a chunk of samples) while another run waits, or until it
-stays out of a unit for ``idle_s`` (it is drawing, or done). Until a run's first checkpoint
-(its first estimate) its turns may use ``first_slice_s``: a newcomer's first turn ends with
-something to show, however much the other sessions' page code slows its own. The next turn
-goes to the waiting run that has used the device least so far (round-robin by service time), so
-a run that starts last gets its first turn within a round, and no run costs the others more
-than its share. One run at a time, rather than one unit at a time, keeps the work between units
-from fighting the holder for the cores. A run's stop check is polled while it waits and before
-each unit; True gives it :class:`TurnCancelled`.
+``serving_hooks.unit``, the one place it asks about runs. Outside a run that a :class:`Turns`
+admitted (the CLI, the tests, a script), a unit does nothing. Inside one, a run's first unit
+waits for its **turn**: the device is its own, for its units and the work between them, until
+its units have used ``slice_s`` of it while another run waits (checked as each unit starts),
+until it reaches a checkpoint (``serving_hooks.checkpoint``: a natural break, such as the end
+of a chunk of samples) while another run waits, or until it stays out of a unit for ``idle_s``
+(it is drawing, or done). Until a run's first checkpoint (its first estimate) its turns may use
+``first_slice_s``: a newcomer's first turn ends with something to show, however much the other
+sessions' page code slows its own. The next turn goes to the waiting run that has used the
+device least so far (round-robin by service time), so a run that starts last gets its first
+turn within a round, and no run costs the others more than its share. One run at a time, rather
+than one unit at a time, keeps the work between units from fighting the holder for the cores. A
+run's stop check is polled while it waits and before each unit; True gives it
+:class:`TurnCancelled`.
 
 Runs beyond ``max_runs`` wait to be admitted, in arrival order, and their waiting callback
 hears where they stand. The holder may use :meth:`Turns.scratch` for buffers that only a unit
-needs (the LM head's logits block): one per device, not one per run.
+needs (the LM head's logits block): one per device, not one per run. Every duration is read from
+the Turns' ``clock`` (``time.perf_counter`` unless another is given, as tests do).
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from marginal_core import serving_hooks
 from marginal_core.errors import MarginalError
 from marginal_core.progress import StopCheck
 
-__all__ = ["Place", "Run", "TurnCancelled", "Turns", "aside", "checkpoint", "current", "held", "unit"]
+__all__ = ["Clock", "Place", "Run", "TurnCancelled", "Turns"]
 
 # Seconds between a waiting run's stop checks and reports of its place.
 POLL_S = 0.2
@@ -69,6 +71,9 @@ class Place:
         return runs if self.admitted else f"the machine is full; {runs}"
 
 
+Clock = Callable[[], float]
+"""Seconds since some fixed moment (``time.perf_counter``, or a test's fake clock)."""
+
 Waiting = Callable[[Place | None], None]
 """Told, a few times a second, where a waiting run stands, and None when its turn came (it may
 raise to leave the queue)."""
@@ -81,7 +86,7 @@ class Run:
     owner: Hashable
     should_stop: StopCheck | None
     waiting: Waiting | None
-    arrived: float = field(default_factory=time.perf_counter)
+    arrived: float = field(default_factory=time.perf_counter)  # on its Turns' clock
     served: float = 0.0  # seconds it held the device in turns that ended
     admitted: bool = False
     wants: bool = False
@@ -90,7 +95,7 @@ class Run:
     checkpointed: bool = False  # it has reached a checkpoint (shown an estimate)
     in_unit: bool = False
     left_unit: float = 0.0
-    first_asked: float | None = None  # when it first asked for the device (perf_counter seconds)
+    first_asked: float | None = None  # when it first asked for the device (clock seconds)
     first_given: float | None = None  # when its first turn began
 
     def first_turn(self) -> tuple[float, float] | None:
@@ -106,18 +111,16 @@ class Run:
         return self.should_stop is not None and bool(self.should_stop())
 
 
-_CURRENT: ContextVar[tuple[Turns, Run] | None] = ContextVar("marginal_turn", default=None)
-
-
 class Turns:
     """One device's turns: at most one unit at a time, the least-served waiting run next, at most
-    ``max_runs`` runs admitted (the rest wait in arrival order)."""
+    ``max_runs`` runs admitted (the rest wait in arrival order), every duration read from ``clock``."""
 
     def __init__(self, max_runs: int = 16, slice_s: float = SLICE_S, idle_s: float = IDLE_S,
-                 first_slice_s: float = FIRST_SLICE_S) -> None:
+                 first_slice_s: float = FIRST_SLICE_S, clock: Clock = time.perf_counter) -> None:
         if max_runs < 1:
             raise MarginalError("max_runs must be at least 1")
         self.max_runs, self.slice_s, self.idle_s, self.first_slice_s = max_runs, slice_s, idle_s, first_slice_s
+        self.clock = clock
         self._cond = threading.Condition()
         self._holder: Run | None = None
         self._admitted: list[Run] = []
@@ -132,19 +135,18 @@ class Turns:
             waiting: Waiting | None = None) -> Iterator[Run]:
         """The block in which owner's model work takes turns (nested blocks join the outer run);
         it yields the run, whose :meth:`Run.first_turn` says how long its first turn took to come."""
-        outer = _CURRENT.get()
+        outer = serving_hooks.held()
         if outer is not None and outer[0] is self:
             yield outer[1]
             return
-        entry = Run(owner, should_stop, waiting)
+        entry = Run(owner, should_stop, waiting, arrived=self.clock())
         with self._cond:
             self._queue.append(entry)
             self._admit()
-        token = _CURRENT.set((self, entry))
         try:
-            yield entry
+            with serving_hooks.entered(self, entry):
+                yield entry
         finally:
-            _CURRENT.reset(token)
             with self._cond:
                 self._leave(entry)
 
@@ -161,7 +163,7 @@ class Turns:
         if entry in self._queue:
             self._queue.remove(entry)
         if self._holder is entry:
-            self._end_turn(time.perf_counter())
+            self._end_turn(self.clock())
         if entry in self._admitted:
             self._admitted.remove(entry)
             if entry.served > 0:  # a run that never used the device says nothing of a run's length
@@ -183,17 +185,17 @@ class Turns:
             raise TurnCancelled("stopped")
         with self._cond:
             if self._holder is entry and entry.turn_used >= self._slice(entry) and self._waiters(entry):
-                self._end_turn(time.perf_counter())
+                self._end_turn(self.clock())
             held = self._holder is entry
             entry.in_unit = held
         if not held:
             self._take(entry, eager)
-        began = time.perf_counter()
+        began = self.clock()
         try:
             yield
         finally:
             with self._cond:
-                entry.in_unit, entry.left_unit = False, time.perf_counter()
+                entry.in_unit, entry.left_unit = False, self.clock()
                 entry.turn_used += entry.left_unit - began
                 self._cond.notify_all()
 
@@ -207,14 +209,14 @@ class Turns:
         with self._cond:
             entry.checkpointed = True
             if self._holder is entry and not entry.in_unit and self._waiters(entry):
-                self._end_turn(time.perf_counter())
+                self._end_turn(self.clock())
 
     def release(self, entry: Run) -> None:
         """entry waits on others' work now (a shared pass): if it holds the device between its
         units, its turn ends here, so the pass need not wait out its idle grace."""
         with self._cond:
             if self._holder is entry and not entry.in_unit:
-                self._end_turn(time.perf_counter())
+                self._end_turn(self.clock())
 
     @contextlib.contextmanager
     def aside(self, entry: Run) -> Iterator[None]:
@@ -224,7 +226,7 @@ class Turns:
         room)."""
         with self._cond:
             if self._holder is entry:
-                self._end_turn(time.perf_counter())
+                self._end_turn(self.clock())
             if entry in self._queue:
                 self._queue.remove(entry)
             if entry in self._admitted:
@@ -262,7 +264,7 @@ class Turns:
         """Wait until entry is admitted and the next to use the device, then begin its turn in
         a unit."""
         if entry.first_asked is None:
-            entry.first_asked = time.perf_counter()
+            entry.first_asked = self.clock()
         try:
             self._wait_until(entry, lambda: self._took(entry, eager))
         finally:
@@ -281,14 +283,14 @@ class Turns:
     def _wait_until(self, entry: Run, ready: Callable[[], bool]) -> None:
         """Poll ready (which waits a little itself) until True, hearing entry's stop check and
         telling it where it stands; a run told where it stood is told None when ready."""
-        told, shown = time.perf_counter(), None
+        told, shown = self.clock(), None
         while not ready():
             with self._cond:
                 place = self._place(entry)
             if entry.stopped():
                 raise TurnCancelled("stopped while waiting for its turn")
-            if entry.waiting is not None and time.perf_counter() - told >= POLL_S and place.describe() != shown:
-                told, shown = time.perf_counter(), place.describe()
+            if entry.waiting is not None and self.clock() - told >= POLL_S and place.describe() != shown:
+                told, shown = self.clock(), place.describe()
                 entry.waiting(place)
         if shown is not None and entry.waiting is not None:
             entry.waiting(None)
@@ -301,7 +303,7 @@ class Turns:
                 self._cond.wait(min(POLL_S, self.idle_s))
                 if not self._is_next(entry, eager):
                     return False
-            now = time.perf_counter()
+            now = self.clock()
             if self._holder is not None:  # it stayed out of its units too long: its turn ends
                 self._end_turn(self._holder.left_unit)
             self._holder, entry.wants, entry.in_unit, entry.turn_began, entry.turn_used = entry, False, True, now, 0.0
@@ -316,7 +318,7 @@ class Turns:
         holder = self._holder
         if not entry.admitted or holder is entry:
             return False
-        if holder is not None and (holder.in_unit or (not eager and time.perf_counter() - holder.left_unit < self.idle_s)):
+        if holder is not None and (holder.in_unit or (not eager and self.clock() - holder.left_unit < self.idle_s)):
             return False
         waiting = [r for r in self._admitted if r.wants]
         return min(waiting, key=Run.order) is entry
@@ -345,42 +347,3 @@ class Turns:
         with self._cond:
             return {"admitted": len(self._admitted), "queued": len(self._queue), "busy": int(self._holder is not None)}
 
-
-def held() -> tuple[Turns, Run] | None:
-    """The Turns and the Run this code executes in, if any."""
-    return _CURRENT.get()
-
-
-def current() -> Turns | None:
-    """The Turns of the run this code executes in, if any."""
-    place = held()
-    return None if place is None else place[0]
-
-
-def unit() -> contextlib.AbstractContextManager[None]:
-    """One unit of model work: waits for its turn inside a run that takes turns, else nothing."""
-    return _in_current_run(Turns.unit)
-
-
-def aside() -> contextlib.AbstractContextManager[None]:
-    """A wait on something other than the device, inside a run that takes turns: the run's
-    admission goes to others meanwhile (Turns.aside); elsewhere nothing."""
-    return _in_current_run(Turns.aside)
-
-
-@contextlib.contextmanager
-def _in_current_run(block: Callable[[Turns, Run], contextlib.AbstractContextManager[None]]) -> Iterator[None]:
-    """block(turns, run) around the with-block for the run this code executes in, if any."""
-    place = held()
-    if place is None:
-        yield
-        return
-    with block(*place):
-        yield
-
-
-def checkpoint() -> None:
-    """A natural break in a run's model work (a chunk's end): another run that waits goes first."""
-    place = held()
-    if place is not None:
-        place[0].pause(place[1])

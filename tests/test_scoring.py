@@ -93,7 +93,7 @@ def test_a_long_texts_passes_are_bounded_and_score_as_one_pass(fixture, request,
     ancestors again), with a stop heard between passes; the scores equal one whole pass."""
     import threading
 
-    from marginal_core import scoring, turns
+    from marginal_core import pass_budget, turns
 
     loaded = request.getfixturevalue(fixture)
     text = " " + "The committee postponed its decision until the next meeting. " * 8
@@ -102,7 +102,7 @@ def test_a_long_texts_passes_are_bounded_and_score_as_one_pass(fixture, request,
     ctx = context_ids(loaded.tokenizer, None)
     whole, one = ScoreStats(), score_paths(loaded, some[:1], ctx, max_batch_tokens=4096, row_tokens=4096)
     np.testing.assert_allclose(one, score_paths_plain(loaded, some[:1], ctx), rtol=0, atol=TOL)
-    monkeypatch.setattr(scoring, "DEFAULT_MAX_PASS_PAIRS", 8 * len(lattice.canonical))
+    monkeypatch.setattr(pass_budget, "DEFAULT_MAX_PASS_PAIRS", 8 * len(lattice.canonical))
     bounded = ScoreStats()
     np.testing.assert_allclose(score_paths(loaded, some[:1], ctx, stats=bounded), one, rtol=0, atol=TOL)
     assert bounded.forward_passes >= len(lattice.canonical) // 8 - 1

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import torch
 from transformers import DynamicCache
 
-from marginal_core import turns
+from marginal_core import serving_hooks
 from marginal_core.errors import MarginalError
 from marginal_core.lm.attention import CONTIGUOUS_SDPA, tree_kernel, use_contiguous_sdpa
 from marginal_core.lm.contexts import ContextState, KeptContexts
@@ -138,8 +138,7 @@ class LM:
         """Decoder calls that pass tree masks run inside this: on CUDA, with SDPA's math kernel
         only, or the memory-efficient one alone where ``tree_kernel`` asks for it (lm/attention.py:
         that kernel silently miscomputed a masked pass over keys that grouped-query attention
-        broadcast, pytorch/pytorch#191937; one Gemma 3 path in a trie of 257 came out 4.5 nats
-        too likely on an H100)."""
+        broadcast, pytorch/pytorch#191937; tests/test_cuda.py pins a sentence it miscomputed)."""
         if self.device.type != "cuda":
             yield
             return
@@ -161,13 +160,12 @@ class LM:
         logit_dtype writes into one block reused through ``scratch``: the caller's (one per
         call, so threads never share it), or, inside a run that takes turns, the device's one
         block, which only the unit holding the device uses (so a class's waiting runs hold
-        none). A fresh block per chunk costs page faults on a CPU."""
+        none; ``serving_hooks.head_scratch``). A fresh block per chunk costs page faults on a CPU."""
         head = self.head
         if self.head16 is not None:
             logits = torch.mm(hidden.to(torch.float16), self.head16.T, out_dtype=torch.float32)
         elif isinstance(head, torch.nn.Linear) and head.bias is None and head.weight.dtype == self.logit_dtype:
-            shared = turns.current()
-            scratch = scratch if shared is None else shared.scratch()
+            scratch = serving_hooks.head_scratch(scratch)
             block = scratch.get("logits")
             if (block is None or len(block) < len(hidden) or block.shape[1] != self.vocab
                     or block.dtype != hidden.dtype or block.device != hidden.device):
@@ -218,7 +216,7 @@ class LM:
         in fp64, so that renormalizing over the allowed tokens loses nothing."""
         n_rows, n_cols = tokens.shape
         rows = torch.arange(n_rows, device=hidden.device).repeat_interleave(n_cols)
-        with turns.unit():
+        with serving_hooks.unit():
             flat = self.token_logprobs(hidden, rows, tokens.reshape(-1), n_rows, dtype=torch.float64)
         lp = flat.reshape(n_rows, n_cols)
         pad = torch.arange(n_cols, device=tokens.device)[None, :] >= width[:, None]
@@ -239,7 +237,7 @@ class LM:
                 with torch.inference_mode():
                     cache = DynamicCache()
                     for start in range(0, len(ids), chunk_tokens):
-                        with turns.unit():
+                        with serving_hooks.unit():
                             out = self.decoder(
                                 input_ids=tensor[:, start : start + chunk_tokens], cache=cache, use_cache=True
                             )
@@ -271,7 +269,7 @@ class LM:
         on the shared context's states, which it leaves as they were."""
         ids = [int(t) for t in ids]
         self.check_ids(ids)
-        with torch.inference_mode(), turns.unit():
+        with torch.inference_mode(), serving_hooks.unit():
             if self.head_logits(context.last_hidden, {}).argmax(dim=-1).tolist() != ids[:1]:
                 return False
             if len(ids) == 1:
@@ -288,7 +286,7 @@ class LM:
         tok = self.tokenizer
         options.setdefault("pad_token_id", tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
         ids = torch.tensor([list(prompt_ids)], device=self.device)
-        with torch.inference_mode(), turns.unit():
+        with torch.inference_mode(), serving_hooks.unit():
             out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **options)
         return [row[len(prompt_ids) :].tolist() for row in out]
 

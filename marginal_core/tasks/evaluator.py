@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from marginal_core import turns
+from marginal_core import serving_hooks
 from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
 from marginal_core.jsonsafe import json_float
 from marginal_core.progress import StopCheck, tqdm_bar
@@ -171,14 +171,14 @@ class _Run:
 
     def _take(self, following: Following | None, should_stop: StopCheck | None) -> RunLock | None:
         """The run lock, once free (see writing); None if the wait was stopped. A run that
-        takes turns on a device gives its place to others while it waits (turns.aside)."""
+        takes turns on a device gives its place to others while it waits (serving_hooks.aside)."""
         try:
             return RunLock.take(self.out, self.task.part)
         except FolderBusy as busy:
             if following is None:
                 raise
             holder = busy.holder
-        with turns.aside():
+        with serving_hooks.aside():
             while True:
                 self.done = done_keys(self.out)
                 self.records = self._stored_records()

@@ -112,4 +112,4 @@ def register(shell: Any) -> None:
     registered by module and class name: the core's classes know nothing of their display."""
     formatter = shell.display_formatter.formatters["text/html"]
     formatter.for_type_by_name("marginal_core.lattice", "Lattice", lattice_html)
-    formatter.for_type_by_name("marginal_core.estimators", "Estimate", estimate_html)
+    formatter.for_type_by_name("marginal_core.estimate_result", "Estimate", estimate_html)
