@@ -141,7 +141,7 @@ def rank_scatter(estimate: Estimate, rho: float | None = None) -> go.Figure:
 RUNNING_Y = {"marginal": "log p(text) (nats)", "noncanonical": "log non-canonical mass (nats)"}
 
 # The narrowest y range of a running plot, in nats: estimates that differ from the canonical by
-# less (often 1e-5 nats) sit on its line instead of stretching the axis to 14-decimal ticks;
+# less (a bound that found little mass) sit on its line instead of stretching the axis to 14-decimal ticks;
 # the non-canonical mass view shows such differences.
 MIN_Y_SPAN = 0.01
 
