@@ -44,7 +44,7 @@ from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.errors import TooManyPathsError
 from marginal_core.estimators import Estimate, Marginalizer
 from marginal_core.models import load_model
-from marginal_core.models.cli import add_device_arguments
+from marginal_core.models.model_commands import add_device_arguments
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,11 @@ from marginal_core.errors import MarginalError, run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
 from marginal_core.methods import METHODS, Method, parse_methods
 from marginal_core.models import DEFAULT_MODEL, load_text_tokenizer
-from marginal_core.models.cli import add_beam_width, add_device_arguments
+from marginal_core.models.model_commands import add_beam_width, add_device_arguments
 from marginal_core.progress import tqdm_progress
 from marginal_core.sampling import lattice_samples, num_candidates
-from marginal_core.tasks.cli import add_commands as add_task_commands
-from marginal_core.tasks.cli import summary as task_summary
+from marginal_core.tasks.task_commands import add_commands as add_task_commands
+from marginal_core.tasks.task_commands import summary as task_summary
 from marginal_core.vocab import vocabulary
 
 if TYPE_CHECKING:  # the estimators import torch: only the commands that run a model import them
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `marginal` console script."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["lm-eval"]:  # every later argument is lm-eval's own
-        from marginal_core.harness.cli import main as lm_eval_main
+        from marginal_core.harness.lm_eval_command import main as lm_eval_main
 
         return run_cli(lambda: lm_eval_main(argv[1:]), "marginal lm-eval")
     args = build_parser().parse_args(argv)

@@ -14,8 +14,8 @@ from marginal_core.compare import Figures, difference, figures
 from marginal_core.models import DTYPES, EMBEDDED_MODELS, known_models
 from marginal_core.viz.compare import byte_axis_chips_html, flows_figure
 from marginal_core.viz.style import MODEL_COLORS
-from pages._app import bounds, devices, inputs, live, loaders, projector, results, server, widgets, words
-from pages._app.errors import show_error
+from pages._app import bounds, device_choices, inputs, live, loaders, projector, server, shared_results, widgets, words
+from pages._app.error_messages import show_error
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
@@ -63,7 +63,7 @@ def page() -> None:
     W = widgets.beam_width(c[2])
     if name_b is None:
         return
-    inp_b = replace(inp, model=name_b, dtype=inp.dtype if dtype_b == AS_A else devices.resolve_dtype(dtype_b, inp.device))
+    inp_b = replace(inp, model=name_b, dtype=inp.dtype if dtype_b == AS_A else device_choices.resolve_dtype(dtype_b, inp.device))
     if inp_b == inp:
         st.info("Model B is model A: choose another model, or another precision for B, to compare.",
                 icon=":material/compare_arrows:")
@@ -98,11 +98,11 @@ def page() -> None:
         _running(plot_spot, sides, drawn[0])
 
     for side, key in zip(sides, keys):
-        side.beam = results.cached(key) or _stopped(key)
+        side.beam = shared_results.cached(key) or _stopped(key)
     if run:
         for side, key in zip(sides, keys):
             _canonical(side)
-            if side.ok and results.cached(key) is None:
+            if side.ok and shared_results.cached(key) is None:
                 _beam(side, key, W, status, draw)
         status.success("Done: " + ", ".join(f"{s.label} {s.beam.seconds:.1f} s" for s in sides if s.ok and s.beam))
     else:

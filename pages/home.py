@@ -7,9 +7,9 @@ import math
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import counts, inputs, live, loaders, presets, projector, results, server, widgets, words
+from pages._app import counts, inputs, live, loaders, presets, projector, server, shared_results, widgets, words
 from pages._app.defaults import HOME_MAX_SAMPLES
-from pages._app.errors import guard
+from pages._app.error_messages import guard
 from pages._app.top import top_table
 
 
@@ -73,7 +73,7 @@ def page() -> None:
                               f"tokens. Here at most {most:,}; more on *Running estimates*.")
         bound = lat.default_max_len()
         key = inp.key("lattice", k, bound, 0)
-        est = results.cached(key)
+        est = shared_results.cached(key)
         if est is None:
             too_many = k > most
             estimate = row[1].button("Estimate the marginal", type="primary", key="estimate", disabled=too_many)

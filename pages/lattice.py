@@ -10,9 +10,9 @@ import streamlit as st
 
 from marginal_core import viz
 from marginal_core.mass_flow import MassFlow, flow_of
-from pages._app import bounds, counts, inputs, live, loaders, projector, results, widgets
+from pages._app import bounds, counts, inputs, live, loaders, projector, shared_results, widgets
 from pages._app.defaults import APP_EXACT_BUDGET, exact_feasible
-from pages._app.errors import guard, show_error
+from pages._app.error_messages import guard, show_error
 
 if TYPE_CHECKING:
     from marginal_core.lattice import Lattice
@@ -74,7 +74,7 @@ def _mass_flow(inp: inputs.Inputs, lat: Lattice, L: int) -> MassFlow | None:
     seed = widgets.seed(c[2], disabled=method != "lattice")
     W = widgets.beam_width(c[3], disabled=method != "beam")
     key = {"exact": inp.key("exact"), "lattice": inp.key("lattice", k, L, seed), "beam": inp.key("beam", W)}[method]
-    est = results.cached(key)
+    est = shared_results.cached(key)
     if est is None:
         b = st.columns([2, 1, 5])
         what = {"exact": "Score every tokenization", "lattice": f"Score {k} lattice samples",

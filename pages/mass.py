@@ -7,9 +7,9 @@ import math
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import bounds, inputs, live, loaders, projector, results, widgets, words
+from pages._app import bounds, inputs, live, loaders, projector, shared_results, widgets, words
 from pages._app.defaults import APP_EXACT_BUDGET
-from pages._app.errors import guard
+from pages._app.error_messages import guard
 from pages._app.top import top_table
 
 
@@ -40,7 +40,7 @@ def page() -> None:
 
     keys = {"exact": inp.key("exact"), "lattice": inp.key("lattice", k, L, seed), "beam": inp.key("beam", W)}
     key = keys[method]
-    est = results.cached(key)
+    est = shared_results.cached(key)
     if est is None:
         b = st.columns([2, 1, 5])
         what = {"exact": "Score every tokenization", "lattice": f"Score {k} lattice samples",
@@ -88,7 +88,7 @@ def page() -> None:
         st.caption("Sampled shares over-weight the canonical path: the rest of the lattice holds more mass than the "
                    f"{'samples' if method == 'lattice' else 'beam'} found. Switch to exact on a short text to see the "
                    "true shares.")
-    found = {name: r for name, k_ in keys.items() if (r := results.cached(k_)) is not None}
+    found = {name: r for name, k_ in keys.items() if (r := shared_results.cached(k_)) is not None}
     if len(found) > 1:
         st.caption("Non-canonical mass found, log: " + "; ".join(
             f"{labels[name]} {viz.format_log(r.log_noncanonical)} ({r.num_distinct:,} paths, {r.seconds:.1f} s)"

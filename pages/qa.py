@@ -10,7 +10,7 @@ from marginal_core.methods import TASK_METHODS
 from marginal_core.tasks import qa
 from marginal_core.tasks.report import load_rows, qa_report
 from pages._app import inputs, loaders, server
-from pages._app.errors import show_error
+from pages._app.error_messages import show_error
 from pages._app.task_tables import choices_table, qa_questions_table
 from pages._app.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
 
@@ -123,7 +123,7 @@ def page() -> None:
 
 def lm_eval_page(sidebar_model: str) -> None:
     """An lm-eval run's metrics, its questions and one question's answers, from its results folder."""
-    from marginal_core.harness import results
+    from marginal_core.harness import lm_eval_results
 
     folder = st.text_input("lm-eval results folder", key="qa_lm_eval", bind="query-params",
                            help="The --output_path of an lm-eval run with --log_samples (or a folder below it).")
@@ -131,7 +131,7 @@ def lm_eval_page(sidebar_model: str) -> None:
         st.info("Type the folder an lm-eval run wrote (its --output_path).")
         return
     try:
-        runs = results.find_runs(folder)
+        runs = lm_eval_results.find_runs(folder)
     except Exception as exc:  # noqa: BLE001
         show_error(exc, "reading the lm-eval folder")
         return
@@ -147,18 +147,18 @@ def lm_eval_page(sidebar_model: str) -> None:
     m[3].metric("method", str(run.model_args.get("method", "canonical" if run.model != "marginal" else "?")))
     st.caption(f"`{run.results_file}` · model_args: `{run.model_args}`")
     try:
-        questions = results.read_questions(run, task)
+        questions = lm_eval_results.read_questions(run, task)
     except Exception as exc:  # noqa: BLE001
         show_error(exc, "reading the run's samples")
         return
     st.subheader("Questions")
-    st.dataframe(results.question_rows(questions), hide_index=True)
+    st.dataframe(lm_eval_results.question_rows(questions), hide_index=True)
     st.subheader("One question")
     q = st.selectbox("Question", questions, format_func=lambda q: f"{q.doc_id}: {q.context[:100]}", key="qa_lm_eval_pick")
     if q is None:
         return
     st.code(q.context, language=None, wrap_lines=True)
-    st.dataframe(results.choice_rows(q), hide_index=True)
+    st.dataframe(lm_eval_results.choice_rows(q), hide_index=True)
     model = str(run.model_args.get("model") or run.model_args.get("pretrained") or sidebar_model)
     links = " · ".join(
         f"[{c.continuation.strip()[:40]}](lattice?{urlencode({'model': model, 'text': c.continuation, 'context': q.context})})"

@@ -9,8 +9,8 @@ from marginal_core import viz
 from marginal_core.tasks import rank
 from marginal_core.tasks.evaluator import evaluate
 from marginal_core.tasks.scan import text_id
-from pages._app import inputs, live, loaders, results, server, widgets
-from pages._app.errors import guard
+from pages._app import inputs, live, loaders, server, shared_results, widgets
+from pages._app.error_messages import guard
 from pages._app.table1 import RANK_SENTENCES
 from pages._app.tasks import app_folder, run_task
 
@@ -38,7 +38,7 @@ def page() -> None:
     seed = widgets.seed(c[1])
 
     key = inp.key("proxy", pk, seed)
-    est = results.cached(key)
+    est = shared_results.cached(key)
     if est is None:
         b = st.columns([1, 1, 4])
         draw = b[0].button("Draw proxy samples", type="primary", key="draw")

@@ -11,8 +11,8 @@ import streamlit as st
 from marginal_core.compare import MOVED_NATS
 from marginal_core.tasks.scan_compare import Comparison, differ_most
 from marginal_core.viz.charts import paired_scatter
-from pages._app import folders, server, tables
-from pages._app.errors import guard, show_error
+from pages._app import folders, server, wrapped_tables
+from pages._app.error_messages import guard, show_error
 
 
 def page() -> None:
@@ -66,7 +66,7 @@ def _scan(folder: folders.Folder) -> None:
     st.caption("Gain: log p(text) by the best bound any method found, minus log p(canonical), in nats (natural-log "
                "units: a gain of 1 nat is a factor e ≈ 2.7). Off the canonical: the share of the text's probability "
                "the canonical tokenization misses.")
-    tables.wrapped_dataframe(rows, {"text": 360, "heaviest tokenization": 360}, column_config={
+    wrapped_tables.wrapped_dataframe(rows, {"text": 360, "heaviest tokenization": 360}, column_config={
         "gain (nats)": st.column_config.NumberColumn(format="%.3f"),
         "off the canonical (%)": st.column_config.NumberColumn(format="%.1f"),
         "mass flow": st.column_config.LinkColumn(display_text="mass flow"),
@@ -110,14 +110,14 @@ def _compare(table: pd.DataFrame, models: list[str]) -> None:
     links = {"compare": st.column_config.LinkColumn(display_text="compare")}
     if len(flips):
         st.markdown(f"**The {len(flips)} texts where marginalizing changes which model is more likely**")
-        tables.wrapped_dataframe(folders.paired_rows(flips).drop(columns="flips"), {"text": 360},
+        wrapped_tables.wrapped_dataframe(folders.paired_rows(flips).drop(columns="flips"), {"text": 360},
                                  column_config=links)
     else:
         st.success("Marginalizing changes which model is more likely on none of these texts.")
     by = st.radio("The texts where the models differ most, by", ["log p(text)", "gain"], horizontal=True,
                   key="differ_by", bind="query-params")
     shown = differ_most(paired, "marginal" if by == "log p(text)" else "gain")
-    tables.wrapped_dataframe(folders.paired_rows(shown), {"text": 360}, column_config=links)
+    wrapped_tables.wrapped_dataframe(folders.paired_rows(shown), {"text": 360}, column_config=links)
     st.download_button("Download the paired table (CSV)", paired.to_csv(index=False), file_name="compare.csv",
                        mime="text/csv", key="compare_csv")
 
@@ -132,7 +132,7 @@ def _changed(folder: folders.Folder) -> None:
     st.caption("Each method's pick and, in brackets, its margin in nats over its second choice; the links open "
                "the mass flow of each pick after its context.")
     links = {c: st.column_config.LinkColumn(display_text="mass flow") for c in rows.columns if c.endswith("mass flow")}
-    tables.wrapped_dataframe(rows, {}, column_config=links)
+    wrapped_tables.wrapped_dataframe(rows, {}, column_config=links)
 
 
 if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)

@@ -9,9 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import bounds, inputs, live, loaders, projector, results, widgets, words
+from pages._app import bounds, inputs, live, loaders, projector, shared_results, widgets, words
 from pages._app.defaults import APP_EXACT_BUDGET
-from pages._app.errors import guard
+from pages._app.error_messages import guard
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
     from marginal_core.estimators import Estimate
@@ -106,7 +106,7 @@ def page() -> None:
             fig.update_layout(title_text=f"{what} estimate vs. {x}", yaxis_title_text=viz.RUNNING_Y[y])
             spot.plotly_chart(fig, key=f"by_{x}_{drawn[0]}")
 
-    finished = {name: r for name in wanted if (r := results.cached(keys[name])) is not None}
+    finished = {name: r for name in wanted if (r := shared_results.cached(keys[name])) is not None}
     if run:
         m = loaders.require_marginalizer(inp)
         draw(finished)  # the plots stay on screen while the first chunk is scored
@@ -155,7 +155,7 @@ def _opening_view(inp: inputs.Inputs, keys: list[tuple]) -> tuple[str, str]:
     inputs, so a run does not move the view under the student."""
     opened = st.session_state.setdefault(_OPENED, {})
     if inp.key() not in opened:
-        known = next((r for key in keys if (r := results.cached(key)) is not None), None)
+        known = next((r for key in keys if (r := shared_results.cached(key)) is not None), None)
         if known is None:
             opened[inp.key()] = ("non-canonical mass", "Opened on the non-canonical mass, the part the estimators "
                                  "estimate: where the canonical tokenization holds nearly all of the mass, every line "

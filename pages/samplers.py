@@ -9,8 +9,8 @@ import streamlit as st
 
 from marginal_core import viz
 from marginal_core.sampling import lattice_samples
-from pages._app import bounds, inputs, live, loaders, projector, results, tables, widgets, words
-from pages._app.errors import guard
+from pages._app import bounds, inputs, live, loaders, projector, shared_results, widgets, words, wrapped_tables
+from pages._app.error_messages import guard
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
     from marginal_core.estimators import Estimate
@@ -35,7 +35,7 @@ def show_table(frame: pd.DataFrame) -> None:
     width = TOKENIZATION_PX - (PROXY_NUMBERS_PX if "log_q" in frame.columns else 0)
     config = {**COLUMNS, "tokenization": st.column_config.TextColumn(
         "tokenization", width=width, help="Tokens separated by |, spaces shown as ␣")}
-    tables.wrapped_dataframe(frame, {"tokenization": width}, column_config=config, height=360,
+    wrapped_tables.wrapped_dataframe(frame, {"tokenization": width}, column_config=config, height=360,
                              column_order=[c for c in ORDER if c in frame.columns])
 
 
@@ -67,7 +67,7 @@ def page() -> None:
         return  # the guard said why
 
     lat_key, proxy_key, beam_key = inp.key("lattice", k, L, seed), inp.key("proxy", pk, seed), inp.key("beam", W)
-    scored, proxy, beam = results.cached(lat_key), results.cached(proxy_key), results.cached(beam_key)
+    scored, proxy, beam = shared_results.cached(lat_key), shared_results.cached(proxy_key), shared_results.cached(beam_key)
     if scored is None or proxy is None or beam is None:
         b = st.columns([3, 1, 4])
         score = b[0].button("Score with the model, draw proxy samples, run the beam", type="primary", key="score")
@@ -157,13 +157,13 @@ def _one_score(inp: inputs.Inputs, scored: Estimate, proxy: Estimate | None, bea
     from marginal_core.one_scorer import on_one_scorer
 
     key = ("one scorer", *keys, proxy is not None and proxy.run.done, beam is not None and beam.run.done)
-    pair = results.cached(key)
+    pair = shared_results.cached(key)
     if pair is None:
         m = loaders.require_marginalizer(inp)
         with guard("scoring every path on the page once"):
             others = on_one_scorer(m, scored, [e for e in (proxy, beam) if e is not None])
             pair = (others.pop(0) if proxy is not None else None, others.pop(0) if beam is not None else None)
-            results.store(key, pair)
+            shared_results.store(key, pair)
     return pair if pair is not None else (proxy, beam)
 
 

@@ -9,7 +9,7 @@ from marginal_core.tasks import mt
 from marginal_core.tasks.report import load_rows, mt_report
 from marginal_core.tasks.store import read_items
 from pages._app import inputs, loaders, server
-from pages._app.errors import show_error
+from pages._app.error_messages import show_error
 from pages._app.task_tables import choices_table, mt_sentences_table
 from pages._app.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
 

@@ -369,7 +369,7 @@ def test_sample_tables_show_long_tokenizations_whole():
     in rows tall enough for the longest one."""
     import json
 
-    from pages._app import tables
+    from pages._app import wrapped_tables
 
     at = app("pages/samplers.py", model=SMOL, text=" The committee postponed its decision until the next meeting.",
              k="12")
@@ -377,9 +377,9 @@ def test_sample_tables_show_long_tokenizations_whole():
     off = at.dataframe[0]
     width = json.loads(off.proto.columns)["tokenization"]["width"]
     longest = off.value["tokenization"].map(len).max()
-    assert longest > 60 and off.proto.row_height >= tables.WRAP_FROM_PX  # Streamlit wraps only rows over 4rem
-    lines = (off.proto.row_height - tables.PAD_PX) // tables.LINE_PX
-    assert lines * width / tables.CHAR_PX >= longest
+    assert longest > 60 and off.proto.row_height >= wrapped_tables.WRAP_FROM_PX  # Streamlit wraps only rows over 4rem
+    lines = (off.proto.row_height - wrapped_tables.PAD_PX) // wrapped_tables.LINE_PX
+    assert lines * width / wrapped_tables.CHAR_PX >= longest
     at = app("pages/samplers.py", model=SMOL, text=SHORT, k="12")
     assert at.dataframe[0].proto.row_height == 0  # one line holds " Paris." whole: default rows
 

@@ -94,7 +94,7 @@ def test_lm_eval_finds_the_tasks_through_its_public_include_path(harness, tasks)
     import lm_eval.tasks
 
     from marginal_core.harness import TASKS_DIR, own_tasks
-    from marginal_core.harness.cli import with_task_folder
+    from marginal_core.harness.lm_eval_command import with_task_folder
 
     assert "include_path" in lm_eval.tasks.TaskManager.__init__.__code__.co_varnames  # lm-eval's own __init__
     indexed = set(tasks.all_tasks)
@@ -198,7 +198,7 @@ def test_two_processes_equal_one(two_processes, marginal_canonical):
     log-likelihoods up to float32 rounding."""
     from sqlitedict import SqliteDict
 
-    from marginal_core.harness.results import find_runs, read_questions
+    from marginal_core.harness.lm_eval_results import find_runs, read_questions
 
     shards = [len(SqliteDict(str(two_processes / f"cache_rank{r}.db"))) for r in (0, 1)]
     assert min(shards) > 0 and sum(shards) == sum(map(len, marginal_canonical[1]["marginal_arc_easy"]))

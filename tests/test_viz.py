@@ -20,7 +20,7 @@ from marginal_core.estimators import BeamRun, Estimate, RunState
 from marginal_core.lattice import build_lattice
 from marginal_core.mass_flow import flow_of, mass_flow
 from marginal_core.sampling import lattice_samples
-from pages._app import defaults, errors, live, table1
+from pages._app import defaults, error_messages, live, table1
 
 QA_TEXT = " Paris is the capital of France."
 
@@ -357,11 +357,11 @@ def test_rank_table_reports_mean_and_std_per_length():
 
 
 def test_describe_error_is_friendly():
-    level, message = errors.describe_error(MarginalError("the text is empty"))
+    level, message = error_messages.describe_error(MarginalError("the text is empty"))
     assert (level, message) == ("error", "the text is empty")
-    level, message = errors.describe_error(RuntimeError("CUDA out of memory. Tried to allocate"), "scoring")
+    level, message = error_messages.describe_error(RuntimeError("CUDA out of memory. Tried to allocate"), "scoring")
     assert level == "error" and message.startswith("Out of memory while scoring")
-    level, message = errors.describe_error(ValueError("bad value\nTraceback (most recent call last)"))
+    level, message = error_messages.describe_error(ValueError("bad value\nTraceback (most recent call last)"))
     assert "ValueError: bad value" in message and "Traceback" not in message
     assert defaults.exact_feasible(defaults.APP_EXACT_BUDGET + 1)
     assert not defaults.exact_feasible(defaults.APP_EXACT_BUDGET + 2)

@@ -12,18 +12,18 @@ Hugging Face cache first and on the hub only if the hub answers, so an unknown n
 on an offline machine with :class:`~marginal_core.errors.UnknownModelError`.
 
 The modules: ``registry`` (names and their resolution), ``caches`` (on-disk folders),
-``devices`` (device and precision), ``hub``, ``loading`` (tokenizers, models, warming) and ``cli``
-(``python -m marginal_core.models --warm [names...]`` builds the caches; ``--list`` shows the
-embedded models and whether they are cached). Importing this package imports neither torch nor
-transformers: the loaders import them when called.
+``devices`` (device and precision), ``hub``, ``loading`` (tokenizers, models, warming) and
+``model_commands`` (the --device/--dtype arguments; ``python -m marginal_core.models --warm
+[names...]`` builds the caches; ``--list`` shows the embedded models and whether they are cached).
+Importing this package imports neither torch nor transformers: the loaders import them when called.
 """
 
 from __future__ import annotations
 
 from marginal_core.models.caches import model_cache_dir
-from marginal_core.models.cli import main
 from marginal_core.models.devices import DTYPES, dtype_name, resolve_device, resolve_dtype
 from marginal_core.models.loading import LoadedModel, load_model, load_text_tokenizer, load_tokenizer, warm
+from marginal_core.models.model_commands import main
 from marginal_core.models.registry import (
     DEFAULT_MODEL,
     EMBEDDED_MODELS,

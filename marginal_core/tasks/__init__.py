@@ -15,12 +15,12 @@ loop (:func:`marginal_core.tasks.evaluator.evaluate`) runs every task.
   and ``bench/paper_tables.py`` run it).
 * :mod:`marginal_core.tasks.scan`: the texts of a .txt/.jsonl/.csv file, each scored as it is
   (after its optional context); :mod:`marginal_core.tasks.scan_report`: the gains, tidy exports.
-* :mod:`marginal_core.tasks.report` and :mod:`marginal_core.tasks.tables`: Tables 2, 3 and 4
+* :mod:`marginal_core.tasks.report` and :mod:`marginal_core.tasks.report_tables`: Tables 2, 3 and 4
   from results folders.
 * :mod:`marginal_core.tasks.options`: the options every task takes (``EvalOptions``).
 * :mod:`marginal_core.tasks.datafiles`: reading local dataset files (JSON lines or a list).
 * :mod:`marginal_core.tasks.store`: the resumable results folder every task writes.
-* :mod:`marginal_core.tasks.cli`: the `eval-qa`, `eval-mt` and `scan` subcommands.
+* :mod:`marginal_core.tasks.task_commands`: the `eval-qa`, `eval-mt` and `scan` subcommands.
 
 Importing this package is cheap; the heavy modules load when used.
 """

@@ -31,7 +31,7 @@ from marginal_core.errors import MarginalError, run_cli
 from marginal_core.jsonsafe import json_float
 from marginal_core.methods import TASK_METHODS
 from marginal_core.tasks import store
-from marginal_core.tasks.tables import mt_markdown, qa_markdown
+from marginal_core.tasks.report_tables import mt_markdown, qa_markdown
 
 NUMERIC = [
     "log_marginal", "log_p_canonical", "log_noncanonical", "num_samples", "num_distinct",

@@ -1,6 +1,6 @@
 """Figures and tables of lattices and estimates, in small modules: ``text`` (pieces, chips,
 numbers for display), ``arcs`` (which arcs a drawing shows), ``graph`` (graphviz drawings),
-``tables`` (pandas), ``charts`` (plotly), ``compare`` (two models on one byte axis) and
+``frames`` (pandas tables), ``charts`` (plotly), ``compare`` (two models on one byte axis) and
 ``notebook`` (how a Lattice and an Estimate show themselves in Jupyter), with the
 colours every view shares in ``style``.
 
@@ -34,6 +34,7 @@ from marginal_core.viz.charts import (
     top_n_figure,
 )
 from marginal_core.viz.compare import MIN_FLOW_SHARE, byte_axis_chips_html, differing_cuts, flows_figure
+from marginal_core.viz.frames import arcs_frame, samples_frame
 from marginal_core.viz.graph import (
     FLOW_FLOOR,
     RenderError,
@@ -45,7 +46,6 @@ from marginal_core.viz.graph import (
 )
 from marginal_core.viz.notebook import estimate_html, lattice_html
 from marginal_core.viz.style import COLORS, KIND_LABELS
-from marginal_core.viz.tables import arcs_frame, samples_frame
 from marginal_core.viz.text import chips_html, code_span, count_label, format_log, format_small, segmented, show_piece
 
 __all__ = [

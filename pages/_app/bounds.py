@@ -12,7 +12,7 @@ import streamlit as st
 from marginal_core.beam_width import describe_rounds
 from marginal_core.methods import Method
 from marginal_core.viz import format_log, format_small
-from pages._app import results
+from pages._app import shared_results
 
 if TYPE_CHECKING:
     from marginal_core.estimators import Estimate
@@ -45,7 +45,7 @@ def best_bound(inp: Inputs) -> tuple[str, Estimate] | None:
     rounding error above it is no better); None when none is stored."""
     from marginal_core.estimators import Estimate
 
-    found = [(setting_label(key[len(inp.key()):]), r) for key, r in results.under(inp.key())
+    found = [(setting_label(key[len(inp.key()):]), r) for key, r in shared_results.under(inp.key())
              if isinstance(r, Estimate) and len(key) > len(inp.key()) and r.method.is_bound]
     exact = [pair for pair in found if pair[1].method is Method.EXACT]  # the value itself: no bound passes it
     return (exact or [max(found, key=lambda pair: pair[1].log_marginal, default=None)])[0]

@@ -18,9 +18,9 @@ import streamlit as st
 from marginal_core.errors import EmptyTextError
 from marginal_core.models import DEFAULT_MODEL, DTYPES, EMBEDDED_MODELS, known_models
 from marginal_core.viz import code_span
-from pages._app import devices, presets, projector, server
+from pages._app import device_choices, presets, projector, server
 from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
-from pages._app.errors import show_error
+from pages._app.error_messages import show_error
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
@@ -64,7 +64,7 @@ def sidebar() -> None:
     sb.markdown("### Input")
     _model_box(sb, policy)
     sb.selectbox(
-        "Device", devices.device_options(), index=0, key="device", bind="query-params",
+        "Device", device_choices.device_options(), index=0, key="device", bind="query-params",
         help="auto uses the GPU when there is one (cuda, then mps), else the CPU.",
     )
     sb.selectbox(
@@ -99,12 +99,12 @@ def sidebar() -> None:
     if name in EMBEDDED_MODELS:
         sb.caption(EMBEDDED_MODELS[name].description)
     try:
-        where = devices.resolve(_device_choice())
+        where = device_choices.resolve(_device_choice())
     except Exception as exc:  # noqa: BLE001 -- e.g. cuda asked for on a machine without it
         with sb:
             show_error(exc)
         where = "cpu"
-    sb.caption(f"Runs on: **{devices.device_label(where, devices.resolve_dtype(_dtype_choice(), where))}**")
+    sb.caption(f"Runs on: **{device_choices.device_label(where, device_choices.resolve_dtype(_dtype_choice(), where))}**")
     if offer := policy.offer():
         sb.caption(offer)
     for key, length in long_texts.items():
@@ -191,11 +191,11 @@ def current() -> Inputs:
     """The shared inputs as the sidebar holds them in this run (a device that cannot be used,
     which the sidebar reports, falls back to the CPU)."""
     try:
-        device = devices.resolve(_device_choice())
+        device = device_choices.resolve(_device_choice())
     except Exception:  # noqa: BLE001 -- the sidebar shows why
         device = "cpu"
     state = st.session_state
-    dtype = devices.resolve_dtype(_dtype_choice(), device)
+    dtype = device_choices.resolve_dtype(_dtype_choice(), device)
     return Inputs(_model_name(), device, dtype, state.get("text") or "", state.get("context") or "")
 
 

@@ -30,7 +30,7 @@ from marginal_core.beam_width import MAX_BEAM_WIDTH
 from marginal_core.methods import Method
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.turns import TurnCancelled
-from pages._app import machine, results, server
+from pages._app import machine, server, shared_results
 from pages._app.defaults import DEFAULT_SAMPLES
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def run_live(
     on_update; the finished estimate is stored for every page and session and returned. A run
     that is stopped ends the script run: the newer run shows what was kept.
     """
-    done = results.cached(key)
+    done = shared_results.cached(key)
     if done is not None:
         return done
     runs = _unfinished_runs()
@@ -219,7 +219,7 @@ def run_live(
         st.stop()
     bar.empty()
     runs.pop(key, None)
-    results.store(key, est)
+    shared_results.store(key, est)
     return est
 
 

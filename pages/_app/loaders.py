@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from pages._app import devices
-from pages._app.errors import show_error
+from pages._app import device_choices
+from pages._app.error_messages import show_error
 from pages._app.inputs import Inputs, require_text
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def _model(name: str, device: str, dtype: str) -> LoadedModel:
     (a bounded LRU per process), so the app keeps no second cache of its own."""
     from marginal_core.models import load_model
 
-    return load_model(name, device=devices.device_arg(device), dtype=dtype)
+    return load_model(name, device=device_choices.device_arg(device), dtype=dtype)
 
 
 @st.cache_resource(show_spinner=False)
@@ -73,7 +73,7 @@ def preload(inp: Inputs) -> None:
 
     def load() -> None:
         try:
-            load_model(inp.model, device=devices.device_arg(inp.device), dtype=inp.dtype)
+            load_model(inp.model, device=device_choices.device_arg(inp.device), dtype=inp.dtype)
         except Exception:  # noqa: BLE001,S110 -- the page's own load shows the error
             pass
 
@@ -100,7 +100,7 @@ def model(name: str, device: str, dtype: str) -> LoadedModel:
             status.update(label=f"Could not load **{name}**", state="error", expanded=False)
             raise
         status.update(
-            label=f"Loaded **{name}** in {t2 - t0:.1f} s on {devices.device_label(lm.device, lm.dtype)}",
+            label=f"Loaded **{name}** in {t2 - t0:.1f} s on {device_choices.device_label(lm.device, lm.dtype)}",
             state="complete", expanded=False,
         )
     _loaded().add(key)

@@ -15,8 +15,8 @@ import streamlit as st
 from marginal_core.cache import cache_root
 from marginal_core.tasks.report import complete_items, load_rows
 from marginal_core.tasks.store import read_samples, read_sessions
-from pages._app import loaders, server, tables
-from pages._app.errors import guard
+from pages._app import loaders, server, wrapped_tables
+from pages._app.error_messages import guard
 from pages._app.live import Bar, stop_button
 from pages._app.task_tables import SAMPLE_TEXT_WIDTHS, samples_table
 
@@ -88,7 +88,7 @@ def samples_view(folder: Path, item: str, label: str, choices: list[str], method
     record = read_samples(folder, item).get((item, choice, method))
     st.caption("The distinct tokenizations the method scored for this choice (proxy: with log q and how often "
                "each was drawn), most probable first.")
-    tables.wrapped_dataframe(samples_table(record, loaders.vocabulary(model)), SAMPLE_TEXT_WIDTHS)
+    wrapped_tables.wrapped_dataframe(samples_table(record, loaders.vocabulary(model)), SAMPLE_TEXT_WIDTHS)
 
 
 def _choice_from_url(key: str, choices: list[str]) -> None:

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import projector, tables
+from pages._app import projector, wrapped_tables
 
 if TYPE_CHECKING:
     from marginal_core.estimators import Estimate
@@ -35,4 +35,4 @@ def top_table(lat: Lattice, est: Estimate, n: int = 5) -> None:
     if projector.on():
         st.table(frame, hide_index=True)  # HTML, in the projector's larger text
     else:
-        tables.wrapped_dataframe(frame, {"tokenization": TOKENIZATION_PX}, column_config=config)
+        wrapped_tables.wrapped_dataframe(frame, {"tokenization": TOKENIZATION_PX}, column_config=config)

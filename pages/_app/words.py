@@ -3,7 +3,7 @@ above the exact value, and the precision the numbers were computed in."""
 
 from __future__ import annotations
 
-from pages._app import devices
+from pages._app import device_choices
 from pages._app.inputs import Inputs
 
 NATS = ("log p is a natural logarithm, in **nats**: a difference of 1 nat is a factor of e ≈ 2.7 in probability, "
@@ -14,4 +14,4 @@ PROXY_MAY_EXCEED = ("The proxy is an importance-sampling *estimate*, not a bound
 
 def precision(inp: Inputs) -> str:
     """One line naming the model, device and dtype the page's numbers were computed in."""
-    return f"Computed with {inp.model} on {devices.device_label(inp.device, inp.dtype)}."
+    return f"Computed with {inp.model} on {device_choices.device_label(inp.device, inp.dtype)}."

@@ -2,7 +2,7 @@
 
 Each writes a resumable results folder (``--out``): rows.csv, samples.jsonl, report.md,
 report.json (see marginal_core.tasks.store). Rerunning the same command continues where an
-interrupted run stopped. ``python -m marginal_core.tasks.cli eval-qa ...`` works on its own too.
+interrupted run stopped. ``python -m marginal_core.tasks.task_commands eval-qa ...`` works on its own too.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from marginal_core.errors import run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN
 from marginal_core.methods import TASK_METHODS
 from marginal_core.models import DEFAULT_MODEL
-from marginal_core.models.cli import add_beam_width, add_device_arguments
+from marginal_core.models.model_commands import add_beam_width, add_device_arguments
 from marginal_core.tasks.evaluator import evaluate
 from marginal_core.tasks.options import EvalOptions
 
@@ -142,7 +142,7 @@ def add_commands(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry: python -m marginal_core.tasks.cli eval-qa|eval-mt ..."""
+    """Stand-alone entry: python -m marginal_core.tasks.task_commands eval-qa|eval-mt ..."""
     parser = argparse.ArgumentParser(prog="marginal")
     add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
