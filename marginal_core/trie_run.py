@@ -79,7 +79,8 @@ def _additive(lm: LM, allowed: np.ndarray) -> torch.Tensor:
     """A boolean [rows, queries, keys] mask as the decoder's additive [rows, 1, queries, keys]
     one: 0 where allowed, the dtype's minimum elsewhere."""
     blocked = torch.from_numpy(~allowed)[:, None]
-    mask = torch.zeros(blocked.shape, dtype=lm.dtype).masked_fill_(blocked, torch.finfo(lm.dtype).min)
+    dtype = lm.activation_dtype
+    mask = torch.zeros(blocked.shape, dtype=dtype).masked_fill_(blocked, torch.finfo(dtype).min)
     return mask.to(lm.device)
 
 

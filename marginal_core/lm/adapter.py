@@ -21,13 +21,15 @@ from marginal_core.errors import MarginalError
 from marginal_core.lm.attention import CONTIGUOUS_SDPA, tree_kernel, use_contiguous_sdpa
 from marginal_core.lm.contexts import ContextState, KeptContexts
 from marginal_core.lm.oom import halved
+from marginal_core.lm.refined_head import refined_logprobs
 
 
 class Loaded(Protocol):
-    """What the adapter reads of a loaded model (``marginal_core.models.LoadedModel`` is one): the
-    transformers model, its precision, its tokenizers (transformers', and the lattice's view), and the one
-    adapter it owns."""
+    """What the adapter reads of a loaded model (``marginal_core.models.LoadedModel``, the record
+    ``load_model`` wraps in the LM it returns): its name, the transformers model, its precision and
+    its tokenizers (transformers', and the lattice's view)."""
 
+    name: str
     model: Any
     dtype: torch.dtype
 
@@ -37,16 +39,14 @@ class Loaded(Protocol):
     @property
     def text_tokenizer(self) -> Any: ...
 
-    @property
-    def adapter(self) -> LM: ...
-
 LOGIT_CHUNK_BYTES = 1 << 28
 PREFILL_TOKENS = 1024
 MASKABLE_LAYERS = {"full_attention", "sliding_attention"}
 
 
 class LM:
-    """A causal LM as marginal's algorithms see it (build one with ``LM.of``)."""
+    """A causal LM as marginal's algorithms see it: the one model type the library passes
+    around (``load_model`` returns one; ``loaded`` is the record of what it loaded)."""
 
     def __init__(self, loaded: Loaded) -> None:
         model = loaded.model
@@ -65,9 +65,10 @@ class LM:
         self.device: torch.device = next(model.parameters()).device
         self.dtype: torch.dtype = loaded.dtype  # the decoder's products (float16 runs over float32 elsewhere)
         self.head16 = _float16_head(self.head, self.dtype, self.device)
-        # what the weights hold on the device (head16 included): what passes may not plan on
-        self.weight_bytes: int = sum(t.numel() * t.element_size() for t in
-                                     [*model.parameters(), *([] if self.head16 is None else [self.head16])])
+        self.head_low = _bfloat16_head(self.head, self.dtype)
+        # what the weights hold on the device (head copies included): what passes may not plan on
+        self.weight_bytes: int = _stored_bytes([*model.parameters(), *model.buffers(),
+                                                *(h for h in (self.head16, self.head_low) if h is not None)])
         self.tree_kernel = tree_kernel()  # the SDPA kernel tree-masked passes take on CUDA (lm/attention.py)
         if self.tree_kernel == "efficient":
             use_contiguous_sdpa(model)
@@ -84,13 +85,15 @@ class LM:
         """The tokenizer the lattice and the contexts are built with (no transformers needed)."""
         return self.loaded.text_tokenizer
 
+    @property
+    def name(self) -> str:
+        """The model's name, as loaded."""
+        return self.loaded.name
+
     @classmethod
-    def of(cls, lm: LM | Loaded) -> LM:
-        """The adapter of a loaded model: the one the LoadedModel owns, made once and shared."""
-        if isinstance(lm, LM):
-            return lm
-        with _LOCK:
-            return lm.adapter
+    def of(cls, lm: LM) -> LM:
+        """``lm`` itself (``load_model`` returns the LM; kept for callers written when it did not)."""
+        return lm
 
     # ---------------------------------------------------------------- sizes and checks
 
@@ -105,6 +108,11 @@ class LM:
         return getattr(self.config, "final_logit_softcapping", None)
 
     @property
+    def activation_dtype(self) -> torch.dtype:
+        """The hidden states' and keys' dtype: float32 under split bfloat16 (models/split_bfloat16.py)."""
+        return torch.float32 if self.dtype == torch.bfloat16 else self.dtype
+
+    @property
     def logit_dtype(self) -> torch.dtype:
         """The log-softmax's dtype: fp32, or the model's own if wider."""
         return torch.promote_types(self.dtype, torch.float32)
@@ -115,7 +123,7 @@ class LM:
 
     def activation_bytes(self, rows: int, queries: int, keys: int) -> int:
         """Rough peak memory of one forward pass: KV cache, attention scores, MLP, masks."""
-        item = torch.finfo(self.dtype).bits // 8
+        item = self.activation_dtype.itemsize
         cache = 2 * self.layers * rows * self.kv_heads * keys * self.head_dim * item
         scores = 2 * rows * self.heads * queries * keys * 4
         mlp = 3 * rows * queries * self.intermediate * item
@@ -165,18 +173,25 @@ class LM:
         if self.head16 is not None:
             logits = torch.mm(hidden.to(torch.float16), self.head16.T, out_dtype=torch.float32)
         elif isinstance(head, torch.nn.Linear) and head.bias is None and head.weight.dtype == self.logit_dtype:
-            scratch = serving_hooks.head_scratch(scratch)
-            block = scratch.get("logits")
-            if (block is None or len(block) < len(hidden) or block.shape[1] != self.vocab
-                    or block.dtype != hidden.dtype or block.device != hidden.device):
-                scratch.pop("logits", None)  # freed before the new one is allocated
-                block = scratch["logits"] = hidden.new_empty(len(hidden), self.vocab)
+            block = self.logit_block(scratch, len(hidden), hidden.dtype, hidden.device)
             logits = torch.matmul(hidden, head.weight.T, out=block[: len(hidden)])
         else:
             logits = head(hidden).to(self.logit_dtype)
         if self.softcap:
             logits.div_(self.softcap).tanh_().mul_(self.softcap)
         return logits
+
+    def logit_block(self, scratch: dict[str, torch.Tensor], rows: int, dtype: torch.dtype,
+                    device: torch.device) -> torch.Tensor:
+        """A [>= rows, vocab] block to write logits into, kept in ``scratch`` (or, inside a run
+        that takes turns, the device's: ``serving_hooks.head_scratch``) and reused."""
+        scratch = serving_hooks.head_scratch(scratch)
+        block = scratch.get("logits")
+        if (block is None or len(block) < rows or block.shape[1] != self.vocab
+                or block.dtype != dtype or block.device != device):
+            scratch.pop("logits", None)  # freed before the new one is allocated
+            block = scratch["logits"] = torch.empty(rows, self.vocab, dtype=dtype, device=device)
+        return block
 
     def token_logprobs(
         self,
@@ -202,8 +217,14 @@ class LM:
             lo, hi = bounds[i], bounds[i + 1]
             if lo == hi:
                 continue
-            logits = self.head_logits(hidden[first : first + step], scratch)
             local = rows[lo:hi] - first
+            if self.head_low is not None:  # bfloat16 products, refined in float32 (lm/refined_head.py)
+                chunk = hidden[first : first + step]
+                block = self.logit_block(scratch, len(chunk), self.head_low.dtype, chunk.device)
+                out[lo:hi] = refined_logprobs(chunk, self.head.weight, self.head_low, local, tokens[lo:hi],
+                                              self.softcap, block).to(out.dtype)
+                continue
+            logits = self.head_logits(hidden[first : first + step], scratch)
             picked = logits[local, tokens[lo:hi]]
             top = logits.amax(dim=-1, keepdim=True)
             lse = top.squeeze(-1) + logits.sub_(top).exp_().sum(dim=-1).log()
@@ -305,6 +326,21 @@ def _float16_head(head: torch.nn.Module, dtype: torch.dtype, device: torch.devic
     except (RuntimeError, TypeError, NotImplementedError):
         return None
     return head.weight.detach().to(torch.float16)
+
+
+def _stored_bytes(tensors: Sequence[torch.Tensor]) -> int:
+    """The bytes the tensors' storages hold, each storage once (a split weight is a view)."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+    return sum(storages.values())
+
+
+def _bfloat16_head(head: torch.nn.Module, dtype: torch.dtype) -> torch.Tensor | None:
+    """For a split-bfloat16 model, a bfloat16 copy of its float32 head's weight, for the
+    refined log-softmax (lm/refined_head.py); None elsewhere."""
+    if not (dtype == torch.bfloat16 and isinstance(head, torch.nn.Linear) and head.bias is None
+            and head.weight.dtype == torch.float32):
+        return None
+    return head.weight.detach().to(torch.bfloat16)
 
 
 _LOCK = threading.RLock()

@@ -1,14 +1,16 @@
 """Where a model runs and in what precision (docs/design.md, "Precision").
 
 Devices: cuda, then mps, then cpu. Precision: ``float32``; ``float16``, the decoder's matrix
-products in float16 with everything else in float32 (``models/mixed.py``); ``bfloat16``, the whole
-model in bfloat16. ``auto`` is the fastest choice that keeps log p within a twentieth of a nat of
-float32: float16 on CUDA and on a CPU whose float16 matrix products are measurably faster than its
-float32 ones (a virtual machine may hide or show the units without the speed, so the CPU is asked
-by timing, once per CPU and torch build, and the answer is cached), float32 elsewhere; bfloat16
-moves log p too far to be chosen for anyone. ``$MARGINAL_AUTO_DTYPE`` overrides that choice on
-every device, so that one setting pins what ``auto`` means for a whole process tree (the test
-suite pins float32). torch is imported only when asked.
+products in float16 with everything else in float32 (``models/mixed.py``); ``bfloat16``, the
+decoder's products and the head's on bfloat16 units with float32's answers (split weights and
+inputs, ``models/split_bfloat16.py``; a head refined in float32, ``lm/refined_head.py``).
+``auto`` is the fastest choice that keeps log p within a twentieth of a nat of float32: float16
+on CUDA and on a CPU whose float16 products are measurably faster than its float32 ones, else
+bfloat16 on a CPU where its work is (a virtual machine may hide or show the units without the
+speed, so the CPU is asked by timing, once per CPU and torch build, and the answer is cached),
+float32 elsewhere. ``$MARGINAL_AUTO_DTYPE`` overrides that choice on every device, so that one
+setting pins what ``auto`` means for a whole process tree (the test suite pins float32). torch
+is imported only when asked.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from marginal_core.cache import cache_root
@@ -26,13 +29,14 @@ from marginal_core.errors import MarginalError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["AUTO_DTYPE_ENV", "DTYPES", "auto_dtype", "cpu_float16_speedup", "dtype_name", "resolve_device", "resolve_dtype"]
+__all__ = ["AUTO_DTYPE_ENV", "DTYPES", "auto_dtype", "cpu_speedup", "dtype_name", "resolve_device", "resolve_dtype"]
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 # The environment variable that, when set, is what ``auto`` resolves to on every device.
 AUTO_DTYPE_ENV = "MARGINAL_AUTO_DTYPE"
-# float16 is chosen on a CPU whose float16 head-shaped product is at least this much faster than fp32.
-FAST_FLOAT16 = 1.5
+# A reduced precision is auto's choice on a CPU where its timed work (TIMERS) is at least this much
+# faster than float32's.
+FAST = {"float16": 1.5, "bfloat16": 1.5}
 
 
 def resolve_device(device: str | None = None) -> str:
@@ -74,7 +78,7 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def auto_dtype(device: str) -> torch.dtype:
     """$MARGINAL_AUTO_DTYPE where it is set; else float16 (mixed) on CUDA and on a CPU where its
-    products are fast, float32 elsewhere (mps included)."""
+    products are fast, bfloat16 (split) on a CPU where it is fast, float32 elsewhere (mps included)."""
     import torch
 
     forced = os.environ.get(AUTO_DTYPE_ENV, "").strip()
@@ -83,23 +87,26 @@ def auto_dtype(device: str) -> torch.dtype:
             raise MarginalError(f"{AUTO_DTYPE_ENV}={forced!r} is not a dtype: set it to {', '.join(DTYPES[1:])}, or unset it")
         return getattr(torch, forced)
     kind = torch.device(device).type
-    if kind == "cuda" or (kind == "cpu" and cpu_float16_speedup() >= FAST_FLOAT16):
+    if kind == "cuda" or (kind == "cpu" and cpu_speedup("float16") >= FAST["float16"]):
         return torch.float16
+    if kind == "cpu" and cpu_speedup("bfloat16") >= FAST["bfloat16"]:
+        return torch.bfloat16
     return torch.float32
 
 
-def cpu_float16_speedup() -> float:
-    """How much faster this CPU multiplies float16 than float32 matrices, timed once and cached."""
+def cpu_speedup(dtype: str) -> float:
+    """How much faster this CPU runs a model's products in dtype's mode than in float32 (TIMERS),
+    timed once per CPU, torch build and thread count, and cached."""
     import torch
 
-    key = f"{platform.machine()}-{_cpu_name()}-torch{torch.__version__}-threads{torch.get_num_threads()}-float16"
+    key = f"{platform.machine()}-{_cpu_name()}-torch{torch.__version__}-threads{torch.get_num_threads()}-{dtype}"
     path = cache_root() / "precision.json"
     try:
         known = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         known = {}
     if key not in known:
-        known[key] = _time_float16_speedup()
+        known[key] = TIMERS[dtype]()
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{time.monotonic_ns()}.tmp")
         tmp.write_text(json.dumps(known, indent=1), encoding="utf-8")
@@ -107,23 +114,48 @@ def cpu_float16_speedup() -> float:
     return float(known[key])
 
 
+def _best_seconds(run: Callable[[], object], tries: int = 3) -> float:
+    """The fastest of a few runs, after one to warm up (kernels chosen, pages touched)."""
+    run()
+    times = []
+    for _ in range(tries):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
 def _time_float16_speedup(rows: int = 64, hidden: int = 640, vocab: int = 16384) -> float:
-    """fp32 seconds over float16 seconds for an LM-head-shaped product (best of three each)."""
+    """float32 seconds over float16 seconds for an LM-head-shaped product."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
     a, w = torch.randn(rows, hidden, generator=gen), torch.randn(vocab, hidden, generator=gen)
-    best = {}
-    for dtype in (torch.float32, torch.float16):
-        x, y = a.to(dtype), w.to(dtype)
-        torch.nn.functional.linear(x, y)  # warm-up: kernels chosen, pages touched
-        times = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            torch.nn.functional.linear(x, y)
-            times.append(time.perf_counter() - t0)
-        best[dtype] = min(times)
+    best = {dtype: _best_seconds(lambda x=a.to(dtype), y=w.to(dtype): torch.nn.functional.linear(x, y))
+            for dtype in (torch.float32, torch.float16)}
     return best[torch.float32] / best[torch.float16]
+
+
+def _time_bfloat16_speedup(rows: int = 256, hidden: int = 640, inner: int = 2048, vocab: int = 65536) -> float:
+    """float32 seconds over split-bfloat16 seconds for what a pass does: a decoder's linear layer
+    (models/split_bfloat16.py) and the head's log-softmax (lm/refined_head.py), each at the size
+    of a small model's."""
+    import torch
+
+    from marginal_core.lm.refined_head import refined_logprobs
+    from marginal_core.models.split_bfloat16 import split_linear, split_terms
+
+    gen = torch.Generator().manual_seed(0)
+    x, head = torch.randn(rows, hidden, generator=gen), torch.randn(vocab, hidden, generator=gen) / 8
+    layer = torch.randn(inner, hidden, generator=gen) / 25
+    terms, low_head = split_terms(layer), head.to(torch.bfloat16)
+    targets, every = torch.zeros(rows, dtype=torch.long), torch.arange(rows)
+    full = _best_seconds(lambda: (torch.nn.functional.linear(x, layer), torch.log_softmax(x @ head.T, dim=-1)))
+    split = _best_seconds(lambda: (split_linear(x, terms), refined_logprobs(x, head, low_head, every, targets, None)))
+    return full / split
+
+
+TIMERS: dict[str, Callable[[], float]] = {"float16": _time_float16_speedup, "bfloat16": _time_bfloat16_speedup}
 
 
 def _cpu_name() -> str:

@@ -29,6 +29,7 @@ from marginal_core.models.hub import from_hf
 from marginal_core.models.mixed import make_mixed
 from marginal_core.models.random_weights import random_model, random_weights_folder
 from marginal_core.models.registry import DEFAULT_MODEL, Source, canonical_name, known_models, resolve, unknown_model
+from marginal_core.models.split_bfloat16 import make_split_bfloat16
 from marginal_core.tokenizer import TextTokenizer, TransformersTokenizer, file_fingerprint
 from marginal_core.tokenizer_snapshot import TokenizerSnapshot
 
@@ -188,10 +189,10 @@ def load_text_tokenizer(name: str = DEFAULT_MODEL) -> TextTokenizer:
 
 @dataclass
 class LoadedModel:
-    """A causal LM ready for scoring: eval mode, on `device`, in `dtype`, with its tokenizers.
+    """What load_model loaded: a causal LM in eval mode, on `device`, in `dtype`, with its tokenizers.
 
-    It owns its LM adapter (``adapter``), so the adapter lives exactly as long as the model. Its
-    transformers tokenizer is loaded on first use (generation and the harness read it; parsing
+    The library passes the LM adapter load_model returns, which holds this record as ``loaded``.
+    Its transformers tokenizer is loaded on first use (generation and the harness read it; parsing
     Gemma 3's takes about a second), the lattice and the contexts use ``text_tokenizer``.
     """
 
@@ -210,13 +211,6 @@ class LoadedModel:
     def text_tokenizer(self) -> TextTokenizer:
         """What the lattice and the contexts need of the tokenizer (load_text_tokenizer's, shared)."""
         return load_text_tokenizer(self.name)
-
-    @functools.cached_property
-    def adapter(self) -> LM:
-        """The LM adapter through which the library drives this model (made on first use)."""
-        from marginal_core.lm.adapter import LM
-
-        return LM(self)
 
 
 def _dequantize_gguf(gguf: Path) -> PreTrainedModel:
@@ -264,18 +258,21 @@ def _ensure_model_cache(src: Source, folder: Path) -> bool:
 @functools.lru_cache(maxsize=MAX_MODELS)
 def _load_model_memo(
     canonical: str, device: str, dtype: torch.dtype, attn_implementation: str | None
-) -> LoadedModel:
+) -> LM:
     """load_model's body, memoized on its resolved arguments."""
+    import torch
     from transformers import AutoModelForCausalLM
 
+    from marginal_core.lm.adapter import LM
+
     src = resolve(canonical)
-    kwargs: dict[str, object] = {"dtype": dtype}
+    kwargs: dict[str, object] = {"dtype": torch.float32 if dtype == torch.bfloat16 else dtype}  # split from float32
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     random = random_weights_folder(canonical)
     if random is not None:
         model = _precision(random_model(random, device, kwargs), dtype)
-        return LoadedModel(name=canonical, model=model, device=device, dtype=dtype, random_weights=True)
+        return LM(LoadedModel(name=canonical, model=model, device=device, dtype=dtype, random_weights=True))
     if src.gguf is not None:
         folder = model_cache_dir(canonical)
         try:
@@ -294,14 +291,17 @@ def _load_model_memo(
             raise unknown_model(canonical, exc) from exc
     model = _precision(model.to(device).eval(), dtype)
     _make_resident(model)
-    return LoadedModel(name=canonical, model=model, device=device, dtype=dtype)
+    return LM(LoadedModel(name=canonical, model=model, device=device, dtype=dtype))
 
 
 def _precision(model: PreTrainedModel, dtype: torch.dtype) -> PreTrainedModel:
-    """The loaded model in its precision: a float16 load becomes mixed (models/mixed.py)."""
+    """The loaded model in its precision: a float16 load becomes mixed (models/mixed.py), a
+    bfloat16 one split (models/split_bfloat16.py)."""
     import torch
 
-    return make_mixed(model) if dtype == torch.float16 else model
+    if dtype == torch.float16:
+        return make_mixed(model)
+    return make_split_bfloat16(model) if dtype == torch.bfloat16 else model
 
 
 def _make_resident(model: PreTrainedModel) -> None:
@@ -322,8 +322,9 @@ def load_model(
     dtype: str | torch.dtype | None = "auto",
     attn_implementation: str | None = None,
     allow_random_weights: bool = False,
-) -> LoadedModel:
-    """A causal LM and its tokenizer, loaded once per (name, device, dtype) and cached.
+) -> LM:
+    """A causal LM and its tokenizer, loaded once per (name, device, dtype) and cached, as the LM
+    adapter the library takes (what was loaded is its ``loaded``: a LoadedModel).
 
     device: None picks cuda, then mps, then cpu. dtype: "auto" (or None), "float32", "float16"
     (float16 products, the rest float32), "bfloat16" or a torch dtype; auto is float16 on CUDA
@@ -340,11 +341,12 @@ def load_model(
     with _LOCK:
         misses, started = _load_model_memo.cache_info().misses, time.perf_counter()
         with _quiet_transformers():
-            loaded = _load_model_memo(canonical_name(name), dev, resolve_dtype(dtype, dev), attn_implementation)
+            lm = _load_model_memo(canonical_name(name), dev, resolve_dtype(dtype, dev), attn_implementation)
+        loaded = lm.loaded
         if _load_model_memo.cache_info().misses > misses and not os.environ.get(VERBOSE_ENV):
             print(f"marginal: loaded {loaded.name} on {loaded.device} in {str(loaded.dtype).removeprefix('torch.')} "
                   f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
-        return loaded
+        return lm
 
 
 @contextlib.contextmanager
