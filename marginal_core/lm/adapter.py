@@ -66,6 +66,9 @@ class LM:
         self.dtype: torch.dtype = loaded.dtype  # the decoder's products (float16 runs over float32 elsewhere)
         self.head16 = _float16_head(self.head, self.dtype, self.device)
         self.head_low = _bfloat16_head(self.head, self.dtype)
+        # the hidden states' and keys' dtype: float32 under split bfloat16 (models/split_bfloat16.py)
+        split = self.dtype == torch.bfloat16 and model.get_input_embeddings().weight.dtype == torch.float32
+        self.activation_dtype: torch.dtype = torch.float32 if split else self.dtype
         # what the weights hold on the device (head copies included): what passes may not plan on
         self.weight_bytes: int = _stored_bytes([*model.parameters(), *model.buffers(),
                                                 *(h for h in (self.head16, self.head_low) if h is not None)])
@@ -106,11 +109,6 @@ class LM:
     def softcap(self) -> float | None:
         """The final logit soft-cap, where the model has one."""
         return getattr(self.config, "final_logit_softcapping", None)
-
-    @property
-    def activation_dtype(self) -> torch.dtype:
-        """The hidden states' and keys' dtype: float32 under split bfloat16 (models/split_bfloat16.py)."""
-        return torch.float32 if self.dtype == torch.bfloat16 else self.dtype
 
     @property
     def logit_dtype(self) -> torch.dtype:
