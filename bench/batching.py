@@ -23,7 +23,6 @@ from typing import TypeVar
 from bench.classroom import SENTENCES
 from marginal_core.batching import Batcher
 from marginal_core.estimators import Estimate, Marginalizer
-from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
 from marginal_core.scoring import pass_tokens
 from marginal_core.turns import Turns
@@ -97,7 +96,7 @@ def main() -> None:
     lm = load_model(args.model, dtype=args.dtype, device=args.device)
     one_run(lm, SENTENCES[-1], 8)  # warm-up
     print(f"model {args.model}, {args.dtype} on {args.device}, lattice k = {args.samples}, chunks "
-          f"{FIRST_CHUNK} then {CHUNK}; shared passes up to {pass_tokens(LM.of(lm))} path tokens")
+          f"{FIRST_CHUNK} then {CHUNK}; shared passes up to {pass_tokens(lm)} path tokens")
     print("| sessions | mode | makespan | / serial | first estimate min / median / max | batches (requests) "
           "| max abs d log p vs serial |")
     print("|---|---|---:|---:|---|---|---:|")

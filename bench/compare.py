@@ -47,8 +47,8 @@ def cli_run(model: str, text: str, dtype: str) -> tuple[float, float]:
 
 def weights_gib(model: str, dtype: str) -> float:
     """A model's weight bytes as the adapter counts them, in GiB (in a process of its own)."""
-    code = ("from marginal_core.lm.adapter import LM; from marginal_core.models import load_model; "
-            f"print(LM.of(load_model({model!r}, device='cpu', dtype={dtype!r})).weight_bytes)")
+    code = ("from marginal_core.models import load_model; "
+            f"print(load_model({model!r}, device='cpu', dtype={dtype!r}).weight_bytes)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     return int(out.stdout.split()[-1]) / 2**30
 

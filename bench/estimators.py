@@ -204,7 +204,7 @@ def main() -> None:
     print("|" + "---|" * 12)
     for model in args.models.split(","):
         lm = load_model(model, device=args.device, dtype=args.dtype)
-        print(f"{model}: {lm.device}, {str(lm.dtype).removeprefix('torch.')}", flush=True)
+        print(f"{model}: {lm.loaded.device}, {str(lm.dtype).removeprefix('torch.')}", flush=True)
         peer = GenlmPeer(model, lm.tokenizer) if args.peer else None
         # kernels and caches (ours and the peer's), outside the timings
         run_case(lm, None, "A warm-up text.", 8, args.seed, 1, beams[:1], peer, widths[:1])

@@ -397,7 +397,7 @@ def main() -> None:
     print(f"machine: {_machine()}", flush=True)
     for model in args.models.split(","):
         lm = load_model(model, device=args.device, dtype=args.dtype)
-        print(f"{model}: {lm.device}, {str(lm.dtype).removeprefix('torch.')}", flush=True)
+        print(f"{model}: {lm.loaded.device}, {str(lm.dtype).removeprefix('torch.')}", flush=True)
         peer = GenlmPeer(model, lm.tokenizer) if args.peer else None
         warm = Budgets(budgets.lattice[:1], budgets.beam[-1:], budgets.proxy[:1], budgets.peer[:1])
         run_text(Marginalizer(lm, "A warm-up text."), warm, args.seed, peer)  # kernels and caches, off the clock

@@ -18,14 +18,13 @@ if TYPE_CHECKING:
 
     from marginal_core.estimators import Estimate
     from marginal_core.lm.adapter import LM
-    from marginal_core.models import LoadedModel
 
 
-def estimate(text: str, model: str | LoadedModel | LM = DEFAULT_MODEL, methods: str | Sequence[str] = "beam",
+def estimate(text: str, model: str | LM = DEFAULT_MODEL, methods: str | Sequence[str] = "beam",
              context: str | None = None, **options: Any) -> Estimate | dict[str, Estimate]:
     """The text's estimate by one method (an Estimate), or by several (a comma list or a list: a
     dict of Estimates by method, in order); options as ``Marginalizer.stream`` takes them
-    (samples, seed, max_len, beam_width, ...). ``model``: a name, or a loaded model."""
+    (samples, seed, max_len, beam_width, ...). ``model``: a name, or a loaded model (``load_model``'s)."""
     from marginal_core.estimators import Marginalizer
 
     chosen = parse_methods(methods, allowed=[m.value for m in Method])

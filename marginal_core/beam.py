@@ -24,7 +24,6 @@ import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -38,8 +37,6 @@ from marginal_core.progress import Progress, StopCheck
 from marginal_core.proposal import proposal_of
 from marginal_core.proxy import Tables, extend
 
-if TYPE_CHECKING:
-    from marginal_core.models import LoadedModel
 
 @dataclass(frozen=True, eq=False)
 class BeamResult:
@@ -156,7 +153,7 @@ def _head_scores(lm: LM, hidden: torch.Tensor, beam: _Beam, tables: Tables, memo
 
 
 def beam_stream(
-    lm: LM | LoadedModel,
+    lm: LM,
     lattice: Lattice,
     width: int,
     context: Sequence[int] | ContextState,
@@ -189,7 +186,6 @@ def beam_stream(
     if proposal.empty:
         yield result(True)
         return
-    lm = LM.of(lm)
     ctx = lm.state_of(context)
     passes = 0 if ctx is context else ctx.passes
     device = lm.device
@@ -235,7 +231,7 @@ def beam_stream(
 
 
 def anytime_beam(
-    lm: LM | LoadedModel,
+    lm: LM,
     lattice: Lattice,
     context: Sequence[int] | ContextState,
     *,
@@ -253,7 +249,6 @@ def anytime_beam(
     started, rounds, memo = time.perf_counter(), [], {}
     found: dict[tuple[int, ...], float] = {}
     scored = 0  # head rows of finished rounds
-    lm = LM.of(lm)
     ctx = lm.state_of(context)
     earlier = 0 if ctx is context else ctx.passes  # passes of finished rounds (and of a prefill made here)
     deadline = None if time_budget is None else started + time_budget

@@ -213,7 +213,7 @@ def compare(text: str, models: Sequence[str | Side], context: str | None = None,
         marginalizer = Marginalizer(lm, text, context)
         estimates = run_methods(marginalizer, chosen, options)
         found[label] = f = figures(marginalizer, estimates)
-        rows.append({"model": side.name, "device": lm.device, "dtype": dtype_name(lm.dtype),
+        rows.append({"model": side.name, "device": lm.loaded.device, "dtype": dtype_name(lm.dtype),
                      "canonical_tokens": len(f.canonical_tokens), "num_paths": f.num_paths,
                      "log_p_canonical": f.log_p_canonical, "log_p_text": f.log_p_text, "exact": f.exact,
                      "certified_gap": f.certified_gap, "mass_off_canonical": f.mass_off_canonical,

@@ -37,7 +37,7 @@ from marginal_core.estimate_result import Estimate, Source
 from marginal_core.lattice import Lattice, PathBatch, build_lattice
 from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.methods import Method
-from marginal_core.models import LoadedModel, dtype_name, load_model
+from marginal_core.models import dtype_name, load_model
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.proposal import proposal_of
 from marginal_core.proxy import ProxyResult, proxy_stream
@@ -106,11 +106,11 @@ class Marginalizer:
     """
 
     def __init__(
-        self, lm: LM | LoadedModel | str, text: str, context: str | None = None, *, state: ContextState | None = None
+        self, lm: LM | str, text: str, context: str | None = None, *, state: ContextState | None = None
     ) -> None:
-        """``lm``: a loaded model, or a model's name (loaded on device and dtype 'auto'); ``state``: the
+        """``lm``: a loaded model (``load_model``'s LM), or a model's name (loaded on device and dtype 'auto'); ``state``: the
         context's prefilled KV to share (several texts after one context)."""
-        self.lm, self.text, self.context = LM.of(load_model(lm) if isinstance(lm, str) else lm), text, context
+        self.lm, self.text, self.context = load_model(lm) if isinstance(lm, str) else lm, text, context
         self.lattice: Lattice = build_lattice(text, self.lm.text_tokenizer)
         self.context_ids: list[int] = context_ids(self.lm.text_tokenizer, context)
         if state is not None and list(state.ids) != self.context_ids:
@@ -118,8 +118,7 @@ class Marginalizer:
         self._context_state: ContextState | None = state
         self._canonical: CanonicalScore | None = None
         self.interrupted: Estimate | None = None  # what a run stopped by Ctrl-C had finished
-        loaded = self.lm.loaded
-        self.source = Source(loaded.name, dtype_name(loaded.dtype), str(self.lm.device), context, self.lattice)
+        self.source = Source(self.lm.name, dtype_name(self.lm.dtype), str(self.lm.device), context, self.lattice)
 
     def context_state(self) -> ContextState:
         """The context's KV cache, taken on first use from the model's kept contexts (prefilled
@@ -134,7 +133,7 @@ class Marginalizer:
         room = self.window_room()
         if room is not None and tokens > room:
             raise ContextWindowError.of(what, tokens, len(self.context_ids), room + len(self.context_ids),
-                                        self.lm.loaded.name, hint)
+                                        self.lm.name, hint)
 
     def window_room(self) -> int | None:
         """The most tokens a tokenization may have after the context (None: no limit known)."""
@@ -405,11 +404,10 @@ def _log_minus(log_a: np.ndarray, log_b: float) -> np.ndarray:
     return np.where(log_a > log_b, diff, -np.inf)
 
 
-def by_context(lm: LM | LoadedModel, pairs: Sequence[tuple[str | None, str]]) -> Iterator[tuple[int, Marginalizer]]:
+def by_context(lm: LM, pairs: Sequence[tuple[str | None, str]]) -> Iterator[tuple[int, Marginalizer]]:
     """A Marginalizer for each (context, text) pair, with its index in pairs, grouped by context so
     that each distinct context is prefilled once and its KV shared (the one request loop of the
     tasks' evaluator and the lm-eval backend)."""
-    lm = LM.of(lm)
     groups: dict[str | None, list[int]] = {}
     for i, (context, _) in enumerate(pairs):
         groups.setdefault(context or None, []).append(i)

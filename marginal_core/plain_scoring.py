@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -18,9 +17,6 @@ from marginal_core.progress import Progress
 from marginal_core.score_stats import ScoreStats, count_call
 from marginal_core.scoring import check_paths
 from marginal_core.trie import as_paths
-
-if TYPE_CHECKING:
-    from marginal_core.models import LoadedModel
 
 
 def _next_batch(
@@ -57,7 +53,7 @@ def _plain_batch(lm: LM, seqs: list[list[int]], ctx_len: int, budget: int) -> li
 
 
 def score_paths_plain(
-    lm: LM | LoadedModel,
+    lm: LM,
     paths: PathBatch | Sequence[Path],
     context: Sequence[int],
     *,
@@ -73,7 +69,7 @@ def score_paths_plain(
     """
     stats = stats if stats is not None else ScoreStats()
     started = time.perf_counter()
-    lm, path_list = LM.of(lm), as_paths(paths)
+    path_list = as_paths(paths)
     if not path_list:
         return np.zeros(0, dtype=np.float64)
     ctx = check_paths(lm, path_list, context)

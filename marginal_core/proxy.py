@@ -31,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -43,9 +43,6 @@ from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.lm.oom import halved
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.proposal import Proposal, proposal_of
-
-if TYPE_CHECKING:
-    from marginal_core.models import LoadedModel
 
 DEFAULT_BATCH_SIZE = 1024  # samples per batch: more share more prefixes
 
@@ -328,7 +325,7 @@ def _sample_chunks(plan: _Plan, batch_size: int, first_batch: int | None = None)
 
 
 def proxy_stream(
-    lm: LM | LoadedModel,
+    lm: LM,
     lattice: Lattice,
     k: int,
     context: Sequence[int] | ContextState,
@@ -368,7 +365,6 @@ def proxy_stream(
     if not k or proposal.empty:
         yield result(True)
         return
-    lm = LM.of(lm)
     ctx = lm.state_of(context)
     if ctx is not context:
         passes, positions = ctx.passes, len(ctx)
@@ -387,7 +383,7 @@ def proxy_stream(
 
 
 def proxy_sample(
-    lm: LM | LoadedModel, lattice: Lattice, k: int, context: Sequence[int] | ContextState, **options: Any
+    lm: LM, lattice: Lattice, k: int, context: Sequence[int] | ContextState, **options: Any
 ) -> ProxyResult:
     """Draw k paths from the lattice-constrained LM and keep log p and log q of each
     (options as for proxy_stream)."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -29,9 +28,6 @@ from marginal_core.progress import Progress
 from marginal_core.score_stats import ScoreStats, count_call
 from marginal_core.trie import as_paths, build_trie, path_sums
 from marginal_core.trie_run import TrieRun
-
-if TYPE_CHECKING:
-    from marginal_core.models import LoadedModel
 
 # what callers import from here: the scorer, its stats, and its pass budget
 __all__ = ["DEFAULT_MAX_BATCH_BYTES", "DEFAULT_ROW_TOKENS", "ScoreStats", "check_paths", "context_state",
@@ -61,7 +57,7 @@ def check_paths(lm: LM, paths: list[Path], context: Sequence[int] | ContextState
 
 
 def score_paths(
-    lm: LM | LoadedModel,
+    lm: LM,
     paths: PathBatch | Sequence[Path],
     context: Sequence[int] | ContextState,
     *,
@@ -84,7 +80,7 @@ def score_paths(
     """
     stats = stats if stats is not None else ScoreStats()
     started = time.perf_counter()
-    lm, path_list = LM.of(lm), as_paths(paths)
+    path_list = as_paths(paths)
     if not path_list:
         return np.zeros(0, dtype=np.float64)
     max_batch_tokens = pass_tokens(lm, max_batch_tokens)

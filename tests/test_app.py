@@ -156,10 +156,9 @@ def test_texts_beyond_the_context_window_get_a_message_before_any_scoring(monkey
     """Issue 13 item 0: a text whose canonical tokenization passes the model's context window is
     refused with its token count and the model's limit before any forward pass; the lattice
     views still work. The window is shrunk here, so a short text stands in for a 100,000-character one."""
-    from marginal_core.lm.adapter import LM
     from marginal_core.models import load_model
 
-    lm = LM.of(load_model(SMOL, device="cpu"))  # the object the app's loader caches
+    lm = load_model(SMOL, device="cpu")  # the object the app's loader caches
     monkeypatch.setattr(lm.config, "max_position_embeddings", 6)
     before = lm.prefills
     text = " Paris is the capital of France."

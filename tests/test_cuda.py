@@ -67,8 +67,8 @@ def test_the_efficient_kernel_over_contiguous_keys_scores_the_pinned_sentence(na
 
     base = load_model(name, device="cuda", dtype="float32")
     monkeypatch.setenv("MARGINAL_TREE_ATTENTION", "efficient")
-    lm = replace(base, model=copy.deepcopy(base.model))
-    assert LM.of(lm).tree_kernel == "efficient"
+    lm = LM(replace(base.loaded, model=copy.deepcopy(base.model)))
+    assert lm.tree_kernel == "efficient"
     m = Marginalizer(lm, "The committee postponed its decision until the spring meeting.")
     paths = [m.lattice.canonical, *lattice_samples(m.lattice, 256, seed=0).paths.tolist()]
     np.testing.assert_allclose(score_paths(lm, paths, m.context_ids), score_paths_plain(base, paths, m.context_ids),
@@ -117,10 +117,10 @@ def test_passes_on_cuda_are_sized_by_the_memory_the_weights_leave():
     free; the scores do not depend on the pass size."""
     from marginal_core.scoring import DEFAULT_MAX_BATCH_BYTES, pass_bytes
 
-    lm = LM.of(load_model("gemma3-270m", device="cuda", dtype="float32"))
+    lm = load_model("gemma3-270m", device="cuda", dtype="float32")
     free, _ = torch.cuda.mem_get_info(lm.device)
     assert DEFAULT_MAX_BATCH_BYTES < pass_bytes(lm) < free
-    m = Marginalizer(lm.loaded, SENTENCE, QUESTION)
+    m = Marginalizer(lm, SENTENCE, QUESTION)
     paths = lattice_samples(m.lattice, 300, seed=0).paths
     np.testing.assert_allclose(score_paths(lm, paths, m.context_state()),
                                score_paths(lm, paths, m.context_state(), max_batch_bytes=DEFAULT_MAX_BATCH_BYTES),

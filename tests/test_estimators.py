@@ -13,7 +13,6 @@ from scipy.special import logsumexp
 from marginal_core import analysis
 from marginal_core.errors import MarginalError, TooManyPathsError
 from marginal_core.estimators import EstimateOptions, Marginalizer
-from marginal_core.lm.adapter import LM
 from marginal_core.methods import Method
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
@@ -121,7 +120,7 @@ def test_exact_refuses_large_lattices(smollm_model):
 def test_the_context_is_prefilled_once_per_model(smollm_model):
     """Every chunk of every method scores after one shared context KV cache, and the model keeps
     it for the next Marginalizer with that context."""
-    lm = LM.of(smollm_model)
+    lm = smollm_model
     question = QUESTION + " In one word."  # a context no other test has made the model keep
     m = Marginalizer(smollm_model, " Paris", question)
     before = lm.prefills
@@ -174,7 +173,7 @@ def test_texts_beyond_the_context_window_are_refused_before_any_scoring(smollm_m
     from marginal_core.cli import main
     from marginal_core.errors import ContextWindowError
 
-    lm = LM.of(smollm_model)
+    lm = smollm_model
     text = " The committee postponed its decision until the next meeting."
     m = Marginalizer(smollm_model, text, QUESTION)
     canonical, context = len(m.lattice.canonical), len(m.context_ids)

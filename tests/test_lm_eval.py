@@ -257,10 +257,9 @@ def test_is_greedy_holds_for_the_greedy_continuation_only(harness, smollm_model)
 
     from marginal_core.context import context_ids
     from marginal_core.harness.backend import MarginalLM
-    from marginal_core.lm.adapter import LM
 
     context = "The capital of France is"
-    adapter = LM.of(smollm_model)
+    adapter = smollm_model
     ids = adapter.generate(context_ids(adapter.tokenizer, context), max_new_tokens=3, do_sample=False)[0]
     greedy = adapter.tokenizer.decode(ids)
     assert adapter.tokenizer.encode(greedy, add_special_tokens=False) == ids  # its canonical tokenization

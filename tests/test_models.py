@@ -20,9 +20,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
 from marginal_core.errors import MarginalError, UnknownModelError
+from marginal_core.lm.adapter import LM
 from marginal_core.models import (
     DEFAULT_MODEL,
-    LoadedModel,
     gguf_path,
     known_models,
     load_model,
@@ -274,7 +274,7 @@ def test_a_missing_local_folder_is_named_as_missing_not_as_an_unreachable_hub(tm
 # Models
 
 
-def _compare_with_gguf(loaded: LoadedModel, name: str, ids: list[int]) -> float:
+def _compare_with_gguf(loaded: LM, name: str, ids: list[int]) -> float:
     """Max |logit difference| between the cached model and one loaded straight from the GGUF."""
     path = gguf_path(name)
     t0 = time.perf_counter()
@@ -290,10 +290,10 @@ def _compare_with_gguf(loaded: LoadedModel, name: str, ids: list[int]) -> float:
     return (a - b).abs().max().item()
 
 
-def _check_loaded(loaded: LoadedModel, name: str) -> None:
-    """The LoadedModel's fields and the tie between input and output embeddings."""
+def _check_loaded(loaded: LM, name: str) -> None:
+    """The loaded model's fields and the tie between input and output embeddings."""
     assert loaded.name == name
-    assert loaded.device == "cpu" and loaded.dtype == torch.float32
+    assert loaded.loaded.device == "cpu" and loaded.dtype == torch.float32
     assert next(loaded.model.parameters()).dtype == torch.float32
     assert not loaded.model.training
     assert loaded.tokenizer is load_tokenizer(name)
@@ -321,7 +321,7 @@ def test_gemma_model_matches_gguf(gemma_model):
 @pytest.mark.parametrize("fixture", ["gemma_model", "smollm_model"])
 def test_models_make_sense(fixture, request):
     """Dequantized weights give sensible predictions (catches e.g. a mishandled norm offset)."""
-    loaded: LoadedModel = request.getfixturevalue(fixture)
+    loaded: LM = request.getfixturevalue(fixture)
     tok = loaded.tokenizer
     ids = tok("The capital of France is", return_tensors="pt")["input_ids"]
     with torch.inference_mode():
@@ -370,7 +370,7 @@ def test_a_random_weights_folder_loads_only_when_allowed(gemma_model, tmp_path, 
     assert cli_main(["estimate", "hi", "--model", str(folder), "--methods", "canonical"]) == 2
     assert "random weights" in capsys.readouterr().err
     tiny = load_model(str(folder), device="cpu", dtype="float32", allow_random_weights=True)
-    assert tiny.random_weights and tiny.model.config.num_hidden_layers == 7
+    assert tiny.loaded.random_weights and tiny.model.config.num_hidden_layers == 7
     assert tiny.model.config.layer_types[5] == "full_attention" and tiny.model.config.layer_types[6] == "sliding_attention"
     a, b = (random_model(folder, "cpu", {"dtype": torch.float32}) for _ in range(2))
     assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))  # the marker's seed: one model

@@ -31,7 +31,7 @@ def proposal_log_q(loaded, lattice, paths, context, *, include_canonical: bool =
     """log q of given paths under the proposal, teacher-forced after the shared context cache in
     right-padded batches (-inf for paths the proposal never draws): the oracle the sampler's own
     log q is checked by."""
-    lm, proposal = LM.of(loaded), build_proposal(lattice, include_canonical)
+    lm, proposal = loaded, build_proposal(lattice, include_canonical)
     out = np.full(len(paths), -math.inf)
     walks = {i: w for i, path in enumerate(paths) if (w := _walk_or_none(proposal, path)) is not None}
     ctx = lm.prefill(context)
@@ -215,7 +215,7 @@ class _OomAbove(torch.nn.Module):
 
 
 def test_out_of_memory_halves_the_batch(smollm_model, ref):
-    lm = LM(smollm_model)  # an adapter of its own, whose decoder fails on more than 2 rows
+    lm = LM(smollm_model.loaded)  # an adapter of its own, whose decoder fails on more than 2 rows
     wrapped = lm.decoder = _OomAbove(lm.decoder, cap=2)
     res = proxy_sample(lm, ref.lattice, 12, ref.ctx, seed=3, batch_size=64)
     plain = proxy_sample(smollm_model, ref.lattice, 12, ref.ctx, seed=3)

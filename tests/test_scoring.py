@@ -222,7 +222,7 @@ def test_injected_out_of_memory_backs_off_in_the_adapter(smollm_model):
     lattice = build_lattice(TEXT, smollm_model.tokenizer)
     paths = lattice_samples(lattice, 30, seed=0).paths
     ctx = context_ids(smollm_model.tokenizer, QUESTION)
-    lm = LM(smollm_model)  # an adapter of its own, whose decoder fails above 16 tokens
+    lm = LM(smollm_model.loaded)  # an adapter of its own, whose decoder fails above 16 tokens
     lm.decoder = _OomAbove(lm.decoder, cap=16)
     stats = ScoreStats()
     got = score_paths(lm, paths, ctx, stats=stats)
@@ -244,8 +244,8 @@ def test_the_contiguous_attention_scores_as_transformers_sdpa(lm, monkeypatch):
     from marginal_core.lm.attention import CONTIGUOUS_SDPA, TREE_ATTENTION_ENV
 
     monkeypatch.setenv(TREE_ATTENTION_ENV, "efficient")
-    other = replace(lm, model=copy.deepcopy(lm.model))
-    assert LM.of(other).tree_kernel == "efficient" and other.model.config._attn_implementation == CONTIGUOUS_SDPA
+    other = LM(replace(lm.loaded, model=copy.deepcopy(lm.model)))
+    assert other.tree_kernel == "efficient" and other.model.config._attn_implementation == CONTIGUOUS_SDPA
     real, masked = torch.nn.functional.scaled_dot_product_attention, []
 
     def watched(query, key, value, attn_mask=None, **kwargs):
@@ -262,4 +262,4 @@ def test_the_contiguous_attention_scores_as_transformers_sdpa(lm, monkeypatch):
     assert masked and all(masked)
     monkeypatch.setenv(TREE_ATTENTION_ENV, "flash")
     with pytest.raises(MarginalError, match="MARGINAL_TREE_ATTENTION='flash'"):
-        LM(replace(lm))
+        LM(replace(lm.loaded))

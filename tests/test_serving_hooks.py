@@ -108,9 +108,8 @@ def _everything(model) -> dict[str, np.ndarray]:
     shares, the allowed tokens' head), and a greedy check."""
     from marginal_core.context import context_ids
     from marginal_core.estimators import Marginalizer
-    from marginal_core.lm.adapter import LM
 
-    lm = LM.of(model)
+    lm = model
     state = lm.prefill(context_ids(lm.text_tokenizer, QUESTION))  # fresh, not the model's kept one
     m = Marginalizer(model, " Paris", QUESTION, state=state)
     lattice = m.estimate("lattice", samples=6, seed=0, chunk=3, first_chunk=2)

@@ -81,17 +81,17 @@ class MarginalLM(HarnessLM):
 
         from marginal_core.models import DEFAULT_MODEL, dtype_name, load_model
 
-        self.loaded = load_model(model or DEFAULT_MODEL, device=device, dtype=dtype)
-        self._device = self.loaded.device
-        self.dtype_name = dtype_name(self.loaded.dtype)
+        self.lm = load_model(model or DEFAULT_MODEL, device=device, dtype=dtype)
+        self._device = self.lm.loaded.device
+        self.dtype_name = dtype_name(self.lm.dtype)
         self.scored = 0  # requests scored by this process (those a cache answered are not)
-        print(f"marginal: {self.loaded.name} on {self._device} in {self.dtype_name} (dtype={dtype}), "
+        print(f"marginal: {self.lm.name} on {self._device} in {self.dtype_name} (dtype={dtype}), "
               f"method {self.method}", file=sys.stderr)
 
     def get_model_info(self) -> dict[str, Any]:
         """What lm-eval records beside the results (its config section): where the model ran and
         in which dtype ``auto`` resolved to, so that two machines' figures can be told apart."""
-        return {"model_name": self.loaded.name, "model_device": str(self._device),
+        return {"model_name": self.lm.name, "model_device": str(self._device),
                 "model_dtype": self.dtype_name, "method": self.method}
 
     @classmethod
@@ -142,7 +142,7 @@ class MarginalLM(HarnessLM):
 
     @property
     def tokenizer_name(self) -> str:
-        return str(self.loaded.name).replace("/", "__")
+        return str(self.lm.name).replace("/", "__")
 
     # ---------------------------------------------------------------- requests
 
@@ -152,9 +152,8 @@ class MarginalLM(HarnessLM):
         grouped by context so that each distinct context is prefilled once. is_greedy is checked
         (on the canonical tokenization, as lm-eval's hf does) only where asked, else False."""
         from marginal_core.estimators import by_context
-        from marginal_core.lm.adapter import LM
 
-        lm = LM.of(self.loaded)
+        lm = self.lm
         with tqdm(total=len(pairs), desc=f"marginal {self.method} {what}", disable=disable_tqdm or self.rank != 0) as bar:
             for i, m in by_context(lm, pairs):
                 est = m.estimate(self.method, samples=self.samples, max_len=self.max_len, seed=self.seed,
@@ -191,9 +190,8 @@ class MarginalLM(HarnessLM):
         """Greedy continuations through the LM adapter, cut at the first stop string (``until``)
         and at ``max_gen_toks`` tokens; sampling options are refused."""
         from marginal_core.context import context_ids
-        from marginal_core.lm.adapter import LM
 
-        lm = LM.of(self.loaded)
+        lm = self.lm
         out = []
         for req in tqdm(requests, desc="marginal generate_until", disable=disable_tqdm or self.rank != 0):
             context, options = req.args[0], dict(req.args[1] or {})

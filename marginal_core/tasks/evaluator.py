@@ -28,7 +28,7 @@ from marginal_core.tasks.writer import FolderBusy, RunLock
 
 if TYPE_CHECKING:
     from marginal_core.estimators import Marginalizer
-    from marginal_core.models import LoadedModel
+    from marginal_core.lm.adapter import LM
 
 ItemProgress = Callable[[int, int, Any], None]
 """Called as progress(done, total, item) after every item (item None at the start)."""
@@ -101,7 +101,7 @@ def score_continuation(
 
 
 def score_requests(
-    lm: LoadedModel,
+    lm: LM,
     item: Item,
     requests: Sequence[Request],
     options: EvalOptions,
@@ -131,7 +131,7 @@ def score_requests(
 class _Run:
     """One evaluation of a task into a results folder (see evaluate)."""
 
-    def __init__(self, task: Task, out: str | Path, options: EvalOptions, lm: LoadedModel | None) -> None:
+    def __init__(self, task: Task, out: str | Path, options: EvalOptions, lm: LM | None) -> None:
         from marginal_core.models import DEFAULT_MODEL
 
         self.task, self.options, self.lm = task, options, lm
@@ -199,7 +199,7 @@ class _Run:
         from marginal_core.models import dtype_name, resolve_device, resolve_dtype
 
         if self.lm is not None:
-            return str(self.lm.device), dtype_name(self.lm.dtype)
+            return self.lm.loaded.device, dtype_name(self.lm.dtype)
         device = resolve_device(self.options.device)
         return device, dtype_name(resolve_dtype(self.options.dtype, device))
 
@@ -213,7 +213,7 @@ class _Run:
             for m in self.options.methods
         )
 
-    def loaded(self) -> LoadedModel:
+    def loaded(self) -> LM:
         """The model, loaded on first use."""
         if self.lm is None:
             from marginal_core.models import load_model
@@ -273,7 +273,7 @@ def evaluate(
     out: str | Path,
     options: EvalOptions,
     *,
-    lm: LoadedModel | None = None,
+    lm: LM | None = None,
     progress: ItemProgress | None = None,
     should_stop: StopCheck | None = None,
     following: Following | None = None,

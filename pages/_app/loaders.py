@@ -17,7 +17,7 @@ from pages._app.inputs import Inputs, require_text
 if TYPE_CHECKING:
     from marginal_core.estimators import Marginalizer
     from marginal_core.lattice import Lattice
-    from marginal_core.models import LoadedModel
+    from marginal_core.lm.adapter import LM
     from marginal_core.tokenizer import TextTokenizer
     from marginal_core.vocab import Vocabulary
 
@@ -40,9 +40,9 @@ def vocabulary(name: str) -> Vocabulary:
     return build(tokenizer(name))
 
 
-def _model(name: str, device: str, dtype: str) -> LoadedModel:
-    """The library's loaded model: ``load_model`` owns the loaded models and their adapters
-    (a bounded LRU per process), so the app keeps no second cache of its own."""
+def _model(name: str, device: str, dtype: str) -> LM:
+    """The library's loaded model: ``load_model`` owns the loaded models (a bounded LRU per
+    process), so the app keeps no second cache of its own."""
     from marginal_core.models import load_model
 
     return load_model(name, device=device_choices.device_arg(device), dtype=dtype)
@@ -81,8 +81,8 @@ def preload(inp: Inputs) -> None:
     thread.start()
 
 
-def model(name: str, device: str, dtype: str) -> LoadedModel:
-    """The LoadedModel (dtype a resolved name, as Inputs.dtype), with a status box showing the
+def model(name: str, device: str, dtype: str) -> LM:
+    """The loaded model (dtype a resolved name, as Inputs.dtype), with a status box showing the
     load steps the first time."""
     key = (name, device, dtype)
     if key in _loaded():
@@ -100,7 +100,7 @@ def model(name: str, device: str, dtype: str) -> LoadedModel:
             status.update(label=f"Could not load **{name}**", state="error", expanded=False)
             raise
         status.update(
-            label=f"Loaded **{name}** in {t2 - t0:.1f} s on {device_choices.device_label(lm.device, lm.dtype)}",
+            label=f"Loaded **{name}** in {t2 - t0:.1f} s on {device_choices.device_label(lm.loaded.device, lm.dtype)}",
             state="complete", expanded=False,
         )
     _loaded().add(key)
