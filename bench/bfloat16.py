@@ -20,6 +20,7 @@ import torch
 
 from bench.estimators import text_sets
 from marginal_core.estimators import Marginalizer
+from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
 from marginal_core.models.loading import LoadedModel
 from marginal_core.models.split_bfloat16 import split_linear, split_terms
@@ -27,10 +28,10 @@ from marginal_core.models.split_bfloat16 import split_linear, split_terms
 KINDS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def whole_bfloat16(f32: LoadedModel) -> LoadedModel:
+def whole_bfloat16(f32: LM) -> LM:
     """The float32 model's copy all in bfloat16 (weights and activations)."""
-    return LoadedModel(name=f32.name, model=copy.deepcopy(f32.model).to(torch.bfloat16), device=f32.device,
-                       dtype=torch.bfloat16)
+    return LM(LoadedModel(name=f32.name, model=copy.deepcopy(f32.model).to(torch.bfloat16), device=f32.loaded.device,
+                          dtype=torch.bfloat16))
 
 
 def table(model: str, samples: int, texts: int) -> None:
