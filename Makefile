@@ -1,5 +1,6 @@
 # marginal: `make app` runs the Streamlit app, `make serve-class` serves it to a class (on every
-# interface, in class mode: pages/_app/server.py), `make test` runs the test suite. They set up the
+# interface, in class mode: pages/_app/server.py), `make test` runs the test suite (`make test-fast`
+# its quick tier, `make typecheck` mypy). They set up the
 # environment first (idempotent, and quick when nothing changed):
 #   * a virtualenv in .venv with requirements.txt, the --no-deps packages and this project
 #     (editable), reinstalled only when requirements.txt, pyproject.toml or NO_DEPS change;
@@ -19,7 +20,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8501
 PYTEST_ARGS ?=
 
-.PHONY: setup python-deps system-deps warm app serve-class test bench paper-tables
+.PHONY: setup python-deps system-deps warm app serve-class test test-fast typecheck bench paper-tables
 
 setup: python-deps system-deps warm
 
@@ -72,9 +73,19 @@ serve-class: HOST = 0.0.0.0
 serve-class: export MARGINAL_SERVE = class
 serve-class: app
 
+# `make test` is CI's (.ci/run): lint, then every test. `make test-fast` is the quick loop: the
+# pure tests only (no model loaded, no browser, nothing slow: the markers in pyproject.toml), in
+# under 2 minutes. `make typecheck`: mypy over marginal_core (pyproject.toml's [tool.mypy]).
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-fast: setup
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -m "not browser and not models and not slow" $(PYTEST_ARGS)
+
+typecheck: python-deps
+	$(PY) -m mypy
 
 # Every bench, each as a module (python -m bench.NAME); bench/support/ is their shared machinery.
 bench: setup

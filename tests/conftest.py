@@ -8,6 +8,16 @@ MARGINAL_AUTO_DTYPE is pinned to float32 for the whole session, whatever the she
 test, CLI subprocess and app page then runs `auto` as float32, the precision the references are
 compared in, on any CPU (one with fast float16 products would otherwise pick float16). Tests of
 the path auto takes on a GPU set it to float16 themselves (the `auto_float16` fixture).
+
+Tiers (markers registered in pyproject.toml; `make test-fast` runs `-m "not browser and not models
+and not slow"`, `make test` runs everything):
+  * models: the test loads a real model. Given here to every test that uses a model fixture
+    (MODEL_FIXTURES, directly or through another fixture); a test that loads one otherwise (an
+    AppTest page that scores, a CLI command run in process or as a subprocess, load_model) carries
+    the marker itself, by its file's pytestmark or a decorator.
+  * browser: the app in Chromium under Playwright, with its own server (the files' pytestmark).
+  * slow: torchrun, model conversion, notebooks, and tests that take about 30 s or more; given
+    here to every test that uses a SLOW_FIXTURES fixture, otherwise by a decorator.
 """
 
 from __future__ import annotations
@@ -19,9 +29,33 @@ import pytest
 
 os.environ.setdefault("MARGINAL_CACHE", str(Path.home() / ".cache" / "marginal"))
 os.environ["MARGINAL_AUTO_DTYPE"] = "float32"
+# Before torch is imported (it reads this once): torch's OpenMP threads sleep instead of spinning
+# while they wait, as the app's server has them do (pages/_app/__init__.py). The suite runs beside
+# the servers, browsers and CLI processes it starts; spinning threads then stall one another (one
+# beam test took 21 to 39 s spinning against 9 s sleeping, with other processes on the 2 cores).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Room in load_model's memo for both models in float32, float16 and bfloat16 at once, so that a
+# test loading another precision does not evict the float32 models the fixtures hold (a later
+# load_model of those would load them again, a second copy).
+os.environ.setdefault("MARGINAL_MAX_MODELS", "8")
 
 GEMMA = "gemma3-270m"
 SMOL = "smollm2-135m"
+
+MODEL_FIXTURES = {"gemma_model", "smollm_model", "lm"}
+SLOW_FIXTURES = {"two_processes"}  # test_lm_eval: lm-eval under torchrun with two processes
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: the derived markers count there
+def pytest_collection_modifyitems(items):
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)  # a model fixture named by a parameter (request.getfixturevalue)
+        used |= {v for v in (callspec.params.values() if callspec else ()) if isinstance(v, str)}
+        if used & MODEL_FIXTURES:
+            item.add_marker(pytest.mark.models)
+        if used & SLOW_FIXTURES:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

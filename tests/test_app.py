@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 from bench.support.apptest import APP, app
 from marginal_core import viz
 
+pytestmark = pytest.mark.models  # every page opens with the sidebar's model loading
 SMOL = "smollm2-135m"
 SHORT = " Paris."  # 30 tokenizations under SmolLM2: small enough for exact
 

@@ -57,6 +57,7 @@ def test_a_text_with_one_tokenization_needs_no_beam(smollm_model):
     assert beam.log_noncanonical == -np.inf and beam.run.done
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("width", [0, -3, 1025])
 def test_widths_out_of_range_are_refused_before_any_work(width, capsys):
     with pytest.raises(MarginalError, match="between 1 and 1024"):
@@ -150,6 +151,7 @@ def test_stop_and_the_time_budget_keep_the_best_bound_so_far(smollm_model):
     assert timed.log_noncanonical <= whole.log_noncanonical + 1e-12
 
 
+@pytest.mark.models
 def test_auto_width_on_the_command_line(capsys):
     assert cli_main(["estimate", " Paris", "--model", "smollm2-135m", "--methods", "beam", "--device", "cpu",
                      "--dtype", "float32", "--json"]) == 0

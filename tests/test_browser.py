@@ -37,7 +37,8 @@ from bench.support.browser import (
 )
 
 SMOL = "smollm2-135m"
-pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")]
 
 
 def test_type_a_text_and_see_its_lattice_and_plots():

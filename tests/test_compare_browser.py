@@ -5,15 +5,24 @@ the second model's beam keeping the first model's figures, and no error anywhere
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
-from bench.support.browser import CHROMIUM, OUTPUT, browser_page, no_traceback, run_button, settle, streamlit_server
+from bench.support.browser import (
+    CHROMIUM,
+    HAVE_CHROMIUM,
+    OUTPUT,
+    browser_page,
+    no_traceback,
+    run_button,
+    settle,
+    streamlit_server,
+)
 from tests.conftest import GEMMA, SMOL
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs it)")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"{CHROMIUM} is missing (`make setup` installs it)")]
 TEXT = "Heavy rain flooded the valley road."
 
 

@@ -4,6 +4,8 @@ with one message and nothing loaded, and the "Two models disagree" example opens
 
 from __future__ import annotations
 
+import pytest
+
 from bench.support.apptest import app
 from marginal_core import viz
 from marginal_core.compare import figures
@@ -66,6 +68,7 @@ def test_the_same_model_in_two_precisions_compares_them(smollm_model):
     assert len([v for label, v in metric_values(at) if label == "log p(canonical)"]) == 2
 
 
+@pytest.mark.models
 def test_model_b_the_same_as_a_asks_for_another():
     at = app("pages/compare.py", model=SMOL, model_b=SMOL, text=TEXT, context="", dtype="float32")
     assert_clean(at)
@@ -82,6 +85,7 @@ def test_class_mode_refuses_a_model_b_off_its_list_with_one_message_and_loads_no
     assert "meta-llama/Llama-2-7b" not in loads and not at.get("plotly_chart")
 
 
+@pytest.mark.models
 def test_the_two_models_disagree_example_opens_compare():
     at = app(model=SMOL, text="hello", context="")
     at.sidebar.selectbox(key="example").set_value("Two models disagree").run()

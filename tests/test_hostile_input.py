@@ -23,6 +23,7 @@ from streamlit.testing.v1 import AppTest
 
 from bench.support.apptest import APP
 
+pytestmark = pytest.mark.models  # the pages load the sidebar's model (all but two tests)
 SMOL = "smollm2-135m"
 PAGES = ("home", "lattice", "samplers", "mass", "rank", "running", "qa", "translation")
 # What shows that a page rendered, besides a specific message: element kinds, or its main button.

@@ -7,17 +7,17 @@ first screen with arc labels at least 12 px high."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
-from bench.support.browser import CHROMIUM, OUTPUT, chromium, new_page, no_traceback, settle, streamlit_server
+from bench.support.browser import CHROMIUM, HAVE_CHROMIUM, OUTPUT, chromium, new_page, no_traceback, settle, streamlit_server
 from marginal_core.models import DEFAULT_MODEL
 from pages._app import lesson
 from pages._app.presets import PRESETS
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (`make setup` installs it)")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"{CHROMIUM} is missing (`make setup` installs it)")]
 VIEWS = [title for path, title, _ in lesson.ORDER if path not in ("qa", "translation")]
 
 
@@ -143,6 +143,7 @@ def test_without_projector_mode_a_fitted_drawing_keeps_its_labels_at_12_px(serve
     assert heights and min(heights) >= 12, heights
 
 
+@pytest.mark.models
 def test_projector_mode_folds_introduction_and_settings_and_shows_small_tables_larger():
     """Headless: with projector=true the page's introduction and settings are folded (their
     widgets still work: k from the link is used) and the running summary is an HTML table, which

@@ -126,6 +126,7 @@ def _fingerprint(tok: PreTrainedTokenizerFast) -> dict:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", [GEMMA, SMOL])
 def test_cached_tokenizer_matches_fresh_gguf_conversion(name):
@@ -167,6 +168,7 @@ print(json.dumps(dict(tok_wall=tok_wall, tok_cpu=tok_cpu, model_wall=model_wall,
 """
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("name", [GEMMA, SMOL])
 def test_second_load_in_a_new_process_is_fast(name, record_property):
     load_model(name, device="cpu")  # make sure both caches exist
@@ -191,6 +193,7 @@ def test_second_load_in_a_new_process_is_fast(name, record_property):
     assert fast, best
 
 
+@pytest.mark.slow
 def test_damaged_tokenizer_cache_is_rebuilt(tmp_path):
     out = _run_python(
         f"""
@@ -219,6 +222,7 @@ print(snapshot.fingerprint, "transformers" in sys.modules, snapshot.encode("Hell
 """
 
 
+@pytest.mark.slow
 def test_light_tokenizer_snapshot_is_taken_once_and_again_when_its_tokenizer_changes(tmp_path):
     env = {"MARGINAL_CACHE": str(tmp_path)}
     expected = load_tokenizer(SMOL)("Hello world 🙂", add_special_tokens=False)["input_ids"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.slow, pytest.mark.models]  # each kernel loads the models again
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "docs" / "notebooks"
 NAMES = ("quickstart", "error_analysis", "compare")
 

@@ -85,6 +85,7 @@ def test_the_refined_head_gives_float32s_log_softmax_where_a_bfloat16_head_does_
     assert (refined.double() - exact).abs().max() < 0.01 < (plain - exact).abs().max()
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m"])
 def test_bfloat16_keeps_log_p_within_a_fiftieth_of_a_nat_and_the_bounds(name, request):
     """bfloat16 is split: the decoder's linear weights as bfloat16 [high | low | high] terms, the
@@ -112,6 +113,7 @@ def test_bfloat16_keeps_log_p_within_a_fiftieth_of_a_nat_and_the_bounds(name, re
     assert exact.log_marginal >= Marginalizer(b16, " Paris").canonical().log_marginal
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m"])
 def test_float16_runs_its_products_in_float16_and_keeps_log_p_within_a_twentieth_of_a_nat(name, request):
     """float16 is mixed: the decoder's linear weights and the KV cache float16, the norms,
@@ -181,6 +183,7 @@ def test_under_auto_float16_the_model_cache_gives_the_float16_instance(auto_floa
     assert auto.dtype == torch.float16 and auto is not smollm_model
 
 
+@pytest.mark.models
 def test_under_auto_float16_the_cli_says_so_and_agrees_with_the_library(auto_float16, capsys):
     text, context = " Paris is lovely", "Question: Where?\nAnswer:"
     argv = ["estimate", text, "--context", context, "--model", "smollm2-135m", "--device", "cpu",
@@ -195,6 +198,7 @@ def test_under_auto_float16_the_cli_says_so_and_agrees_with_the_library(auto_flo
     assert "dtype: float16" in capsys.readouterr().out
 
 
+@pytest.mark.models
 def test_under_auto_float16_a_text_past_the_window_is_refused_as_in_float32(auto_float16, monkeypatch, capsys):
     from marginal_core.errors import ContextWindowError
     from marginal_core.lm.adapter import LM
@@ -221,6 +225,7 @@ def test_a_folder_started_in_one_dtype_refuses_to_resume_in_another(tmp_path, mo
     assert (again.device, again.dtype) == ("cpu", "float32")
 
 
+@pytest.mark.models
 def test_under_auto_float16_eval_qa_reports_its_dtype(auto_float16, tmp_path, capsys):
     from marginal_core.tasks.task_commands import main as tasks_main
 
@@ -234,6 +239,7 @@ def test_under_auto_float16_eval_qa_reports_its_dtype(auto_float16, tmp_path, ca
     assert json.loads((out / "config.json").read_text())["dtype"] == "float16"
 
 
+@pytest.mark.models
 def test_under_auto_float16_the_lm_eval_backend_records_its_dtype(auto_float16, capsys):
     from marginal_core.harness.backend import MarginalLM
 
@@ -242,6 +248,7 @@ def test_under_auto_float16_the_lm_eval_backend_records_its_dtype(auto_float16, 
     assert "smollm2-135m on cpu in float16 (dtype=auto)" in capsys.readouterr().err
 
 
+@pytest.mark.models
 def test_under_auto_float16_the_app_runs_float16_and_matches_the_library(auto_float16):
     """The sidebar names the dtype auto chose, and the Running estimates page's live lattice run
     gives the library's float16 estimate for the same chunks."""
@@ -258,6 +265,7 @@ def test_under_auto_float16_the_app_runs_float16_and_matches_the_library(auto_fl
     assert table.loc["lattice", "log p(text)"] == pytest.approx(want.log_marginal, abs=1e-6)
 
 
+@pytest.mark.models
 def test_under_auto_bfloat16_a_samplers_page_shows_one_log_p_per_tokenization(monkeypatch):
     """Issue 24: the lattice sampler's trie scorer and the beam's and proxy's step-by-step scores
     differ in bfloat16 (␣un|belie|v|ably read -22.81 in one column, -23.02 in another); every path

@@ -8,11 +8,14 @@ import json
 import math
 
 import pandas as pd
+import pytest
 
 from bench.support.apptest import app
 from marginal_core.tasks.qa import QATask
 from tests.test_reports import hand_made_folder
 from tests.test_scan_compare import constructed_table
+
+pytestmark = pytest.mark.models  # the sidebar loads the default model (all but one test)
 
 
 def test_qa_folder_lists_changed_picks_with_links(tmp_path):

@@ -131,6 +131,7 @@ def test_shards_share_a_folder_at_once_while_a_shard_runs_once(smollm_model, tmp
     assert sorted(load_rows(folder)["text_index"].astype(int)) == [0, 1, 2]
 
 
+@pytest.mark.models
 def test_ctrl_c_keeps_finished_texts_and_rerun_continues(tmp_path):
     """A real SIGINT after the first text: the command says what it kept; the rerun scores only the rest.
     (Sentences, not words, after the first: each takes seconds, so the interrupt lands mid-run.)"""

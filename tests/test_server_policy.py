@@ -106,6 +106,7 @@ def test_a_bad_variable_stops_the_app_with_one_message(monkeypatch):
 # Models
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("asked", ["/etc", "meta-llama/Llama-2-7b"])
 def test_class_mode_refuses_another_model_with_one_message_and_loads_nothing(class_mode, loads, asked, monkeypatch):
     monkeypatch.setenv(server.ALLOWED_MODELS, f"{SMOL},gemma3-270m")  # SmolLM2 first: the next run loads it fast
@@ -124,6 +125,7 @@ def test_class_mode_refuses_another_model_with_one_message_and_loads_nothing(cla
     assert asked not in loads
 
 
+@pytest.mark.models
 def test_class_mode_offers_its_models(class_mode, loads):
     at = app("pages/lattice.py", model=SMOL, text=SHORT)
     assert not at.exception and not at.error
@@ -146,6 +148,7 @@ def test_the_local_default_still_takes_any_id_or_folder(monkeypatch, loads):
 # Caps
 
 
+@pytest.mark.models
 def test_class_mode_caps_k_and_w_and_a_link_past_them_is_named(class_mode):
     at = app("pages/samplers.py", model=SMOL, text=SHORT, k="5000", W="500", pk="20")
     assert not at.exception and not at.error
@@ -157,6 +160,7 @@ def test_class_mode_caps_k_and_w_and_a_link_past_them_is_named(class_mode):
     assert "`W=500` (using W = 32; this server takes W up to 64)" in warning and "pk" not in warning
 
 
+@pytest.mark.models
 def test_a_cap_set_alone_limits_k_and_nothing_else(monkeypatch, loads):
     monkeypatch.delenv(server.SERVE, raising=False)
     monkeypatch.setenv(server.MAX_SAMPLES_ENV, "20")
@@ -169,6 +173,7 @@ def test_a_cap_set_alone_limits_k_and_nothing_else(monkeypatch, loads):
     assert any(c == "This server offers: samples k up to 20." for c in shown(at))
 
 
+@pytest.mark.models
 def test_class_mode_caps_the_text_and_says_so(class_mode, monkeypatch):
     monkeypatch.setenv(server.MAX_TEXT_CHARS_ENV, "12")
     text = " Paris is the capital of France."
@@ -210,6 +215,7 @@ def test_describe_error_masks_paths_in_class_mode_only(monkeypatch):
     assert "org/name: see https://huggingface.co/org/name" in org  # ids and URLs are not server paths
 
 
+@pytest.mark.models
 def test_class_mode_task_pages_open_no_server_file(class_mode):
     at = app("pages/qa.py", model=SMOL)
     assert not at.exception
