@@ -22,7 +22,7 @@ def context_ids(tokenizer: TokenizerLike, context: str | None = None) -> list[in
     special = view.special
     if context:
         UnrepresentableTextError.check_unicode(context, "context")
-        prefix = [special.bos_id] if special.adds_bos else []
+        prefix = [special.bos_id] if special.adds_bos and special.bos_id is not None else []
         return prefix + view.encode(context)
     start = special.bos_id if special.bos_id is not None else special.eos_id
     if start is None:

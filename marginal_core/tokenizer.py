@@ -15,7 +15,7 @@ import json
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from typing import TYPE_CHECKING, Any, Protocol, Union, cast
 
 if TYPE_CHECKING:  # transformers takes seconds to import: annotations only
     from transformers import PreTrainedTokenizerBase
@@ -130,10 +130,10 @@ class TransformersTokenizer:
         return frozenset(self.tokenizer.added_tokens_decoder)
 
     def pieces(self) -> list[str | None]:
-        return self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+        return self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))  # type: ignore[return-value]
 
     def piece(self, token_id: int) -> str | None:
-        return self.tokenizer.convert_ids_to_tokens(token_id)
+        return self.tokenizer.convert_ids_to_tokens(token_id)  # type: ignore[return-value]
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
@@ -164,4 +164,4 @@ def text_tokenizer(tokenizer: TokenizerLike) -> TextTokenizer:
     """
     if all(inspect.getattr_static(tokenizer, name, _MISSING) is not _MISSING for name in _MEMBERS):
         return tokenizer
-    return TransformersTokenizer(tokenizer)
+    return TransformersTokenizer(cast("PreTrainedTokenizerBase", tokenizer))

@@ -74,7 +74,7 @@ class TokenizerSnapshot:
     def pieces(self) -> list[str | None]:
         return [self.sorted_pieces[k] for k in self.positions.tolist()]
 
-    def piece(self, token_id: int) -> str | None:
+    def piece(self, token_id: int) -> str:
         return self.sorted_pieces[self.positions[token_id]]
 
     def encode(self, text: str) -> list[int]:
@@ -88,12 +88,13 @@ class TokenizerSnapshot:
             sources.append("".join(c for c in flat if self._known(c)))
         vocab = self._substring_pieces(sources)
         merges = self._merges_among(vocab)
-        vocab.update((p, self._id(p)) for pair in merges for p in pair)
-        vocab.update((p, self._id(p)) for p in self.always)
+        ids: dict[str, int | None] = dict(vocab)
+        ids.update((p, self._id(p)) for pair in merges for p in pair)
+        ids.update((p, self._id(p)) for p in self.always)
         added = [a for a in self.added if a["content"] in text or a["content"] in normalized]
-        vocab.update((a["content"], a["id"]) for a in added)
+        ids.update((a["content"], a["id"]) for a in added)
         spec = json.loads(self.skeleton)
-        spec["model"].update(vocab=vocab, merges=merges)
+        spec["model"].update(vocab=ids, merges=merges)
         spec["added_tokens"] = added
         from tokenizers import Tokenizer
 

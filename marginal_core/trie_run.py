@@ -107,8 +107,8 @@ def _past(ctx: DynamicCache, rows: list[_Row], width: int) -> DynamicCache:
     """A cache holding, per row, the context's KV states and then the row's carried ones."""
     return DynamicCache(
         (
-            _with_carried(layer.keys, [row.keys[i] if row.chain else None for row in rows], width),
-            _with_carried(layer.values, [row.values[i] if row.chain else None for row in rows], width),
+            _with_carried(layer.keys, [row.keys[i] if row.chain else None for row in rows], width),  # type: ignore[union-attr, arg-type]
+            _with_carried(layer.values, [row.values[i] if row.chain else None for row in rows], width),  # type: ignore[union-attr, arg-type]
         )
         for i, layer in enumerate(ctx.layers)
     )
@@ -144,10 +144,10 @@ def _advance(trie: Trie, rows: list[_Row], plan: Pass, cache: DynamicCache) -> N
         if row.start >= row.stop:
             continue
         col, chain = plan.columns(r), trie.ancestors(int(trie.fed[row.start]))
-        index = torch.tensor([col[n] for n in chain], dtype=torch.long, device=cache.layers[0].keys.device)
+        index = torch.tensor([col[n] for n in chain], dtype=torch.long, device=cache.layers[0].keys.device)  # type: ignore[union-attr]
         row.chain = {n: i for i, n in enumerate(chain)}
-        row.keys = [layer.keys[r].index_select(1, index) for layer in cache.layers]
-        row.values = [layer.values[r].index_select(1, index) for layer in cache.layers]
+        row.keys = [layer.keys[r].index_select(1, index) for layer in cache.layers]  # type: ignore[union-attr, index]
+        row.values = [layer.values[r].index_select(1, index) for layer in cache.layers]  # type: ignore[union-attr, index]
 
 
 @dataclass

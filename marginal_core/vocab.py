@@ -116,7 +116,8 @@ class Vocabulary:
 
     def matches(self, data: bytes, start: int) -> list[tuple[int, int]]:
         """(end, token id) for every ordinary token whose surface equals data[start:end]."""
-        keys, found, lo = self._keys, [], 0
+        keys, lo = self._keys, 0
+        found: list[tuple[int, int]] = []
         for end in range(start + 1, len(data) + 1):
             prefix = data[start:end]
             lo = bisect.bisect_left(keys, prefix, lo)

@@ -219,7 +219,7 @@ class LM:
             if self.head_low is not None:  # bfloat16 products, refined in float32 (lm/refined_head.py)
                 chunk = hidden[first : first + step]
                 block = self.logit_block(scratch, len(chunk), self.head_low.dtype, chunk.device)
-                out[lo:hi] = refined_logprobs(chunk, self.head.weight, self.head_low, local, tokens[lo:hi],
+                out[lo:hi] = refined_logprobs(chunk, self.head.weight, self.head_low, local, tokens[lo:hi],  # type: ignore[arg-type]
                                               self.softcap, block).to(out.dtype)
                 continue
             logits = self.head_logits(hidden[first : first + step], scratch)
@@ -293,7 +293,7 @@ class LM:
                 return False
             if len(ids) == 1:
                 return True
-            cache = DynamicCache((layer.keys, layer.values) for layer in context.cache.layers)
+            cache = DynamicCache((layer.keys, layer.values) for layer in context.cache.layers)  # type: ignore[union-attr]
             positions = torch.arange(len(context), len(context) + len(ids) - 1, device=self.device)[None]
             out = self.decoder(input_ids=torch.tensor([ids[:-1]], device=self.device), position_ids=positions,
                                cache=cache, use_cache=True)

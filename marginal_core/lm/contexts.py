@@ -42,7 +42,7 @@ class ContextState:
 
 def state_bytes(state: ContextState) -> int:
     """Bytes of a state's KV cache (every layer's keys and values)."""
-    return sum(layer.keys.nbytes + layer.values.nbytes for layer in state.cache.layers)
+    return sum(layer.keys.nbytes + layer.values.nbytes for layer in state.cache.layers)  # type: ignore[union-attr, misc]
 
 
 class KeptContexts:

@@ -15,6 +15,7 @@ is imported only when asked.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -131,7 +132,7 @@ def _time_float16_speedup(rows: int = 64, hidden: int = 640, vocab: int = 16384)
 
     gen = torch.Generator().manual_seed(0)
     a, w = torch.randn(rows, hidden, generator=gen), torch.randn(vocab, hidden, generator=gen)
-    best = {dtype: _best_seconds(lambda x=a.to(dtype), y=w.to(dtype): torch.nn.functional.linear(x, y))
+    best = {dtype: _best_seconds(functools.partial(torch.nn.functional.linear, a.to(dtype), w.to(dtype)))
             for dtype in (torch.float32, torch.float16)}
     return best[torch.float32] / best[torch.float16]
 

@@ -32,7 +32,7 @@ def make_split_bfloat16(model: PreTrainedModel) -> PreTrainedModel:
                 terms = split_terms(module.weight.detach())
                 module.weight = torch.nn.Parameter(terms[:, : module.in_features], requires_grad=False)
                 module.register_buffer("weight_terms", terms, persistent=False)
-                module.forward = _split_forward(module)
+                module.forward = _split_forward(module)  # type: ignore[method-assign, assignment]
     return model
 
 
@@ -67,6 +67,6 @@ def _split_forward(module: torch.nn.Linear) -> Callable[[torch.Tensor], torch.Te
     """The linear layer's forward through split_linear."""
 
     def forward(x: torch.Tensor) -> torch.Tensor:
-        return split_linear(x, module.weight_terms, module.bias)
+        return split_linear(x, module.weight_terms, module.bias)  # type: ignore[arg-type]
 
     return forward
