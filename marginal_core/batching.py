@@ -174,7 +174,8 @@ class Batcher:
             if not self._pending:
                 return []
             order = sorted(self._pending, key=lambda r: r.entry.served if r.entry is not None else 0.0)
-            first, batch, size = order[0], [], 0
+            first, size = order[0], 0
+            batch: list[_Request[Any, Any]] = []
             for request in [r for r in order if r.key == first.key]:
                 if batch and size + request.size > first.limit:
                     break

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -76,6 +76,13 @@ class Estimate:
         """The lattice given, else the source's (None where neither is known)."""
         return lattice if lattice is not None else self.source.lattice if self.source is not None else None
 
+    def _known_lattice(self, lattice: Lattice | None) -> Lattice:
+        """The lattice given, else the source's; an error where neither is known."""
+        lattice = self._lattice(lattice)
+        if lattice is None:
+            raise MarginalError("this Estimate was not made by a Marginalizer, so it knows no lattice: pass lattice=")
+        return lattice
+
     def distinct_paths(self) -> pd.DataFrame:
         """One row per distinct path, in sample order: ids, kind, log p, log q (NaN where unknown)
         and how often it was drawn."""
@@ -91,9 +98,7 @@ class Estimate:
         first: ids, kind, log p, log q, draws and share of the mass found."""
         import pandas as pd
 
-        lattice = self._lattice(lattice)
-        if lattice is None:
-            raise MarginalError("this Estimate was not made by a Marginalizer, so it knows no lattice: pass lattice=")
+        lattice = self._known_lattice(lattice)
         rows = self.distinct_paths()
         if lattice.canonical not in set(rows["ids"]):
             canonical = pd.DataFrame({"ids": [lattice.canonical], "kind": ["canonical"],
@@ -112,7 +117,7 @@ class Estimate:
 
         from marginal_core.viz.text import segmented
 
-        lattice = self._lattice(lattice)
+        lattice = self._known_lattice(lattice)
         rows = self.found(lattice)
         return pd.DataFrame({"tokenization": [segmented(lattice, p) for p in rows["ids"]],
                              "tokens": rows["ids"].map(len).to_numpy(dtype=int), "log_p": rows["log_p"].to_numpy(),
@@ -164,7 +169,7 @@ class Estimate:
 
     def summary(self) -> dict:
         """The figures the CLI prints (non-finite logs become None, as JSON has no -inf)."""
-        row = {
+        row: dict[str, Any] = {
             "log_marginal": json_float(self.log_marginal),
             "log_noncanonical": json_float(self.log_noncanonical),
             "num_samples": self.num_samples,

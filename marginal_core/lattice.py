@@ -145,7 +145,8 @@ class Lattice:
     @cached_property
     def splits(self) -> tuple[tuple[int, int, int], ...]:
         """(canonical position, first arc, second arc) for every split of one canonical token."""
-        bounds, found = self.canonical_nodes, []
+        bounds = self.canonical_nodes
+        found: list[tuple[int, int, int]] = []
         for pos, (start, stop) in enumerate(zip(bounds, bounds[1:])):
             for first in self.out_arcs(start):
                 middle = int(self.arc_end[first])
@@ -234,9 +235,9 @@ def _raw_arcs(data: bytes, vocab: Vocabulary, byte_fallback: ByteFallback) -> li
         for start, stop in _char_spans(data):
             if byte_fallback == "everywhere" or not vocab.is_piece(data[start:stop]):
                 arcs.extend(
-                    (p, p + 1, vocab.byte_tokens[data[p]])
+                    (p, p + 1, token)
                     for p in range(start, stop)
-                    if vocab.byte_tokens[data[p]] is not None
+                    if (token := vocab.byte_tokens[data[p]]) is not None
                 )
     return sorted(set(arcs))
 

@@ -21,11 +21,20 @@ class Graph(Protocol):
     """What the path tables read of a lattice (``marginal_core.lattice.Lattice`` is one): byte
     offsets as nodes, arcs as (start, end, token), the canonical path and its splits."""
 
-    arc_start: np.ndarray
-    arc_end: np.ndarray
-    arc_token: np.ndarray
-    out_ptr: np.ndarray
-    canonical: tuple[int, ...]
+    @property
+    def arc_start(self) -> np.ndarray: ...
+
+    @property
+    def arc_end(self) -> np.ndarray: ...
+
+    @property
+    def arc_token(self) -> np.ndarray: ...
+
+    @property
+    def out_ptr(self) -> np.ndarray: ...
+
+    @property
+    def canonical(self) -> tuple[int, ...]: ...
 
     @property
     def end(self) -> int: ...
@@ -68,7 +77,7 @@ class PathIndex:
         self._build_tables()
 
     def _band(self, node: int) -> tuple[int, int]:
-        if not self.bounded:
+        if self.max_len is None:
             return 0, 0
         return int(self.min_suffix[node]), self.max_len - int(self.min_prefix[node])
 
@@ -108,7 +117,7 @@ class PathIndex:
             self.lo[node] = lo
             self.cum[node] = cum
             self.counts[node] = cum[:, -1] + contrib[:, -1] if len(budgets) else contrib[:, 0]
-        top = self.max_len if self.bounded else 0
+        top = self.max_len if self.max_len is not None else 0
         row = top - self.lo[0]
         self.total = int(self.counts[0][row]) if 0 <= row < len(self.counts[0]) else 0
         self.limbs = bigint.width(max(self.total, 1))
@@ -152,7 +161,7 @@ class PathIndex:
         for token in path:
             step = steps.get((node, token))
             row = self._row(node, depth) if step is not None else -1
-            if not 0 <= row < len(rows.get(node, ())):
+            if step is None or not 0 <= row < len(rows.get(node, ())):
                 raise ValueError(f"{path} is not a path of this lattice within the bound")
             rank += rows[node][row][step[0]]
             node, depth = step[1], depth + 1
@@ -169,7 +178,7 @@ class PathIndex:
         """
         lat, steps, rows = self.lattice, self._steps, self._cum_rows
         nodes, canon = lat.canonical_nodes, lat.canonical
-        if self.bounded and len(canon) + 1 > self.max_len:
+        if self.max_len is not None and len(canon) + 1 > self.max_len:
             raise ValueError("off-by-one paths are longer than the length bound")
 
         def entry(node: int, depth: int, column: int) -> int:
@@ -197,7 +206,7 @@ class PathIndex:
 
     def _row(self, node: int, depth: int) -> int:
         """The table row of a node for a path that has used depth tokens so far."""
-        return self.max_len - depth - self.lo[node] if self.bounded else 0
+        return self.max_len - depth - self.lo[node] if self.max_len is not None else 0
 
     def unrank(self, ranks: np.ndarray) -> PathBatch:
         """Paths for an array of ranks in limb form, all at once.
@@ -218,7 +227,7 @@ class PathIndex:
             if table is None:
                 arcs = np.full(idx.size, first)
             else:
-                rows = table[self.max_len - lo - step] if self.bounded else table[np.zeros_like(step)]
+                rows = table[self.max_len - lo - step] if self.max_len is not None else table[np.zeros_like(step)]
                 left = rest[idx]
                 choice = np.zeros(idx.size, dtype=np.int64)
                 for col in range(1, rows.shape[1]):

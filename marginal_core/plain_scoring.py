@@ -39,7 +39,8 @@ def _plain_batch(lm: LM, seqs: list[list[int]], ctx_len: int, budget: int) -> li
     """
     width = max(map(len, seqs))
     ids = torch.zeros(len(seqs), width, dtype=torch.long)
-    rows, tokens = [], []
+    rows: list[int] = []
+    tokens: list[int] = []
     for b, seq in enumerate(seqs):
         ids[b, : len(seq)] = torch.tensor(seq)
         rows.extend(range(b * width + ctx_len - 1, b * width + len(seq) - 1))

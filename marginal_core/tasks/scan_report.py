@@ -96,14 +96,15 @@ def paths_table(folder: Path) -> pd.DataFrame:
     """The stored tokenizations of one model folder, decoded: token strings, log p, share of the
     method's estimate, kind, splits from the canonical and draws."""
     from marginal_core.analysis import splits_from_canonical
-    from marginal_core.lattice import build_lattice
+    from marginal_core.lattice import Lattice, build_lattice
     from marginal_core.models import load_text_tokenizer
 
     config, rows = store.read_config(folder), load_rows(folder)
     tokenizer = load_text_tokenizer(config["model"])
     texts = dict(zip(rows["item"], rows["text"]))
     totals = {(r.item, r.method): r.log_marginal for r in rows.itertuples()}
-    out, lattices = [], {}
+    out: list[dict[str, Any]] = []
+    lattices: dict[Any, Lattice] = {}
     for (item, _, method), rec in store.read_samples(folder).items():
         if (item, method) not in totals:
             continue  # samples of an item whose rows a kill cut off

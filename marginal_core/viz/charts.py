@@ -217,6 +217,8 @@ def running_figure(
     shown: list[float] = []  # every y value drawn, for the axis range and its tick format
     for trace in traces:
         values = trace.running if y == "marginal" else trace.noncanonical
+        if values is None:
+            raise TypeError(f"trace {trace.label!r} has no noncanonical values to plot")
         if x == "samples":
             xs, ys = np.arange(1, len(values) + 1), np.asarray(values, dtype=float)
         else:
@@ -242,7 +244,7 @@ def running_figure(
         fig.add_hline(y=log_p_canonical, line_dash="dot", line_color=COLORS["canonical"], layer="below",
                       annotation_text="canonical", annotation_position="bottom right")
     has_exact = log_exact is not None and math.isfinite(log_exact)
-    if has_exact:
+    if log_exact is not None and has_exact:
         shown.append(log_exact)
         fig.add_hline(y=log_exact, line_dash="dash", line_color=COLORS["exact"], layer="below",
                       annotation_text="exact", annotation_position="top right")

@@ -85,7 +85,7 @@ def differing_cuts(sides: Sequence[tuple[str, Lattice, Path | None]]) -> list[in
     cuts = [
         {b for b in _bounds(lat, lat.canonical if path is None else path) if 0 < b < end} for _, lat, path in sides
     ]
-    return sorted(set.union(*cuts) - set.intersection(*cuts))
+    return sorted(set[int].union(*cuts) - set[int].intersection(*cuts))
 
 
 

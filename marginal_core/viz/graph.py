@@ -72,7 +72,8 @@ def flow_color(share: float) -> str:
 def _flow_attrs(lattice: Lattice, flow: MassFlow, arc: int, piece: str, what: str) -> dict[str, str]:
     """An arc's look in a mass-flow drawing: width and colour by its share, hover naming the
     share and the best path through it."""
-    if flow.best[arc] is None:
+    best = flow.best[arc]
+    if best is None:
         return {"color": COLORS["greyed"], "fontcolor": COLORS["greyed"], "style": "dashed", "penwidth": "1",
                 "tooltip": _dot_text(what, "on no scored path")}
     share = float(flow.share[arc])
@@ -84,7 +85,7 @@ def _flow_attrs(lattice: Lattice, flow: MassFlow, arc: int, piece: str, what: st
         "penwidth": f"{0.8 + 7 * share:.2f}",
         "label": _dot_text(piece, shown),
         "tooltip": _dot_text(what, f"{shown} {of}",
-                             f"best path: {segmented(lattice, flow.best[arc])} (log p {flow.best_log_p[arc]:.3f})"),
+                             f"best path: {segmented(lattice, best)} (log p {flow.best_log_p[arc]:.3f})"),
     }
 
 
