@@ -36,15 +36,17 @@ from marginal_core.lm.oom import is_oom
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.proposal import proposal_of
 from marginal_core.proxy import Tables, extend
+from marginal_core.run_state import Completion
 
 
 @dataclass(frozen=True, eq=False)
 class BeamResult:
     """The complete paths found so far, in the order found, with their log p and the walk's state.
 
-    ``steps`` of at most ``max_steps`` tokens are done; ``forward_passes`` counts model calls
-    (a prefill of the context included when the walk made it). ``cancelled`` is True when
-    should_stop ended the walk; ``done`` is False for the results yielded before the last.
+    ``steps`` of at most ``completion.requested`` tokens are done; ``forward_passes`` counts model
+    calls (a prefill of the context included when the walk made it). ``completion.cancelled`` is
+    True when should_stop ended the walk; ``completion.done`` is False for the results yielded
+    before the last.
     ``pruned`` counts the prefixes the per-state rank left unextended: a finished walk that
     pruned none found every non-canonical path, so its bound is exact. ``log_missed`` is the log
     of their summed probability: every path the walk did not find extends one of them, so it
@@ -56,11 +58,9 @@ class BeamResult:
     log_p: np.ndarray
     width: int
     steps: int
-    max_steps: int
+    completion: Completion
     forward_passes: int
     seconds: float
-    cancelled: bool = False
-    done: bool = True
     pruned: int = 0
     rounds: tuple[Round, ...] = ()
     scored: int = 0  # prefixes whose next-token scores the head computed (not taken from a memo)
@@ -180,8 +180,8 @@ def beam_stream(
     def result(done: bool, cancelled: bool = False) -> BeamResult:
         paths = PathBatch.from_paths([tuple(t) for t in found_tokens])
         log_p = np.array(found_lp, dtype=np.float64)
-        return BeamResult(paths, log_p, width, step, proposal.max_steps, passes,
-                          time.perf_counter() - started, cancelled, done, pruned, scored=scored, log_missed=missed)
+        return BeamResult(paths, log_p, width, step, Completion(proposal.max_steps, done, cancelled), passes,
+                          time.perf_counter() - started, pruned, scored=scored, log_missed=missed)
 
     if proposal.empty:
         yield result(True)
@@ -269,16 +269,16 @@ def anytime_beam(
     def best(last: BeamResult, done: bool, cancelled: bool = False) -> BeamResult:
         take(last)
         return BeamResult(PathBatch.from_paths(list(found)), np.fromiter(found.values(), float, len(found)),
-                          last.width, last.steps, last.max_steps, earlier + last.forward_passes,
-                          time.perf_counter() - started, cancelled, done, last.pruned, tuple(rounds),
+                          last.width, last.steps, Completion(last.completion.requested, done, cancelled),
+                          earlier + last.forward_passes, time.perf_counter() - started, last.pruned, tuple(rounds),
                           scored + last.scored)
 
     for i, width in enumerate(widths):
         before = mass()
         for last in beam_stream(lm, lattice, width, ctx, progress=progress, should_stop=stop, memo=memo):
-            if not last.done and not last.cancelled:
+            if not last.completion.done and not last.completion.cancelled:
                 yield best(last, False)
-        if last.cancelled:  # Stop or the time budget inside the round: what it found is kept
+        if last.completion.cancelled:  # Stop or the time budget inside the round: what it found is kept
             yield best(last, not user_stop(), user_stop())
             return
         take(last)

@@ -41,13 +41,13 @@ from marginal_core.models import dtype_name, load_model
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.proposal import proposal_of
 from marginal_core.proxy import ProxyResult, proxy_stream
-from marginal_core.run_state import BeamRun, Checkpoints, RunState
+from marginal_core.run_state import BeamRun, Checkpoints, Completion, RunState
 from marginal_core.sampling import lattice_samples
 from marginal_core.scoring import ScoreStats, score_paths
 
 # the Marginalizer and what its streams yield (Estimate, its options and run state, re-exported)
-__all__ = ["BeamRun", "CanonicalScore", "Checkpoints", "Estimate", "EstimateOptions", "Marginalizer", "RunState",
-           "Source", "by_context", "chunk_sizes"]
+__all__ = ["BeamRun", "CanonicalScore", "Checkpoints", "Completion", "Estimate", "EstimateOptions", "Marginalizer",
+           "RunState", "Source", "by_context", "chunk_sizes"]
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ class Marginalizer:
                 running=running,
                 seconds=seconds,
                 forward_passes=stats.forward_passes,
-                run=RunState(total, tuple(checkpoints), done=stop == total, cancelled=cancelled),
+                run=RunState(Completion(total, done=stop == total, cancelled=cancelled), tuple(checkpoints)),
                 num_paths=num_paths,
                 source=self.source,
             )
@@ -223,7 +223,7 @@ class Marginalizer:
             running=np.array([-math.inf]),
             seconds=score.seconds,
             forward_passes=1,
-            run=RunState(1, ((1, score.seconds),)),
+            run=RunState(Completion(1), ((1, score.seconds),)),
             source=self.source,
         )
 
@@ -298,8 +298,7 @@ class Marginalizer:
                 running=running,
                 seconds=result.seconds,
                 forward_passes=result.forward_passes,
-                run=BeamRun(result.max_steps, tuple(checkpoints), done=result.done, cancelled=result.cancelled,
-                            steps=result.steps, rounds=result.rounds),
+                run=BeamRun(result.completion, tuple(checkpoints), steps=result.steps, rounds=result.rounds),
                 source=self.source,
             )
 
@@ -320,7 +319,7 @@ class Marginalizer:
             running=running,
             seconds=result.seconds,
             forward_passes=result.forward_passes,
-            run=RunState(result.requested, checkpoints, done=result.done, cancelled=result.cancelled),
+            run=RunState(result.completion, checkpoints),
             source=self.source,
         )
 
@@ -363,7 +362,7 @@ class Marginalizer:
                 last = estimate
         except KeyboardInterrupt:
             if last is not None:
-                self.interrupted = replace(last, run=replace(last.run, cancelled=True))
+                self.interrupted = replace(last, run=replace(last.run, completion=replace(last.run.completion, cancelled=True)))
                 print(f"marginal: interrupted {last.run.describe()}; that estimate is kept as "
                       "<Marginalizer>.interrupted", file=sys.stderr)
             raise

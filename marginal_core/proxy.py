@@ -43,6 +43,7 @@ from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.lm.oom import halved
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.proposal import Proposal, proposal_of
+from marginal_core.run_state import Completion
 
 DEFAULT_BATCH_SIZE = 1024  # samples per batch: more share more prefixes
 
@@ -56,10 +57,9 @@ class ProxyResult:
     """Proxy samples in sample order, with their log p and log q, and what they cost.
 
     ``forward_passes`` counts model calls (the context pass included); ``positions`` counts the
-    token positions those calls computed; ``requested`` is the k asked for. ``cancelled`` is
-    True when should_stop ended the run: only whole chunks are kept then, so the samples stay an
-    unbiased i.i.d. set. ``done`` is False for the partial results proxy_stream yields before
-    its last.
+    token positions those calls computed. ``completion``: the k asked for, ``done`` (False for
+    the partial results proxy_stream yields before its last) and ``cancelled`` (should_stop
+    ended the run: only whole chunks are kept then, so the samples stay an unbiased i.i.d. set).
     """
 
     paths: PathBatch
@@ -69,9 +69,7 @@ class ProxyResult:
     positions: int
     seconds: float
     include_canonical: bool
-    requested: int
-    cancelled: bool = False
-    done: bool = True
+    completion: Completion
 
     def __len__(self) -> int:
         """How many samples were kept."""
@@ -359,7 +357,7 @@ def proxy_stream(
         return ProxyResult(
             paths, log_p, log_q, passes + sum(c.forward_passes for c in chunks),
             positions + sum(c.positions for c in chunks), time.perf_counter() - t0,
-            include_canonical, k, cancelled, done,
+            include_canonical, Completion(k, done, cancelled),
         )
 
     if not k or proposal.empty:

@@ -1,6 +1,7 @@
-"""How far an estimator's run got, beside its result (``Estimate.run``): a sampling stream's
-:class:`RunState`, a beam's :class:`BeamRun`; each says its own share covered and describes it
-(docs/design.md, "The estimators"); no torch.
+"""How far a run got: :class:`Completion`, the one record of work asked for, finished or
+stopped that every run's result holds (an Estimate's run, a ProxyResult, a BeamResult); beside an
+Estimate (``Estimate.run``) a sampling stream's :class:`RunState` or a beam's :class:`BeamRun`,
+each saying its own share covered and describing it (docs/design.md, "The estimators"); no torch.
 """
 
 from __future__ import annotations
@@ -14,15 +15,38 @@ Checkpoints = tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True)
-class RunState:
-    """How far a sampling stream got: the samples asked for, (samples, seconds) after each
-    chunk, and whether it finished (``done``) or was stopped (``cancelled``, keeping what it
-    finished). A beam's run is a :class:`BeamRun`: each kind says its own progress."""
+class Completion:
+    """The work a run was asked for (``requested``: samples, or a beam walk's most steps), whether
+    it finished (``done``; False for a stream's results before its last) and whether a stop ended
+    it (``cancelled``: what it finished is kept)."""
 
     requested: int
-    checkpoints: Checkpoints = ()
     done: bool = True
     cancelled: bool = False
+
+
+@dataclass(frozen=True)
+class RunState:
+    """How far a sampling stream got: its :class:`Completion` and (samples, seconds) after each
+    chunk. A beam's run is a :class:`BeamRun`: each kind says its own progress."""
+
+    completion: Completion
+    checkpoints: Checkpoints = ()
+
+    @property
+    def requested(self) -> int:
+        """The samples asked for (a beam: the walk's most steps)."""
+        return self.completion.requested
+
+    @property
+    def done(self) -> bool:
+        """Whether the run finished."""
+        return self.completion.done
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether a stop ended the run (what it finished is kept)."""
+        return self.completion.cancelled
 
     @property
     def completed(self) -> int:
@@ -48,8 +72,8 @@ class RunState:
 
 @dataclass(frozen=True)
 class BeamRun(RunState):
-    """A beam's run: it asks for no number of samples, so ``requested`` is the walk's most steps
-    and ``steps`` those done, while its checkpoints count the paths it completed; an anytime
+    """A beam's run: it asks for no number of samples, so its completion's ``requested`` is the
+    walk's most steps and ``steps`` those done, while its checkpoints count the paths it completed; an anytime
     beam's finished ``rounds`` too."""
 
     steps: int = 0

@@ -137,7 +137,7 @@ def check_samples(ref: Reference, res: ProxyResult, include_canonical: bool) -> 
 @pytest.mark.parametrize("include_canonical", [False, True])
 def test_samples_are_allowed_paths_with_exact_log_p_and_log_q(smollm_model, ref, include_canonical):
     res = proxy_sample(smollm_model, ref.lattice, 200, ref.ctx, include_canonical=include_canonical, seed=1)
-    assert len(res) == 200 and not res.cancelled
+    assert len(res) == 200 and not res.completion.cancelled
     check_samples(ref, res, include_canonical)
     assert res.forward_passes == res.paths.lengths.max()  # the context, then one per later step
     if include_canonical:
@@ -232,8 +232,8 @@ def test_progress_and_cancel(smollm_model, ref):
     assert seen[-1] == (30, 30) and all(t == 30 for _, t in seen)
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
     stopped = proxy_sample(smollm_model, ref.lattice, 30, ref.ctx, seed=0, should_stop=lambda: True)
-    assert stopped.cancelled and len(stopped) == 0 and stopped.log_estimate == -math.inf
-    assert len(res) == 30 and not res.cancelled
+    assert stopped.completion.cancelled and len(stopped) == 0 and stopped.log_estimate == -math.inf
+    assert len(res) == 30 and not res.completion.cancelled
     done = [0]
 
     def count(d: int, _total: int) -> None:
@@ -243,7 +243,7 @@ def test_progress_and_cancel(smollm_model, ref):
         smollm_model, ref.lattice, 30, ref.ctx, seed=0, batch_size=10,
         progress=count, should_stop=lambda: done[0] >= 10,
     )
-    assert part.cancelled and len(part) == 10  # whole chunks only
+    assert part.completion.cancelled and len(part) == 10  # whole chunks only
     assert part.paths.tolist() == res.paths.tolist()[:10]
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from marginal_core import analysis, viz
 from marginal_core.errors import MarginalError
-from marginal_core.estimators import BeamRun, Estimate, RunState
+from marginal_core.estimators import BeamRun, Completion, Estimate, RunState
 from marginal_core.lattice import build_lattice
 from marginal_core.mass_flow import flow_of, mass_flow
 from marginal_core.sampling import lattice_samples
@@ -46,7 +46,7 @@ def fake_estimate(lat, k=40, method="lattice", with_q=False, seed=0):
     return Estimate(
         method=method, log_p_canonical=-5.0, log_noncanonical=float(running[-1]), paths=samples.paths,
         kinds=samples.kinds if not with_q else np.full(n, "proxy"), log_p=log_p, log_q=log_q,
-        running=running, seconds=1.0, forward_passes=2, run=RunState(requested=n),
+        running=running, seconds=1.0, forward_passes=2, run=RunState(Completion(n)),
     )
 
 
@@ -309,7 +309,7 @@ def test_rank_scatter_plots_distinct_samples_with_rho(qa):
 
 def test_running_figure_against_samples_and_seconds(qa):
     est = fake_estimate(qa)
-    est = dataclasses.replace(est, run=RunState(est.num_samples, checkpoints=((10, 0.5), (est.num_samples, 1.0))))
+    est = dataclasses.replace(est, run=RunState(Completion(est.num_samples), checkpoints=((10, 0.5), (est.num_samples, 1.0))))
     trace = viz.RunTrace.of(est)
     fig = viz.running_figure([trace], log_p_canonical=-5.0, log_exact=-4.0, x="samples")
     names = [t.name for t in fig.data]
@@ -371,16 +371,16 @@ def test_describe_error_is_friendly():
 def test_a_stopped_live_run_says_how_far_it_got_in_its_own_unit(qa):
     """Samples for the lattice; for the beam, steps and paths completed (it asks for no samples)."""
     est = fake_estimate(qa, k=10)
-    est = dataclasses.replace(est, run=RunState(40, ((10, 1.0),), done=False, cancelled=True))
+    est = dataclasses.replace(est, run=RunState(Completion(40, done=False, cancelled=True), ((10, 1.0),)))
     assert live.Unfinished(40, est).describe() == "after 10 of 40 samples"
     assert live.Unfinished(40, unit="steps").describe() == "before the beam's first step (nothing was kept)"
-    beam = dataclasses.replace(est, method="beam", run=BeamRun(7, ((10, 1.0),), done=False, cancelled=True, steps=3))
+    beam = dataclasses.replace(est, method="beam", run=BeamRun(Completion(7, done=False, cancelled=True), ((10, 1.0),), steps=3))
     assert live.Unfinished(40, beam, unit="steps").describe() == "after 10 paths completed, step 3 of 7"
 
 
 def test_running_figure_of_the_noncanonical_mass(qa):
     est = fake_estimate(qa)
-    est = dataclasses.replace(est, run=RunState(est.num_samples, checkpoints=((est.num_samples, 1.0),)))
+    est = dataclasses.replace(est, run=RunState(Completion(est.num_samples), checkpoints=((est.num_samples, 1.0),)))
     trace = viz.RunTrace.of(est)
     fig = viz.running_figure([trace], log_p_canonical=-5.0, log_exact=-9.0, x="samples", y="noncanonical")
     assert [t.name for t in fig.data] == ["lattice", "exact"]  # no canonical line on this scale
