@@ -31,6 +31,7 @@ class Loaded(Protocol):
 
     name: str
     model: Any
+    device: str
     dtype: torch.dtype
 
     @property

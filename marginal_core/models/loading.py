@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from marginal_core.errors import MarginalError
 from marginal_core.models.caches import DONE_FILE, cached, is_done, model_cache_dir, publish, scratch
@@ -28,7 +28,7 @@ from marginal_core.models.devices import resolve_device, resolve_dtype
 from marginal_core.models.hub import from_hf
 from marginal_core.models.mixed import make_mixed
 from marginal_core.models.random_weights import random_model, random_weights_folder
-from marginal_core.models.registry import DEFAULT_MODEL, Source, canonical_name, known_models, resolve, unknown_model
+from marginal_core.models.registry import DEFAULT_MODEL, canonical_name, known_models, resolve, unknown_model
 from marginal_core.models.split_bfloat16 import make_split_bfloat16
 from marginal_core.tokenizer import TextTokenizer, TransformersTokenizer, file_fingerprint
 from marginal_core.tokenizer_snapshot import TokenizerSnapshot
@@ -95,16 +95,16 @@ def _convert_gguf_tokenizer(gguf: Path) -> PreTrainedTokenizerFast:
     """Convert the tokenizer stored in a GGUF file (slow)."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)  # type: ignore[return-value]
 
 
-def _ensure_tokenizer_cache(src: Source, folder: Path) -> bool:
+def _ensure_tokenizer_cache(gguf: Path, folder: Path) -> bool:
     """Convert and cache a GGUF tokenizer unless cached; True when it had to convert."""
     tok_dir = folder / "tokenizer"
     if is_done(tok_dir):
         return False
-    fresh = _convert_gguf_tokenizer(src.gguf)
-    _save_tokenizer_cache(fresh, tok_dir, str(src.gguf))
+    fresh = _convert_gguf_tokenizer(gguf)
+    _save_tokenizer_cache(fresh, tok_dir, str(gguf))
     return True
 
 
@@ -114,16 +114,17 @@ def _load_tokenizer_memo(canonical: str) -> PreTrainedTokenizerFast:
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     src = resolve(canonical)
-    if src.gguf is not None:
+    gguf = src.gguf
+    if gguf is not None:
         folder = model_cache_dir(canonical)
         try:
-            return cached(folder / "tokenizer", lambda: _ensure_tokenizer_cache(src, folder), _load_tokenizer_cache)
+            return cached(folder / "tokenizer", lambda: _ensure_tokenizer_cache(gguf, folder), _load_tokenizer_cache)
         except MarginalError:
             raise
         except Exception as exc:
             raise unknown_model(canonical, f"cannot read the tokenizer of {src.gguf}: {exc}") from exc
     try:
-        tok = from_hf(src.hf, AutoTokenizer.from_pretrained)
+        tok = from_hf(cast(str, src.hf), AutoTokenizer.from_pretrained)  # a Source without gguf has hf
     except Exception as exc:
         raise unknown_model(canonical, exc) from exc
     if not isinstance(tok, PreTrainedTokenizerFast):
@@ -244,13 +245,13 @@ def _save_model_cache(model: PreTrainedModel, folder: Path, source: str) -> None
     publish(tmp, folder, {"source": source, "class": type(fresh).__name__})
 
 
-def _ensure_model_cache(src: Source, folder: Path) -> bool:
+def _ensure_model_cache(gguf: Path, folder: Path) -> bool:
     """Dequantize and cache a GGUF model unless cached; True when it had to convert."""
     model_dir = folder / "model"
     if is_done(model_dir):
         return False
-    model = _dequantize_gguf(src.gguf)
-    _save_model_cache(model, model_dir, str(src.gguf))
+    model = _dequantize_gguf(gguf)
+    _save_model_cache(model, model_dir, str(gguf))
     del model
     return True
 
@@ -273,11 +274,12 @@ def _load_model_memo(
     if random is not None:
         model = _precision(random_model(random, device, kwargs), dtype)
         return LM(LoadedModel(name=canonical, model=model, device=device, dtype=dtype, random_weights=True))
-    if src.gguf is not None:
+    gguf = src.gguf
+    if gguf is not None:
         folder = model_cache_dir(canonical)
         try:
             model = cached(
-                folder / "model", lambda: _ensure_model_cache(src, folder),
+                folder / "model", lambda: _ensure_model_cache(gguf, folder),
                 lambda path: AutoModelForCausalLM.from_pretrained(str(path), **kwargs),
             )
         except MarginalError:
@@ -286,10 +288,10 @@ def _load_model_memo(
             raise unknown_model(canonical, f"cannot load the weights of {src.gguf}: {exc}") from exc
     else:
         try:
-            model = from_hf(src.hf, AutoModelForCausalLM.from_pretrained, **kwargs)
+            model = cast("PreTrainedModel", from_hf(cast(str, src.hf), AutoModelForCausalLM.from_pretrained, **kwargs))
         except Exception as exc:
             raise unknown_model(canonical, exc) from exc
-    model = _precision(model.to(device).eval(), dtype)
+    model = _precision(model.to(device).eval(), dtype)  # type: ignore[arg-type]  # transformers types .to by its wrapper
     _make_resident(model)
     return LM(LoadedModel(name=canonical, model=model, device=device, dtype=dtype))
 
@@ -389,11 +391,11 @@ def warm(names: list[str] | None = None, log: Callable[[str], None] = print) -> 
         folder = model_cache_dir(src.name)
         t0 = time.perf_counter()
         with _LOCK, _TOKENIZER_LOCK:
-            converted_tok = _ensure_tokenizer_cache(src, folder)
+            converted_tok = _ensure_tokenizer_cache(src.gguf, folder)
             load_text_tokenizer(src.name)  # takes the lattice's snapshot once
         t1 = time.perf_counter()
         with _LOCK:
-            converted_model = _ensure_model_cache(src, folder)
+            converted_model = _ensure_model_cache(src.gguf, folder)
         t2 = time.perf_counter()
         timings[src.name] = {"tokenizer_s": t1 - t0, "model_s": t2 - t1}
         log(
