@@ -146,7 +146,8 @@ def compare_command(args: argparse.Namespace) -> dict[str, Any]:
     methods = parse_methods(args.methods, allowed=METHODS)
     text, options = read_text(args.text), _options(args)
     context = read_text(args.context) if args.context is not None else None
-    models, found = {}, {}
+    models: dict[str, dict[str, Any]] = {}
+    found = {}
     for label, side in zip(names, sides):
         try:
             marginalizer = Marginalizer(load_model(side.name, device=side.device, dtype=side.dtype), text, context)

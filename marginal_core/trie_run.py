@@ -35,7 +35,8 @@ class _Children:
         order = np.argsort(trie.parent_row, kind="stable")
         rows = trie.parent_row[order]
         bounds = np.searchsorted(rows, np.arange(len(trie.fed) + 2)).tolist()
-        return cls(*(torch.from_numpy(a).to(device) for a in (order, rows, trie.token[order])), bounds)
+        order_t, rows_t, tokens_t = (torch.from_numpy(a).to(device) for a in (order, rows, trie.token[order]))
+        return cls(order_t, rows_t, tokens_t, bounds)
 
     def score(
         self,

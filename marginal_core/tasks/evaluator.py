@@ -152,6 +152,12 @@ class _Run:
         self.done = self.store.done
         self.records = self._stored_records()
 
+    def opened(self) -> ResultStore:
+        """The results folder's store, which open() makes."""
+        if self.store is None:
+            raise RuntimeError("the results folder is not open: call open() first")
+        return self.store
+
     def _stored_records(self) -> dict[str, dict[str, Any]]:
         """The item records the folder holds, where the task keeps them."""
         return read_items(self.out) if self.task.keeps_records else {}
@@ -226,7 +232,7 @@ class _Run:
         record = self.records.get(item.id)
         if self.task.keeps_records and record is None:
             record = self.records[item.id] = self.task.prepare(item, self.loaded(), self.options)
-            self.store.put_item(record)
+            self.opened().put_item(record)
         return score_requests(
             self.loaded(), item, self.task.requests(item, record), self.options,
             skip=lambda c, m: (item.id, c, m) in self.done, should_stop=should_stop,
@@ -256,7 +262,7 @@ class _Run:
                     rows, records = self.score(item, should_stop)
                 except Cancelled:
                     break
-                self.store.append(rows, records)
+                self.opened().append(rows, records)
                 new += 1
                 if bar is not None:
                     bar.update(1)
@@ -265,7 +271,7 @@ class _Run:
         finally:
             if bar is not None:
                 bar.close()
-            self.store.log_session(started, new, methods=list(self.options.methods), limit=self.options.limit)
+            self.opened().log_session(started, new, methods=list(self.options.methods), limit=self.options.limit)
 
 
 def evaluate(

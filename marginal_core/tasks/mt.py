@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from marginal_core.errors import MarginalError
 from marginal_core.tasks.datafiles import dataset_file, read_json_records
@@ -59,7 +59,14 @@ LANGUAGES = {
 }
 
 PROMPT = "Translate the following sentence from {src} to {tgt}.\n{src}: {source}\n{tgt}:"
-GENERATION = {"temperature": 0.8, "top_p": 0.95, "top_k": 0, "max_rounds": 8}
+class _Generation(TypedDict):
+    temperature: float
+    top_p: float
+    top_k: int
+    max_rounds: int
+
+
+GENERATION: _Generation = {"temperature": 0.8, "top_p": 0.95, "top_k": 0, "max_rounds": 8}
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,7 @@ def language_pair(dataset: str) -> tuple[str, str] | None:
     return None
 
 
-def _read_tsv(path: Path) -> list[dict[str, str]]:
+def _read_tsv(path: Path) -> list[dict[str, str | None]]:
     with open(path, encoding="utf-8", newline="") as fh:
         rows = list(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
     rows = [r for r in rows if any(c.strip() for c in r)]
@@ -149,7 +156,7 @@ def load_wmt24pp(pair: str) -> list[Pair]:
         data = datasets.load_dataset("google/wmt24pp", config, split="train")
     except Exception as err:
         raise MarginalError(f"cannot load WMT24++ {config!r}: {' '.join(str(err).split())[:300]}") from err
-    out = []
+    out: list[Pair] = []
     for i, rec in enumerate(data):
         if rec.get("is_bad_source"):
             continue
