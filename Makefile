@@ -1,5 +1,5 @@
 # marginal: `make app` runs the Streamlit app, `make serve-class` serves it to a class (on every
-# interface, in class mode: pages/_app/server.py), `make test` runs the test suite (`make test-fast`
+# interface, in class mode: pages/_app/server.py), `make test` runs ruff, mypy and the test suite (`make test-fast`
 # its quick tier, `make typecheck` mypy). They set up the
 # environment first (idempotent, and quick when nothing changed):
 #   * a virtualenv in .venv with requirements.txt, the --no-deps packages and this project
@@ -78,6 +78,7 @@ serve-class: app
 # under 2 minutes. `make typecheck`: mypy over marginal_core (pyproject.toml's [tool.mypy]).
 test: setup
 	$(PY) -m ruff check .
+	$(MAKE) typecheck
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: setup

@@ -246,7 +246,9 @@ def anytime_beam(
     less than that, the time budget (seconds) runs out, or should_stop; the best bound found so
     far after every step that found paths. Its paths are the union over the rounds (each scored exactly), so the bound never
     falls from one round to the next; ``rounds`` lists each finished :class:`Round`."""
-    started, rounds, memo = time.perf_counter(), [], {}
+    started = time.perf_counter()
+    rounds: list[Round] = []
+    memo: Memo = {}
     found: dict[tuple[int, ...], float] = {}
     scored = 0  # head rows of finished rounds
     ctx = lm.state_of(context)

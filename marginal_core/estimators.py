@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -330,7 +331,7 @@ class Marginalizer:
         *,
         should_stop: StopCheck | None = None,
         progress: Progress | None = None,
-        **settings: object,
+        **settings: Any,
     ) -> Iterator[Estimate]:
         """The estimate of one method after each chunk; the last is the result.
 
@@ -353,7 +354,7 @@ class Marginalizer:
             Method.EXACT: self._exact_stream,
         }
 
-    def estimate(self, method: str | Method, options: EstimateOptions | None = None, **settings: object) -> Estimate:
+    def estimate(self, method: str | Method, options: EstimateOptions | None = None, **settings: Any) -> Estimate:
         """Run one method's stream to its end (arguments as for ``stream``). Ctrl-C ends it: the
         estimate of the chunks it finished is kept as ``interrupted`` (run.cancelled), and said."""
         last = None
@@ -366,28 +367,30 @@ class Marginalizer:
                 print(f"marginal: interrupted {last.run.describe()}; that estimate is kept as "
                       "<Marginalizer>.interrupted", file=sys.stderr)
             raise
+        if last is None:  # every method's stream yields at least one estimate
+            raise RuntimeError(f"the {method} stream gave no estimate")
         return last
 
     def canonical(self) -> Estimate:
         """The canonical tokenization alone."""
         return self.estimate(Method.CANONICAL)
 
-    def lattice_estimate(self, k: int, **settings: object) -> Estimate:
+    def lattice_estimate(self, k: int, **settings: Any) -> Estimate:
         """Algorithm 1 with k samples, scored in batched trie passes (a lower bound)."""
         return self.estimate(Method.LATTICE, samples=k, **settings)
 
-    def exact(self, **settings: object) -> Estimate:
+    def exact(self, **settings: Any) -> Estimate:
         """Every non-canonical path scored (TooManyPathsError beyond the budget option)."""
         return self.estimate(Method.EXACT, **settings)
 
-    def beam(self, width: int | None = None, **settings: object) -> Estimate:
+    def beam(self, width: int | None = None, **settings: Any) -> Estimate:
         """The beam of `width` prefixes per automaton state: complete non-canonical paths, each
         scored exactly (a lower bound, exact once the width covers every prefix). Without a width,
         the anytime beam: widths 16, 64, 256, 1024 until a round prunes nothing or a widening
         adds less than the tolerance (settings: tolerance, time_budget)."""
         return self.estimate(Method.BEAM, beam_width=width, **settings)
 
-    def proxy(self, k: int, **settings: object) -> Estimate:
+    def proxy(self, k: int, **settings: Any) -> Estimate:
         """Importance sampling from the lattice-constrained LM (the paper's baseline).
 
         With include_canonical the proposal covers every path and the estimate is of the full

@@ -133,8 +133,8 @@ class _Chunk:
 
     def to_numpy(self) -> _Chunk:
         """The same outputs as numpy arrays on the CPU."""
-        arrays = (t.cpu().numpy() for t in (self.tokens, self.lengths, self.log_p, self.log_q))
-        return _Chunk(*arrays, self.forward_passes, self.positions)
+        tokens, lengths, log_p, log_q = (t.cpu().numpy() for t in (self.tokens, self.lengths, self.log_p, self.log_q))
+        return _Chunk(tokens, lengths, log_p, log_q, self.forward_passes, self.positions)
 
 
 class _Cancelled(Exception):
@@ -214,7 +214,7 @@ def extend(lm: LM, cache: DynamicCache, parent: torch.Tensor, feed: torch.Tensor
     each new row its token, and return each new row's last hidden state."""
     with serving_hooks.unit():
         if not _is_identity(parent, rows):
-            cache.reorder_cache(parent)
+            cache.reorder_cache(parent)  # type: ignore[arg-type]  # transformers wants torch.LongTensor, a distinct stub type
         result = lm.decoder(input_ids=feed[:, None], cache=cache, use_cache=True)
     return result.last_hidden_state[:, -1]
 
