@@ -7,7 +7,7 @@ lm/refined_head.py); the whole model in bfloat16 (what ``bfloat16`` was); float1
 ``--where``: d log p of 30 texts (10 sentences, 20 Q&A answers after their question) against
 float32 with one kind of the decoder's linear layers in plain bfloat16 at a time, the rest split,
 and with every layer's weights split but not its inputs: which rounding matters.
-Run: .venv/bin/python -m bench.bfloat16 [--samples 300] [--texts 3] [--where]
+Run: .venv/bin/python -m bench.bfloat16 [--samples 300] [--texts 3] [--device cuda] [--where]
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ def whole_bfloat16(f32: LM) -> LM:
                           dtype=torch.bfloat16))
 
 
-def table(model: str, samples: int, texts: int) -> None:
+def table(model: str, samples: int, texts: int, device: str = "cpu") -> None:
     """One row per precision: seconds per text, speed-up and max |d log marginal| against float32."""
-    f32 = load_model(model, device="cpu", dtype="float32")
+    f32 = load_model(model, device=device, dtype="float32")
     precisions = {"float32": f32,
-                  "bfloat16 (split, refined head)": load_model(model, device="cpu", dtype="bfloat16"),
+                  "bfloat16 (split, refined head)": load_model(model, device=device, dtype="bfloat16"),
                   "bfloat16 (whole model)": whole_bfloat16(f32),
-                  "float16 (mixed)": load_model(model, device="cpu", dtype="float16")}
+                  "float16 (mixed)": load_model(model, device=device, dtype="float16")}
     pairs = text_sets()["sentences"][:texts]
     seconds: dict[str, list[float]] = {name: [] for name in precisions}
     logs: dict[str, list[float]] = {name: [] for name in precisions}
@@ -52,7 +52,8 @@ def table(model: str, samples: int, texts: int) -> None:
             estimate = Marginalizer(lm, text, context).lattice_estimate(samples, seed=0)
             seconds[name].append(time.perf_counter() - started)
             logs[name].append(estimate.log_marginal)
-    print(f"{model}, lattice k = {samples}, {texts} sentences, cpu, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    where_run = torch.cuda.get_device_name() if device == "cuda" else f"cpu, {torch.get_num_threads()} threads"
+    print(f"{model}, lattice k = {samples}, {texts} sentences, {where_run}, torch {torch.__version__}")
     print("| precision | seconds per sentence | speed-up over float32 | max abs d log marginal (each sentence) |")
     print("|---|---|---|---|")
     for name in precisions:
@@ -115,8 +116,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--texts", type=int, default=3)
     parser.add_argument("--where", action="store_true", help="where the error comes from, by layer kind")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (the table only)")
     args = parser.parse_args()
-    where(args.model) if args.where else table(args.model, args.samples, args.texts)
+    where(args.model) if args.where else table(args.model, args.samples, args.texts, args.device)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #   tests       the CUDA tests (float32 against the CPU, float16 and bfloat16 near float32, OOM)
 #   scoring     the trie scorer against the matmul roofline in float32, float16 and bfloat16
 #   precision   float16, bfloat16, bf16 autocast and TF32 against float32 (error and speed)
+#   bfloat16    docs/precision.md's bfloat16 table on the GPU (split bfloat16 against float16-mixed)
 #   estimators  lattice against proxy at equal k, float32 and float16
 #   batching    a class's sessions in shared passes against taking turns (issue 20, item 5)
 #   scale M..   bench.scale at the paper's sizes, one process per model (default: all, the
@@ -27,6 +28,7 @@ step() {
     tests) "$PYTHON" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider ;;
     scoring) "$PYTHON" -m bench.scoring --device cuda --dtypes float32,float16,bfloat16 --samples 256 ;;
     precision) "$PYTHON" -m bench.precision --device cuda --modes float16,bfloat16,autocast,tf32 ;;
+    bfloat16) "$PYTHON" -m bench.bfloat16 --device cuda --samples "$K" ;;
     estimators)
       for dtype in float32 float16; do
         "$PYTHON" -m bench.estimators --device cuda --dtype $dtype --samples "$K"
@@ -37,14 +39,14 @@ step() {
       for model in ${*:-$SIZES}; do
         "$PYTHON" -m bench.scale --device cuda --models "$model"
       done ;;
-    *) echo "unknown step $1: tests, scoring, precision, estimators, batching, scale [models], all" >&2; return 2 ;;
+    *) echo "unknown step $1: tests, scoring, precision, bfloat16, estimators, batching, scale [models], all" >&2; return 2 ;;
   esac
 }
 
 {
   "$PYTHON" -c 'import torch; print("torch", torch.__version__, "|", torch.cuda.get_device_name(0))' || exit 1
   if [ "${1:-all}" = all ]; then
-    for s in tests scoring precision estimators batching scale; do step $s; done
+    for s in tests scoring precision bfloat16 estimators batching scale; do step $s; done
   else
     step "$@"
   fi

@@ -22,7 +22,7 @@ bound: its matrix FLOPs (decoder and head, 1,000 tokens) at the dense 16-bit pea
 head product's FLOP/s).
 
 Run: .venv/bin/python -m bench.scale [--models gemma3-1b,...] [--device cuda] [--dtype float16]
-     [--quick]   (--quick: 2 answers and 1 sentence, k = 20 and 100: a smoke run on a CPU)
+     [--texts 10,5] [--quick]   (--quick: 2 answers and 1 sentence, k = 20 and 100: a smoke run on a CPU)
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from marginal_core.scoring import ScoreStats, score_paths
 GEMMA, LLAMA = "gemma3-270m", "smollm2-135m"
 # name -> (embedded model of the family, the architecture's sizes)
 CONFIGS = {
+    "gemma3-270m": (GEMMA, {}),  # the embedded model's own architecture: the trend's first point
     "gemma3-1b": (GEMMA, dict(hidden_size=1152, num_hidden_layers=26, num_attention_heads=4, num_key_value_heads=1,
                               head_dim=256, intermediate_size=6912, sliding_window=512, query_pre_attn_scalar=256)),
     "gemma3-4b": (GEMMA, dict(hidden_size=2560, num_hidden_layers=34, num_attention_heads=8, num_key_value_heads=4,
@@ -153,28 +154,27 @@ def main() -> None:
     parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
     parser.add_argument("--dtype", default="float16", choices=("float32", "float16", "bfloat16"))
     parser.add_argument("--quick", action="store_true", help="2 answers and 1 sentence, k = 20 and 100")
+    parser.add_argument("--texts", default="20,10", help="Q&A answers and sentences (default 20,10, all of them)")
     args = parser.parse_args()
     sets = text_sets()
-    pairs = sets["qa"][:2] + sets["sentences"][:1] if args.quick else sets["qa"] + sets["sentences"]
+    answers, sentences = (2, 1) if args.quick else map(int, args.texts.split(","))
+    pairs = sets["qa"][:answers] + sets["sentences"][:sentences]
     ks = (20, 100) if args.quick else (100, 1000)
-    rows = []
-    for name in args.models.split(","):
-        r = measure(name.strip(), args.device, args.dtype, pairs, ks, sets["sentences"])
-        paper = PAPER_T2.get((PAPER_NAMES.get(r["model"], ""), "Arc"))
-        rows.append([r["model"], f"{r['params'] / 1e9:.2f}B", r["device"], r["dtype"],
-                     *(f"{s:.1f}" for s in r["seconds"].values()), f"{r['tokens_per_s']:,.0f}",
-                     f"{r['flops'] / 1e12:.2f}", f"{100 * r['share']:.1f}% of {r['share_of']}",
-                     f"{r['peak_bytes'] / 2**30:.1f}", f"{r['speedup']:.1f}x", f"{paper[3]}x" if paper else "-",
-                     f"{r['long_s']:.2f}", f"{r['long_ratio']:.1f}x"])
-        print(f"{r['model']}: done", flush=True)
     header = ["model", "parameters", "device", "dtype", "canonical s", f"lattice k={ks[0]} s", f"lattice k={ks[1]} s",
               f"proxy k={ks[0]} s", "beam W=32 s", f"trie tokens/s (k={ks[1]})", "trie TFLOP/s", "MFU",
               "peak memory GiB", f"proxy / lattice (k={ks[0]})", "paper (ARC)",
               f"canonical {LONG_TOKENS:,} tokens s", "/ FLOP bound"]
-    print(f"\n{len(pairs)} texts (answers after their questions, sentences), random weights, torch {torch.__version__}, "
+    print(f"{len(pairs)} texts (answers after their questions, sentences), random weights, torch {torch.__version__}, "
           f"{time.strftime('%Y-%m-%d')}\n")
-    print("\n".join(table(header, rows)))
-
+    for name in args.models.split(","):  # each row as its model finishes: a long run keeps what it did
+        r = measure(name.strip(), args.device, args.dtype, pairs, ks, sets["sentences"])
+        paper = PAPER_T2.get((PAPER_NAMES.get(r["model"], ""), "Arc"))
+        row = [r["model"], f"{r['params'] / 1e9:.2f}B", r["device"], r["dtype"],
+               *(f"{s:.1f}" for s in r["seconds"].values()), f"{r['tokens_per_s']:,.0f}",
+               f"{r['flops'] / 1e12:.2f}", f"{100 * r['share']:.1f}% of {r['share_of']}",
+               f"{r['peak_bytes'] / 2**30:.1f}", f"{r['speedup']:.1f}x", f"{paper[3]}x" if paper else "-",
+               f"{r['long_s']:.2f}", f"{r['long_ratio']:.1f}x"]
+        print("\n".join(table(header, [row])), flush=True)
 
 if __name__ == "__main__":
     main()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from scipy.stats import spearmanr
 
 from marginal_core.estimators import Marginalizer
 from marginal_core.lm.adapter import LM
@@ -93,16 +92,16 @@ def test_float16_on_cuda_keeps_log_p_within_a_twentieth_of_a_nat_of_float32_on_t
 def test_bfloat16_on_cuda_stays_near_float32_and_keeps_the_bounds(name):
     f32 = load_model(name, device="cuda", dtype="float32")
     b16 = load_model(name, device="cuda", dtype="bfloat16")
-    assert b16.dtype == torch.bfloat16 and b16.model.dtype == torch.bfloat16
+    terms = {m.weight_terms.dtype for m in b16.model.get_decoder().modules() if isinstance(m, torch.nn.Linear)}
+    assert b16.dtype == torch.bfloat16 and terms == {torch.bfloat16} and b16.head_low is not None  # split
     m32, m16 = Marginalizer(f32, SENTENCE), Marginalizer(b16, SENTENCE)
     paths = [m32.lattice.canonical, *lattice_samples(m32.lattice, 200, seed=0).paths.tolist()]
     s32 = score_paths(f32, paths, m32.context_state())
     s16 = score_paths(b16, paths, m16.context_state())
-    assert spearmanr(s32, s16)[0] > 0.99
-    assert np.abs(s16 - s32).mean() < 1.0
+    assert np.abs(s16 - s32).max() <= 0.05  # float32's answers, as on the CPU (tests/test_precision.py)
     canonical, lattice = m16.canonical(), m16.lattice_estimate(200, seed=0)
     assert lattice.log_marginal >= canonical.log_marginal
-    assert abs(lattice.log_marginal - m32.lattice_estimate(200, seed=0).log_marginal) < 1.0
+    assert abs(lattice.log_marginal - m32.lattice_estimate(200, seed=0).log_marginal) <= 0.05
 
 
 def test_the_beam_on_cuda_finds_what_exact_finds(name):
@@ -161,6 +160,6 @@ def test_a_random_weights_architecture_is_made_on_the_gpu_and_scores_as_on_the_c
                                          dict(num_hidden_layers=8))
     gpu = load_model(str(folder), device="cuda", dtype="float32", allow_random_weights=True)
     assert all(p.device.type == "cuda" for p in gpu.model.parameters())
-    cpu = replace(gpu, model=copy.deepcopy(gpu.model).to("cpu"), device="cpu")  # the same weights (CUDA's RNG differs)
+    cpu = LM(replace(gpu.loaded, model=copy.deepcopy(gpu.model).to("cpu"), device="cpu"))  # the same weights (CUDA's RNG differs)
     got = [Marginalizer(lm, SENTENCE).lattice_estimate(64) for lm in (cpu, gpu)]
     np.testing.assert_allclose(got[1].log_p, got[0].log_p, atol=2e-3)
