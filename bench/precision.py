@@ -28,7 +28,6 @@ from scipy.stats import spearmanr
 
 from bench.estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
 from marginal_core.estimators import EstimateOptions, Marginalizer
-from marginal_core.lm.adapter import LM
 from marginal_core.methods import Method
 from marginal_core.models import load_model
 from marginal_core.sampling import lattice_samples
@@ -70,7 +69,7 @@ def run_text(lms: dict, context: str | None, text: str, options: EstimateOptions
     out: dict = {"paths": {}, "estimates": {}, "seconds": {}}
     for mode, lm in lms.items():
         started = time.perf_counter()
-        with precision(mode, LM.of(lm).device.type):
+        with precision(mode, lm.device.type):
             m = Marginalizer(lm, text, context)
             paths = [m.lattice.canonical, *lattice_samples(m.lattice, options.samples, seed=options.seed).paths.tolist()]
             out["paths"][mode] = score_paths(lm, paths, m.context_state())
@@ -126,10 +125,10 @@ def main() -> None:
     print("|" + "---|" * 14)
     for model in args.models.split(","):
         lms = load_modes(model, args.device, modes)
-        if LM.of(lms["float32"]).device.type != "cuda":
+        if lms["float32"].device.type != "cuda":
             lms.pop("tf32", None)  # TF32 is a CUDA matmul mode
         for mode, lm in lms.items():  # warm-up outside the timings
-            with precision(mode, LM.of(lm).device.type):
+            with precision(mode, lm.device.type):
                 score_paths(lm, [(1,)], [1])
         runs = [run_text(lms, context, text, options) for context, text in pairs]
         for mode in (m for m in lms if m != "float32"):

@@ -118,8 +118,7 @@ def long_canonical(lm: LM, sentences: list, peak_flops: float) -> tuple[float, f
 
 def measure(name: str, device: str | None, dtype: str, pairs: list, ks: tuple[int, int], sentences: list) -> dict:
     """Every figure of one configuration (see the module docstring)."""
-    loaded = load_model(str(config_folder(name)), device=device, dtype=dtype, allow_random_weights=True)
-    lm = LM.of(loaded)
+    lm = load_model(str(config_folder(name)), device=device, dtype=dtype, allow_random_weights=True)
     if lm.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(lm.device)
     seconds = dict.fromkeys(["canonical", f"lattice k={ks[0]}", f"lattice k={ks[1]}", f"proxy k={ks[0]}", "beam W=32"], 0.0)
@@ -140,7 +139,7 @@ def measure(name: str, device: str | None, dtype: str, pairs: list, ks: tuple[in
     peak_flops = next((v for k, v in DENSE_16BIT_PEAK.items() if k in gpu), None)
     long_s, long_ratio = long_canonical(lm, sentences, peak_flops or roofline(lm, lm.head_rows(256)))
     return {"model": name, "device": gpu or str(lm.device), "dtype": str(lm.dtype).removeprefix("torch."),
-            "params": sum(p.numel() for p in loaded.model.parameters()), "seconds": seconds,
+            "params": sum(p.numel() for p in lm.model.parameters()), "seconds": seconds,
             "tokens_per_s": stats.tokens_fed / stats.seconds, "flops": flops,
             "share": flops / peak_flops if peak_flops else flops / roofline(lm, lm.head_rows(256)),
             "share_of": "dense 16-bit peak" if peak_flops else "head product here", "peak_bytes": peak,

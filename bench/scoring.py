@@ -200,7 +200,7 @@ def main() -> None:
     all_pairs = [pair for pairs in sets.values() for pair in pairs]
     for model in args.models.split(","):
         for dtype in args.dtypes.split(","):
-            lm = LM.of(load_model(model, device=args.device, dtype=dtype))
+            lm = load_model(model, device=args.device, dtype=dtype)
             devices.add(str(lm.device))
             score_paths(lm, [(1,)], [1])  # warm up outside the timings
             results = []

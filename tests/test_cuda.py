@@ -81,7 +81,7 @@ def test_float16_on_cuda_keeps_log_p_within_a_twentieth_of_a_nat_of_float32_on_t
     f16 = load_model(name, device="cuda", dtype="float16")
     monkeypatch.delenv("MARGINAL_AUTO_DTYPE")  # the suite pins float32; unpinned, auto is float16 on CUDA
     assert load_model(name, device="cuda") is f16
-    assert LM.of(f16).head16 is not None  # the head multiplies in float16 into float32 logits
+    assert f16.head16 is not None  # the head multiplies in float16 into float32 logits
     m32, m16 = Marginalizer(cpu, SENTENCE), Marginalizer(f16, SENTENCE)
     paths = [m32.lattice.canonical, *lattice_samples(m32.lattice, 256, seed=0).paths.tolist()]
     d = np.abs(score_paths(f16, paths, m16.context_state()) - score_paths(cpu, paths, m32.context_state()))

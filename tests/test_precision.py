@@ -93,15 +93,14 @@ def test_bfloat16_keeps_log_p_within_a_fiftieth_of_a_nat_and_the_bounds(name, re
     embeddings float32. Over the canonical path and lattice samples of a question's answer its
     |d log p| against float32 stays within a fiftieth of a nat, and exact enumeration keeps the
     bounds in order."""
-    from marginal_core.lm.adapter import LM
     from marginal_core.sampling import lattice_samples
 
     f32 = request.getfixturevalue("smollm_model" if name == "smollm2-135m" else "gemma_model")
     b16 = load_model(name, device="cpu", dtype="bfloat16")
-    assert b16.dtype == LM.of(b16).dtype == torch.bfloat16 and LM.of(b16).head_low is not None
+    assert b16.dtype == torch.bfloat16 and b16.head_low is not None
     linear = {m.weight_terms.dtype for m in b16.model.get_decoder().modules() if isinstance(m, torch.nn.Linear)}
     assert linear == {torch.bfloat16} and b16.model.get_output_embeddings().weight.dtype == torch.float32
-    cached = LM.of(b16).prefill([1, 2, 3]).cache.layers[0]
+    cached = b16.prefill([1, 2, 3]).cache.layers[0]
     assert cached.keys.dtype == cached.values.dtype == torch.float32
     text, context = " The committee postponed its decision.", "Question: What happened next?\nAnswer:"
     m32, m16 = Marginalizer(f32, text, context), Marginalizer(b16, text, context)
@@ -120,17 +119,16 @@ def test_float16_runs_its_products_in_float16_and_keeps_log_p_within_a_twentieth
     embeddings, rotary angles and head float32. Over the canonical path and lattice samples of a question's answer its mean
     |d log p| against float32 stays within auto's accuracy target, and exact enumeration keeps the
     bounds in order."""
-    from marginal_core.lm.adapter import LM
     from marginal_core.sampling import lattice_samples
 
     f32 = request.getfixturevalue("smollm_model" if name == "smollm2-135m" else "gemma_model")
     f16 = load_model(name, device="cpu", dtype="float16")
-    assert f16.dtype == LM.of(f16).dtype == torch.float16
+    assert f16.dtype == torch.float16
     linear = {p.dtype for m in f16.model.get_decoder().modules() if isinstance(m, torch.nn.Linear) for p in m.parameters()}
     others = {p.dtype for n, p in f16.model.named_parameters() if "proj" not in n}
     assert linear == {torch.float16} and others == {torch.float32}
     assert f16.model.get_output_embeddings().weight.dtype == torch.float32
-    cached = LM.of(f16).prefill([1, 2, 3]).cache.layers[0]
+    cached = f16.prefill([1, 2, 3]).cache.layers[0]
     assert cached.keys.dtype == cached.values.dtype == torch.float16  # rotary tables hand over float16
     text, context = " The committee postponed its decision.", "Question: What happened next?\nAnswer:"
     m32, m16 = Marginalizer(f32, text, context), Marginalizer(f16, text, context)
@@ -201,10 +199,9 @@ def test_under_auto_float16_the_cli_says_so_and_agrees_with_the_library(auto_flo
 @pytest.mark.models
 def test_under_auto_float16_a_text_past_the_window_is_refused_as_in_float32(auto_float16, monkeypatch, capsys):
     from marginal_core.errors import ContextWindowError
-    from marginal_core.lm.adapter import LM
 
     f16 = load_model("smollm2-135m", device="cpu", dtype="float16")
-    monkeypatch.setattr(LM.of(f16).config, "max_position_embeddings", 4)
+    monkeypatch.setattr(f16.config, "max_position_embeddings", 4)
     with pytest.raises(ContextWindowError):
         Marginalizer(f16, " The committee postponed its decision.").estimate("lattice", samples=2)
     assert cli_main(["estimate", " The committee postponed its decision.", "--model", "smollm2-135m",

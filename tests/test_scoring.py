@@ -123,7 +123,7 @@ def test_memory_cap_feeds_one_token_per_pass(smollm_model):
     capped = score_paths(smollm_model, few, ctx, max_batch_bytes=1, stats=stats)
     np.testing.assert_allclose(capped, score_paths_plain(smollm_model, few, ctx), rtol=0, atol=TOL)
     assert stats.padded_tokens == stats.tokens_fed == stats.forward_passes - 1 + len(ctx)
-    assert pass_bytes(LM.of(smollm_model)) == DEFAULT_MAX_BATCH_BYTES  # a CPU's passes: a fixed budget
+    assert pass_bytes(smollm_model) == DEFAULT_MAX_BATCH_BYTES  # a CPU's passes: a fixed budget
 
 
 def test_sliding_window_layers_are_masked_by_position(gemma_model):

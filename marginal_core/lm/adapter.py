@@ -94,11 +94,6 @@ class LM:
         """The model's name, as loaded."""
         return self.loaded.name
 
-    @classmethod
-    def of(cls, lm: LM) -> LM:
-        """``lm`` itself (``load_model`` returns the LM; kept for callers written when it did not)."""
-        return lm
-
     # ---------------------------------------------------------------- sizes and checks
 
     @property
