@@ -1,62 +1,30 @@
-"""Figures, DOT drawings and app helpers from marginal_core.viz and pages._app, on real lattices.
+"""How marginal_core.viz shows a lattice: pieces and numbers as text, and the DOT drawing (arc roles,
+length bounds, windows, labels escaped for hostile characters, rendering with graphviz's dot).
 
-Estimates are built from real lattice samples with made-up scores, except for the mass flow,
-which needs real ones: " Paris" scored exactly by SmolLM2 (a few seconds).
+Figures are in test_viz_figures.py, the app's helpers in test_viz_app_helpers.py, and the mass flow
+(with a real model) in test_viz_mass_flow.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 import shutil
 
-import numpy as np
 import pytest
 
-from marginal_core import analysis, viz
+from marginal_core import viz
 from marginal_core.errors import MarginalError
-from marginal_core.estimators import BeamRun, Completion, Estimate, RunState
 from marginal_core.lattice import build_lattice
-from marginal_core.mass_flow import flow_of, mass_flow
-from marginal_core.sampling import lattice_samples
-from pages._app import defaults, error_messages, live, table1
+from tests import viz_cases
+from tests.viz_cases import edges
 
-QA_TEXT = " Paris is the capital of France."
-
-
-@pytest.fixture(scope="module")
-def qa(gemma_tokenizer):
-    return build_lattice(QA_TEXT, gemma_tokenizer)
+qa = viz_cases.qa  # a module fixture, shared with the other test_viz*.py files
 
 
 @pytest.fixture(scope="module")
 def small(gemma_tokenizer):
     return build_lattice(" Paris is", gemma_tokenizer)
-
-
-def fake_estimate(lat, k=40, method="lattice", with_q=False, seed=0):
-    """An Estimate over real lattice samples with deterministic made-up scores."""
-    samples = lattice_samples(lat, k, seed=seed)
-    n = len(samples)
-    rng = np.random.default_rng(seed)
-    log_p = -10.0 - samples.paths.lengths + rng.normal(0, 0.5, n)
-    log_q = log_p + rng.normal(0, 1.0, n) if with_q else None
-    running = np.logaddexp.accumulate(log_p)
-    return Estimate(
-        method=method, log_p_canonical=-5.0, log_noncanonical=float(running[-1]), paths=samples.paths,
-        kinds=samples.kinds if not with_q else np.full(n, "proxy"), log_p=log_p, log_q=log_q,
-        running=running, seconds=1.0, forward_passes=2, run=RunState(Completion(n)),
-    )
-
-
-def edges(dot: str) -> list[tuple[int, int, str]]:
-    """(start, end, attribute text) of every visible edge of a DOT source."""
-    found = []
-    for a, b, attrs in re.findall(r"\bn(\d+) -> n(\d+) \[(.*?)\]\s*$", dot, flags=re.M):
-        if "invis" not in attrs:
-            found.append((int(a), int(b), attrs))
-    return found
 
 
 # --------------------------------------------------------------------------------------------
@@ -251,205 +219,3 @@ def test_dot_the_binary_rejects_is_a_render_error_not_a_crash():
     assert isinstance(err.value, MarginalError) and "syntax error" in str(err.value)
     assert "DOT source can still be downloaded" in str(err.value)
 
-
-# --------------------------------------------------------------------------------------------
-# Plotly figures and tables
-
-
-def test_samples_frame_segments_paths_and_keeps_scores(qa):
-    est = fake_estimate(qa)
-    frame = viz.samples_frame(qa, est)
-    assert list(frame.columns) == ["tokenization", "tokens", "kind", "log_p"]
-    assert len(frame) == est.num_distinct
-    assert all(t.replace("|", "").replace("␣", " ") == QA_TEXT for t in frame["tokenization"])
-    proxy = fake_estimate(qa, with_q=True, method="proxy")
-    assert {"log_q", "draws"} <= set(viz.samples_frame(qa, proxy).columns)
-    bare = viz.samples_frame(qa, paths=qa.off_by_one()[:3])
-    assert bare["tokens"].tolist() == [len(qa.canonical) + 1] * 3
-
-
-def test_length_histogram_has_one_bar_trace_per_group(qa):
-    samples = lattice_samples(qa, 60, seed=1)
-    groups = {kind: [len(p) for p, k in zip(samples.paths.tolist(), samples.kinds) if k == kind]
-              for kind in ("off_by_one", "uniform")}
-    fig = viz.length_histogram(groups, canonical_len=len(qa.canonical))
-    assert [t.type for t in fig.data] == ["bar", "bar"]
-    assert [t.name for t in fig.data] == ["off-by-one", "uniform (length ≤ L)"]
-    assert sum(fig.data[0].y) == len(groups["off_by_one"])
-    assert list(fig.data[0].x) == [len(qa.canonical) + 1]
-
-
-def test_mass_figures_from_the_analyses(qa):
-    est = fake_estimate(qa, k=80)
-    by_kind = analysis.mass_by_kind(qa, est)
-    fig = viz.mass_bar(by_kind, "kind", "t")
-    assert len(fig.data) == 1 and fig.data[0].type == "bar"
-    assert set(fig.data[0].x) == {"canonical", "off-by-one", "rest"}
-    assert math.isclose(sum(fig.data[0].y), 100.0)  # in %, as the bars' labels and every share on a page
-    assert all(t.endswith("%") for t in fig.data[0].text)
-    fig = viz.mass_bar(analysis.mass_by_splits(qa, est), "splits", "t", log_y=True)
-    assert 0 in set(fig.data[0].x) and 1 in set(fig.data[0].x)
-    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.dtick >= 1  # labels at powers of ten only
-    top = analysis.top_tokenizations(qa, est, 3)
-    assert len(top) == 3 and top["log_p"].is_monotonic_decreasing and top["share"].sum() <= 1 + 1e-12
-    assert top["canonical"].sum() <= 1
-    top = viz.top_n_figure(analysis.top_n_mass(qa, est))
-    assert top.data[0].type == "scatter" and math.isclose(top.data[0].y[-1], 1.0)
-
-
-def test_rank_scatter_plots_distinct_samples_with_rho(qa):
-    est = fake_estimate(qa, with_q=True, method="proxy")
-    rho, n = analysis.spearman(est)
-    fig = viz.rank_scatter(est)
-    assert fig.data[0].mode == "markers" and len(fig.data[0].x) == n
-    assert f"{rho:.3f}" in fig.layout.title.text
-    with pytest.raises(ValueError):
-        viz.rank_scatter(fake_estimate(qa))
-
-
-def test_running_figure_against_samples_and_seconds(qa):
-    est = fake_estimate(qa)
-    est = dataclasses.replace(est, run=RunState(Completion(est.num_samples), checkpoints=((10, 0.5), (est.num_samples, 1.0))))
-    trace = viz.RunTrace.of(est)
-    fig = viz.running_figure([trace], log_p_canonical=-5.0, log_exact=-4.0, x="samples")
-    names = [t.name for t in fig.data]
-    assert names == ["lattice", "canonical", "exact"]
-    assert len(fig.data[0].x) == est.num_samples
-    assert np.allclose(fig.data[0].y, est.running_marginal())
-    assert len(fig.layout.shapes) == 2  # canonical and exact lines
-    fig = viz.running_figure([trace], log_p_canonical=-5.0, x="seconds")
-    assert list(fig.data[0].x) == [0.0, 0.5, 1.0]
-    assert fig.data[0].y[1] == pytest.approx(est.running_marginal()[9])
-    assert [t.name for t in fig.data] == ["lattice", "canonical"]
-
-
-def test_running_figure_keeps_a_trace_on_the_canonical_line_visible_with_short_ticks(qa):
-    """Issue 13 item 5i: an estimate within 1e-12 nats of the canonical made 14-decimal y ticks,
-    and the canonical line hid the proxy trace under it."""
-    est = fake_estimate(qa, method="proxy", with_q=True)
-    flat = np.full(est.num_samples, -5.0 + 1e-12)
-    est = dataclasses.replace(est, running=flat, log_noncanonical=-40.0)
-    trace = viz.RunTrace(label="proxy", running=flat, checkpoints=[(est.num_samples, 1.0)],
-                         color=viz.COLORS["proxy"], noncanonical=np.full(est.num_samples, -40.0))
-    fig = viz.running_figure([trace], log_p_canonical=-5.0, log_exact=-5.0 + 2e-12, x="samples")
-    assert all(shape.layer == "below" for shape in fig.layout.shapes)  # reference lines under the traces
-    assert fig.data[0].name == "proxy" and "markers" in fig.data[0].mode
-    low, high = fig.layout.yaxis.range
-    assert high - low >= viz.MIN_Y_SPAN and low < -5.0 < high
-    assert re.fullmatch(r",\.[0-3]f", fig.layout.yaxis.tickformat)
-    wide = viz.running_figure([viz.RunTrace.of(fake_estimate(qa))], log_p_canonical=-40.0, x="samples")
-    assert wide.layout.yaxis.range is None and wide.layout.yaxis.tickformat == ",.0f"  # autorange, whole nats
-
-
-# --------------------------------------------------------------------------------------------
-# App helpers that need no model
-
-
-def test_rank_table_reports_mean_and_std_per_length():
-    from marginal_core.tasks.rank import by_length
-
-    rows = [{"length": n, "rho": rho, "distinct": 5} for n, rho in ((50, 0.5), (50, 0.7), (100, 0.9), (100, math.nan))]
-    table = by_length(rows)
-    assert [r["rho"] for r in table] == ["0.60 ± 0.10", "0.90"]  # one rho: its value, no spread
-    assert [r["with_rho"] for r in table] == [2, 1] and [r["sentences"] for r in table] == [2, 2]
-    for length, sentences in table1.RANK_SENTENCES.items():
-        assert all(abs(len(s) - length) <= length * 0.15 for s in sentences), length
-
-
-def test_describe_error_is_friendly():
-    level, message = error_messages.describe_error(MarginalError("the text is empty"))
-    assert (level, message) == ("error", "the text is empty")
-    level, message = error_messages.describe_error(RuntimeError("CUDA out of memory. Tried to allocate"), "scoring")
-    assert level == "error" and message.startswith("Out of memory while scoring")
-    level, message = error_messages.describe_error(ValueError("bad value\nTraceback (most recent call last)"))
-    assert "ValueError: bad value" in message and "Traceback" not in message
-    assert defaults.exact_feasible(defaults.APP_EXACT_BUDGET + 1)
-    assert not defaults.exact_feasible(defaults.APP_EXACT_BUDGET + 2)
-    assert live.live_chunk(100) == 50 and live.live_chunk(100_000) == 500
-
-
-def test_a_stopped_live_run_says_how_far_it_got_in_its_own_unit(qa):
-    """Samples for the lattice; for the beam, steps and paths completed (it asks for no samples)."""
-    est = fake_estimate(qa, k=10)
-    est = dataclasses.replace(est, run=RunState(Completion(40, done=False, cancelled=True), ((10, 1.0),)))
-    assert live.Unfinished(40, est).describe() == "after 10 of 40 samples"
-    assert live.Unfinished(40, unit="steps").describe() == "before the beam's first step (nothing was kept)"
-    beam = dataclasses.replace(est, method="beam", run=BeamRun(Completion(7, done=False, cancelled=True), ((10, 1.0),), steps=3))
-    assert live.Unfinished(40, beam, unit="steps").describe() == "after 10 paths completed, step 3 of 7"
-
-
-def test_running_figure_of_the_noncanonical_mass(qa):
-    est = fake_estimate(qa)
-    est = dataclasses.replace(est, run=RunState(Completion(est.num_samples), checkpoints=((est.num_samples, 1.0),)))
-    trace = viz.RunTrace.of(est)
-    fig = viz.running_figure([trace], log_p_canonical=-5.0, log_exact=-9.0, x="samples", y="noncanonical")
-    assert [t.name for t in fig.data] == ["lattice", "exact"]  # no canonical line on this scale
-    assert np.allclose(fig.data[0].y, est.running)
-    assert fig.layout.yaxis.title.text == viz.RUNNING_Y["noncanonical"]
-    fig = viz.running_figure([trace], log_p_canonical=-5.0, x="seconds", y="noncanonical")
-    assert list(fig.data[0].x) == [1.0] and fig.data[0].y[0] == pytest.approx(est.running[-1])
-    with pytest.raises(ValueError):
-        viz.running_figure([trace], log_p_canonical=-5.0, y="bogus")
-
-
-# --------------------------------------------------------------------------------------------
-# Where the mass flows (with a real model: the exact scores of " Paris" under SmolLM2)
-
-
-@pytest.fixture(scope="module")
-def paris(smollm_model):
-    """The exact estimate of " Paris" after the capital-of-France question, and a beam's."""
-    from marginal_core.estimators import Marginalizer
-
-    m = Marginalizer(smollm_model, " Paris", "Question: What is the capital of France?\nAnswer:")
-    return m.lattice, m.exact(), m.beam(2)
-
-
-def cut_sums(lat, flow) -> list[float]:
-    """The shares of the arcs crossing each node's byte offset (every path takes one of them)."""
-    return [float(flow.share[(lat.arc_start <= b) & (lat.arc_end > b)].sum()) for b in lat.nodes[:-1].tolist()]
-
-
-def test_mass_flow_shares_sum_to_one_over_every_cut_and_name_the_best_path(paris):
-    lat, exact, beam = paris
-    flow = flow_of(lat, exact)
-    assert flow.num_paths == lat.count() and not flow.lower_bound
-    assert flow.log_total == pytest.approx(exact.log_marginal, abs=1e-9)
-    assert np.allclose(cut_sums(lat, flow), 1.0, rtol=0, atol=1e-9)
-    scores = {lat.canonical: exact.log_p_canonical, **dict(zip(exact.paths.tolist(), exact.log_p.tolist()))}
-    for arc, (start, _, token) in enumerate(lat.arcs):  # brute force: every path through each arc
-        through = {p: lp for p, lp in scores.items() if _uses(lat, p, start, token)}
-        assert flow.share[arc] == pytest.approx(np.exp(np.logaddexp.reduce(list(through.values())) - flow.log_total))
-        assert flow.best[arc] == max(through, key=through.get)
-    # A method's samples: shares of the mass it found (a lower bound), still 1 over every cut.
-    found = flow_of(lat, beam)
-    assert found.lower_bound and found.source == "beam" and found.num_paths == beam.num_distinct + 1
-    assert np.allclose(cut_sums(lat, found), 1.0, rtol=0, atol=1e-9)
-    assert found.log_total <= flow.log_total + 1e-9
-
-
-def _uses(lat, path, start: int, token: int) -> bool:
-    at = 0
-    for t in path:
-        if at == start and t == token:
-            return True
-        at += len(lat.vocab.surface(t))
-    return False
-
-
-def test_mass_flow_drawing_sizes_colours_and_names_each_arc(paris):
-    lat, exact, beam = paris
-    flow = flow_of(lat, exact)
-    drawn = edges(viz.lattice_dot(lat, flow=flow))
-    assert len(drawn) == lat.num_arcs
-    canonical = [attrs for a, b, attrs in drawn if (a, b) == (0, lat.end)]
-    (attrs,) = canonical
-    assert f'color="{viz.flow_color(1.0)}"' in attrs and "best path: ␣Paris (log p" in attrs
-    assert "of the marginal" in attrs
-    widths = [float(re.search(r"penwidth=([\d.]+)", attrs).group(1)) for _, _, attrs in drawn]
-    assert max(widths) == pytest.approx(0.8 + 7 * flow.share.max(), abs=0.01)
-    found = viz.lattice_dot(lat, flow=flow_of(lat, beam))
-    assert "of the mass the beam found (a lower bound)" in found
-    assert ("on no scored path" in found) == (flow_of(lat, beam).num_paths < lat.count())
-    with pytest.raises(ValueError):
-        mass_flow(lat, [lat.canonical + lat.canonical], [0.0])  # " Paris Paris": not this text
