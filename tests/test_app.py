@@ -18,7 +18,6 @@ import pytest
 from bench.support.apptest import APP, app
 from marginal_core import viz
 from tests.app_support import SHORT, SMOL, assert_clean, click, metrics
-from tests.app_support import plotly as plotly  # re-exported: tests/test_compare_page.py imports it from here
 
 pytestmark = pytest.mark.models  # every page opens with the sidebar's model loading
 

@@ -11,8 +11,8 @@ from marginal_core import viz
 from marginal_core.compare import figures
 from marginal_core.estimators import Marginalizer
 from pages._app import server
+from tests.app_support import assert_clean, plotly
 from tests.conftest import GEMMA, SMOL
-from tests.test_app import assert_clean, plotly
 from tests.test_server_policy import class_mode, loads  # noqa: F401 -- fixtures
 
 TEXT = " Tokyo"

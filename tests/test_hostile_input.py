@@ -7,7 +7,7 @@ that says what to change. The views that need no scoring are the point (SmolLM2,
 plus one small scored run; examples are few, so the file runs in a few minutes on a CPU.
 
 Lone surrogates cannot travel in a URL (a percent-encoded one arrives as U+FFFD, which the texts
-here hold) nor from a browser; the library's refusal of them is tested in test_lattice.py.
+here hold) nor from a browser; the library's refusal of them is tested in test_lattice_limits.py.
 """
 
 from __future__ import annotations
