@@ -16,7 +16,7 @@ out) against a roofline timed in the same run, the LM head's own product [rows, 
 [hidden, vocabulary] in that dtype on that device, and each dtype's speed-up over float32 at
 equal samples.
 Run: .venv/bin/python -m bench.scoring [--quick] [--samples K] [--models a,b] [--threads N]
-     [--dtypes float32,float16,bfloat16] [--device cuda]
+     [--dtypes float32,float16,bfloat16] [--device cuda] [--sets sentences] [--limit N]
 """
 
 from __future__ import annotations
@@ -183,6 +183,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--quick", action="store_true", help="5 answers, 3 sentences, 8 samples")
+    parser.add_argument("--sets", default="qa,sentences", help="text sets (default qa,sentences)")
+    parser.add_argument("--limit", type=int, help="texts per set (default all)")
     parser.add_argument("--dtypes", default="float32,float16,bfloat16", help="comma list (default float32,float16,bfloat16)")
     parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
     parser.add_argument("--max-batch-tokens", type=int,
@@ -190,10 +192,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    sets = text_sets()
+    sets = {name: pairs[: args.limit] for name, pairs in text_sets().items() if name in args.sets.split(",")}
     k = args.samples
     if args.quick:
-        sets = {"qa": sets["qa"][:5], "sentences": sets["sentences"][:3]}
+        sets = {name: pairs[: {"qa": 5, "sentences": 3}[name]] for name, pairs in sets.items()}
         k = min(k, 8)
     started = time.perf_counter()
     rows, devices, runs = [], set(), []
