@@ -1,6 +1,7 @@
-"""The library's layout: no import cycle among marginal_core's modules, counting every import
+"""The house's layout: no import cycle among marginal_core's modules, counting every import
 statement (lazy ones inside functions and TYPE_CHECKING ones too: either way two modules that
-import each other know each other's insides)."""
+import each other know each other's insides), and no Python module of the project over 450
+lines (one idea a module: a longer one holds several)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "marginal_core"
+MAX_LINES = 450
 
 
 def modules() -> dict[str, Path]:
@@ -44,3 +46,10 @@ def test_no_import_cycle():
         TopologicalSorter(graph).prepare()
     except CycleError as err:
         raise AssertionError(f"import cycle in {PACKAGE}: {' -> '.join(err.args[1])}") from None
+
+
+def test_no_module_is_over_450_lines():
+    folders = [ROOT / PACKAGE, ROOT / "pages", ROOT / "tests", ROOT / "bench"]
+    paths = [ROOT / "app.py", *(p for folder in folders for p in folder.rglob("*.py"))]
+    long = {str(p.relative_to(ROOT)): n for p in paths if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, long
