@@ -73,13 +73,14 @@ serve-class: HOST = 0.0.0.0
 serve-class: export MARGINAL_SERVE = class
 serve-class: app
 
-# `make test` is CI's (.ci/run): lint, then every test. `make test-fast` is the quick loop: the
+# `make test` is CI's (.ci/run): lint, types, then every test, in two processes (pytest-xdist: the
+# app's side and the library's, tests/conftest.py's groups). `make test-fast` is the quick loop: the
 # pure tests only (no model loaded, no browser, nothing slow: the markers in pyproject.toml), in
 # under 2 minutes. `make typecheck`: mypy over marginal_core (pyproject.toml's [tool.mypy]).
 test: setup
 	$(PY) -m ruff check .
 	$(MAKE) typecheck
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m ruff check .

@@ -38,17 +38,33 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # test loading another precision does not evict the float32 models the fixtures hold (a later
 # load_model of those would load them again, a second copy).
 os.environ.setdefault("MARGINAL_MAX_MODELS", "8")
+# Under `make test` (pytest-xdist, two processes on the two cores) each process and what it
+# starts computes on one thread: two threads each would only contend for the same two cores.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 GEMMA = "gemma3-270m"
 SMOL = "smollm2-135m"
 
 MODEL_FIXTURES = {"gemma_model", "smollm_model", "lm"}
 SLOW_FIXTURES = {"two_processes"}  # test_lm_eval: lm-eval under torchrun with two processes
+# `make test` runs the suite in two processes (pytest-xdist, -n 2 --dist loadgroup), one per group:
+# the app's side (AppTest pages, the servers and Chromium, the notebooks' kernels: mostly waiting
+# on other processes) and the library's (models in this process). Two fixed groups keep a file's
+# module fixtures in one process and bound the memory (the float64 references and the GGUF
+# conversions on one side, the servers on the other).
+APP_SIDE = {"test_app.py", "test_app_estimates.py", "test_app_tasks.py", "test_browser.py", "test_compare_browser.py",
+            "test_compare_page.py", "test_hostile_input.py", "test_lesson.py", "test_notebooks.py",
+            "test_results_page.py", "test_server_policy.py",
+            "test_scan.py"}  # the CLI's scan: here for the balance (each side about 6 minutes of tests)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: the derived markers count there
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
+    groups = config.pluginmanager.hasplugin("xdist")
     for item in items:
+        if groups:
+            item.add_marker(pytest.mark.xdist_group("app" if item.path.name in APP_SIDE else "library"))
         used = set(getattr(item, "fixturenames", ()))
         callspec = getattr(item, "callspec", None)  # a model fixture named by a parameter (request.getfixturevalue)
         used |= {v for v in (callspec.params.values() if callspec else ()) if isinstance(v, str)}
@@ -91,7 +107,7 @@ def embedded_tokenizer(request):
 
 @pytest.fixture(scope="session")
 def gemma_model():
-    """Gemma 3 270M on the CPU in fp32 (a LoadedModel: .model, .tokenizer, .device, .dtype)."""
+    """Gemma 3 270M on the CPU in fp32 (the LM load_model returns: .model, .tokenizer, .device, .dtype)."""
     from marginal_core.models import load_model
 
     return load_model(GEMMA, device="cpu", dtype="float32")
@@ -99,7 +115,7 @@ def gemma_model():
 
 @pytest.fixture(scope="session")
 def smollm_model():
-    """SmolLM2 135M on the CPU in fp32 (a LoadedModel)."""
+    """SmolLM2 135M on the CPU in fp32 (the LM load_model returns)."""
     from marginal_core.models import load_model
 
     return load_model(SMOL, device="cpu", dtype="float32")
@@ -109,3 +125,20 @@ def smollm_model():
 def lm(request):
     """Each embedded model in turn, on the CPU in fp32 (the test runs once per model)."""
     return request.getfixturevalue("smollm_model" if request.param == SMOL else "gemma_model")
+
+
+@pytest.fixture(scope="session")
+def exact_of():
+    """exact_of(model, text, context=None): Marginalizer(model, text, context).exact(), enumerated
+    once per session for each model, text and context (several tests compare with the same one)."""
+    from marginal_core.estimators import Marginalizer
+
+    done: dict = {}
+
+    def exact(model, text: str, context: str | None = None):
+        key = (id(model), text, context)  # the model fixtures live for the session
+        if key not in done:
+            done[key] = Marginalizer(model, text, context).exact()
+        return done[key]
+
+    return exact

@@ -16,9 +16,9 @@ QUESTION = "Question: What is the capital of France?\nAnswer:"
 
 
 @pytest.mark.parametrize("context", [None, QUESTION])
-def test_a_wide_beam_finds_every_path_with_its_exact_score(lm, context):
+def test_a_wide_beam_finds_every_path_with_its_exact_score(lm, context, exact_of):
     m = Marginalizer(lm, " Paris", context)
-    beam, exact = m.beam(64), m.exact()
+    beam, exact = m.beam(64), exact_of(lm, " Paris", context)
     assert beam.run.done and not beam.run.cancelled
     exact_scores = dict(zip(exact.paths.tolist(), exact.log_p))
     assert sorted(beam.paths.tolist()) == sorted(exact_scores)  # every non-canonical path, once
@@ -28,14 +28,15 @@ def test_a_wide_beam_finds_every_path_with_its_exact_score(lm, context):
     assert beam.paths.tolist()[int(np.argmax(beam.log_p))] == exact.paths.tolist()[int(np.argmax(exact.log_p))]
 
 
-def test_the_bound_grows_with_the_width_and_stays_below_exact(smollm_model):
+def test_the_bound_grows_with_the_width_and_stays_below_exact(smollm_model, exact_of):
     m = Marginalizer(smollm_model, " eight legs")
-    exact = m.exact()
-    bounds = [m.beam(width).log_noncanonical for width in (1, 2, 4, 16)]
+    exact = exact_of(smollm_model, " eight legs")
+    beams = [m.beam(width) for width in (1, 2, 4, 16)]
+    bounds = [b.log_noncanonical for b in beams]
     assert all(a <= b + 1e-9 for a, b in zip(bounds, bounds[1:]))
     assert bounds[-1] <= exact.log_noncanonical + 2e-4
     assert bounds[0] > -np.inf
-    best = m.beam(1)
+    best = beams[0]
     assert best.paths.tolist()[int(np.argmax(best.log_p))] == exact.paths.tolist()[int(np.argmax(exact.log_p))]
 
 
@@ -72,9 +73,9 @@ def test_widths_out_of_range_are_refused_before_any_work(width, capsys):
 
 
 @pytest.mark.parametrize("context", [None, QUESTION])
-def test_the_anytime_beam_is_a_bound_that_rises_by_round_and_is_exact_when_nothing_was_pruned(lm, context):
+def test_the_anytime_beam_is_a_bound_that_rises_by_round_and_is_exact_when_nothing_was_pruned(lm, context, exact_of):
     m = Marginalizer(lm, " eight legs", context)
-    exact = m.exact()
+    exact = exact_of(lm, " eight legs", context)
     stream = list(m.stream(Method.BEAM, beam_width=None))
     bounds = [e.log_noncanonical for e in stream]
     assert all(a <= b + 1e-12 for a, b in zip(bounds, bounds[1:]))  # never falls, within or across rounds
@@ -102,14 +103,14 @@ def test_the_anytime_beam_is_a_bound_that_rises_by_round_and_is_exact_when_nothi
       for context in (None, QUESTION)),
     *(("gemma_model", " eight legs", context) for context in (None, QUESTION)),  # Gemma's enumerations cost more
 ])
-def test_what_a_beam_pruned_bounds_what_it_missed(fixture, text, context, request):
+def test_what_a_beam_pruned_bounds_what_it_missed(fixture, text, context, request, exact_of):
     """Every path a walk did not find extends a pruned prefix, so the exact non-canonical mass is
     at most the mass found plus the pruned prefixes' probability (log_missed), at every width."""
     from marginal_core.beam import beam_stream
 
     lm = request.getfixturevalue(fixture)
     m = Marginalizer(lm, text, context)
-    exact = m.exact().log_noncanonical
+    exact = exact_of(lm, text, context).log_noncanonical
     for width in (1, 2, 4, 16):
         walk = list(beam_stream(lm, m.lattice, width, m.context_state()))[-1]
         assert walk.log_mass <= exact + 2e-4
@@ -117,7 +118,7 @@ def test_what_a_beam_pruned_bounds_what_it_missed(fixture, text, context, reques
         assert (walk.log_missed == -np.inf) == (walk.pruned == 0)
 
 
-def test_an_anytime_beam_whose_pruned_prefixes_cannot_hold_more_stops_after_one_round(smollm_model):
+def test_an_anytime_beam_whose_pruned_prefixes_cannot_hold_more_stops_after_one_round(smollm_model, exact_of):
     """On an answer, what W = 16 pruned is too improbable to add 0.01 nats: no second round, and
     the sentence says how little more the exact marginal can hold."""
     from marginal_core.beam_width import describe_rounds
@@ -126,13 +127,13 @@ def test_an_anytime_beam_whose_pruned_prefixes_cannot_hold_more_stops_after_one_
     auto = m.beam()
     (first,) = auto.run.rounds
     assert first.width == 16 and first.pruned > 0 and first.certified_gap < 0.01
-    assert auto.log_noncanonical == pytest.approx(m.exact().log_noncanonical, abs=0.01)
+    assert auto.log_noncanonical == pytest.approx(exact_of(smollm_model, " a thermometer", QUESTION).log_noncanonical, abs=0.01)
     assert "could hold at most less than 0.01% more mass" in describe_rounds(auto.run.rounds)
 
 
-def test_an_anytime_beam_that_prunes_nothing_is_exact_after_one_round(smollm_model):
+def test_an_anytime_beam_that_prunes_nothing_is_exact_after_one_round(smollm_model, exact_of):
     m = Marginalizer(smollm_model, " Paris", QUESTION)
-    auto, exact = m.beam(), m.exact()
+    auto, exact = m.beam(), exact_of(smollm_model, " Paris", QUESTION)
     assert [(r.width, r.pruned) for r in auto.run.rounds] == [(16, 0)]
     assert sorted(auto.paths.tolist()) == sorted(exact.paths.tolist())
     assert auto.log_noncanonical == pytest.approx(exact.log_noncanonical, abs=2e-4)

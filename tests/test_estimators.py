@@ -21,6 +21,13 @@ QUESTION = "Question: What is the capital of France?\nAnswer:"
 _FLOAT64: dict[str, torch.nn.Module] = {}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _float64_copies_end_with_the_module():
+    """The float64 copies (3.2 GB for both models) are freed when this module's tests are done."""
+    yield
+    _FLOAT64.clear()
+
+
 def brute_force_log_p(lm, context: list[int], path: tuple[int, ...]) -> float:
     """log p(path | context) from one plain forward pass over context + path, in float64 (a copy
     of the model): the reference measures the fp32 scorer's error, not the sum of two fp32
