@@ -89,9 +89,10 @@ test-fast: setup
 typecheck: python-deps
 	$(PY) -m mypy
 
-# Every bench, each as a module (python -m bench.NAME); bench/support/ is their shared machinery.
+# Every bench, each as a module (python -m bench.NAME): the modules with a command (a __main__
+# block); the rest of bench/ and bench/support/ are their shared pieces.
 bench: setup
-	@for script in bench/*.py; do name=$$(basename "$$script" .py); [ "$$name" = __init__ ] && continue; \
+	@for script in bench/*.py; do name=$$(basename "$$script" .py); grep -q '__main__' "$$script" || continue; \
 	  echo "== python -m bench.$$name"; $(PY) -m "bench.$$name" || exit 1; done
 
 # The paper's Tables 1-4 on the embedded models, into docs/results.md (under an hour on a 2-core
