@@ -89,6 +89,23 @@ def gemma_tokenizer():
     return load_tokenizer(GEMMA)
 
 
+@pytest.fixture(scope="module")
+def llama():
+    """A Llama-2-style SentencePiece tokenizer (dummy prefix, byte fallback: tests/tokenizer_cases.py)."""
+    from tests.tokenizer_cases import llama_style
+
+    return llama_style()
+
+
+@pytest.fixture(scope="module")
+def qa(gemma_tokenizer):
+    """The lattice of tests/viz_cases.QA_TEXT under Gemma 3's tokenizer."""
+    from marginal_core.lattice import build_lattice
+    from tests.viz_cases import QA_TEXT
+
+    return build_lattice(QA_TEXT, gemma_tokenizer)
+
+
 @pytest.fixture(scope="session")
 def smollm_tokenizer():
     """The SmolLM2 tokenizer (byte-level BPE), as load_tokenizer gives it."""

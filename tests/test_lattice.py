@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from marginal_core.errors import NormalizationError, UnrepresentableTextError
 from marginal_core.lattice import build_lattice
 from marginal_core.sampling import sample_uniform
-from tests import lattice_cases
 from tests.tokenizer_cases import (
     UNSEEN_CHARACTERS,
     canonical,
@@ -31,7 +30,6 @@ from tests.tokenizer_cases import (
 PROPERTY = settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ENUMERATE_UP_TO = 3000  # paths; beyond this the checks unrank a sample of ranks instead
 
-llama = lattice_cases.llama  # a module fixture, shared with test_lattice_tokenizers.py
 
 
 def path_arcs(lat, path):

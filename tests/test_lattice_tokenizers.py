@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from marginal_core.errors import NormalizationError, UnrepresentableTextError
 from marginal_core.lattice import build_lattice
-from tests import lattice_cases
 from tests.tokenizer_cases import (
     GEMMA,
     SMOL,
@@ -25,9 +24,6 @@ from tests.tokenizer_cases import (
     spells,
     texts,
 )
-
-llama = lattice_cases.llama  # a module fixture, shared with test_lattice.py
-
 
 # --------------------------------------------------------------------------------------------
 # Normalization (docs/design.md point 4)

@@ -16,10 +16,7 @@ import pytest
 from marginal_core import viz
 from marginal_core.errors import MarginalError
 from marginal_core.lattice import build_lattice
-from tests import viz_cases
 from tests.viz_cases import edges
-
-qa = viz_cases.qa  # a module fixture, shared with the other test_viz*.py files
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,7 @@ import math
 from marginal_core.errors import MarginalError
 from marginal_core.estimators import BeamRun, Completion, RunState
 from pages._app import defaults, error_messages, live, table1
-from tests import viz_cases
 from tests.viz_cases import fake_estimate
-
-qa = viz_cases.qa  # a module fixture, shared with the other test_viz*.py files
-
 
 # --------------------------------------------------------------------------------------------
 # App helpers that need no model

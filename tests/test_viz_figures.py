@@ -13,11 +13,7 @@ import pytest
 from marginal_core import analysis, viz
 from marginal_core.estimators import Completion, RunState
 from marginal_core.sampling import lattice_samples
-from tests import viz_cases
 from tests.viz_cases import QA_TEXT, fake_estimate
-
-qa = viz_cases.qa  # a module fixture, shared with the other test_viz*.py files
-
 
 # --------------------------------------------------------------------------------------------
 # Plotly figures and tables

@@ -1,23 +1,16 @@
-"""Shared by the test_viz*.py files: the QA_TEXT lattice, made-up estimates over its real samples,
-and the visible edges of a DOT source."""
+"""Shared by the test_viz*.py files: the QA_TEXT whose lattice is conftest's ``qa`` fixture,
+made-up estimates over real samples, and the visible edges of a DOT source."""
 
 from __future__ import annotations
 
 import re
 
 import numpy as np
-import pytest
 
 from marginal_core.estimators import Completion, Estimate, RunState
-from marginal_core.lattice import build_lattice
 from marginal_core.sampling import lattice_samples
 
 QA_TEXT = " Paris is the capital of France."
-
-
-@pytest.fixture(scope="module")
-def qa(gemma_tokenizer):
-    return build_lattice(QA_TEXT, gemma_tokenizer)
 
 
 def fake_estimate(lat, k=40, method="lattice", with_q=False, seed=0):
