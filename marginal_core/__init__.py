@@ -7,6 +7,7 @@
     mc.Marginalizer("gemma3-270m", text, context=None)  # every method on one text, streams and all
     mc.compare(text, models=["gemma3-270m", "smollm2-135m"])  # one text under two models: a DataFrame
     mc.scan("texts.txt", models="gemma3-270m,smollm2-135m")  # a file of texts: the tidy DataFrame
+    mc.surprisal(text, "gemma3-270m", unit="word")  # where in the text: surprisal by region, marginal and canonical
     mc.load_model(name, device=None, dtype="auto")  # a loaded model, kept for later calls
     mc.Method, mc.EstimateOptions, mc.Estimate, mc.Lattice, mc.MarginalError and the other errors
 
@@ -41,6 +42,8 @@ _LAZY = {
     "EstimateOptions": "marginal_core.estimate_options",
     "estimate": "marginal_core.api",
     "scan": "marginal_core.api",
+    "surprisal": "marginal_core.api",
+    "Surprisal": "marginal_core.surprisal",
     "compare": "marginal_core.compare",
     "Method": "marginal_core.methods",
 }

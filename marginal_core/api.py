@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from marginal_core.estimators import Estimate
     from marginal_core.lm.adapter import LM
+    from marginal_core.surprisal import Surprisal
 
 
 def estimate(text: str, model: str | LM = DEFAULT_MODEL, methods: str | Sequence[str] = "beam",
@@ -32,6 +33,16 @@ def estimate(text: str, model: str | LM = DEFAULT_MODEL, methods: str | Sequence
     found = {name: marginalizer.estimate(name, **options) for name in chosen}
     single = isinstance(methods, (str, Method)) and "," not in str(methods)
     return found[chosen[0]] if single else found
+
+
+def surprisal(text: str, model: str | LM = DEFAULT_MODEL, context: str | None = None, unit: str = "word",
+              space: str = "trailing", method: str = "beam", **settings: Any) -> Surprisal:
+    """The text's marginal surprisal by region (``unit``: byte, char or word; ``space``: trailing
+    or leading; ``method``: beam or exact) beside the canonical tokenization's, as a Surprisal
+    (a heat strip in a notebook; ``to_pandas()``). Settings as ``Marginalizer.surprisal``."""
+    from marginal_core.estimators import Marginalizer
+
+    return Marginalizer(model, text, context).surprisal(unit, space, method, **settings)
 
 
 def scan(file: str | Path, models: str | Sequence[str] = DEFAULT_MODEL, methods: str | Sequence[str] = "canonical,beam",

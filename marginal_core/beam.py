@@ -89,10 +89,9 @@ def _ranks(key: torch.Tensor) -> torch.Tensor:
 
 def _choose(
     beam: _Beam, lp: torch.Tensor, tables: Tables, best: torch.Tensor, width: int
-) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...], tuple[int, float]]:
-    """Split one step's extensions into complete paths (rows, tokens, log p) and the chosen
-    ones to extend (parent rows, columns, states, log p), and how many were left out with the
-    log of their summed probability. An
+) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...], tuple[torch.Tensor, torch.Tensor]]:
+    """Split one step's extensions into complete paths (rows, tokens, log p), the chosen
+    ones to extend (parent rows, columns, states, log p) and those left out (states, log p). An
     extension is chosen when fewer than W prefixes at least as probable have been (or are being)
     extended at its state: ``best`` holds each state's W most probable extended log p so far
     (descending, -inf where fewer), and takes the chosen ones in."""
@@ -111,11 +110,10 @@ def _choose(
     # fewer than W - rank earlier ones at least as probable: it beats the (W - rank)-th best so far
     # (monotone within a state: a kept one's betters are kept too)
     keep = (ranks < width) & (values > best[states, (width - 1 - ranks).clamp(min=0)])
-    left = values[~keep]
-    left_mass = float(torch.logsumexp(left, dim=0)) if len(left) else -math.inf
+    left = (states[~keep], values[~keep])
     rows, cols, states, values, ranks = rows[keep], cols[keep], states[keep], values[keep], ranks[keep]
     _take(best, states, ranks, values)
-    return complete, (rows, cols, states, values), (len(left), left_mass)
+    return complete, (rows, cols, states, values), left
 
 
 def _take(best: torch.Tensor, states: torch.Tensor, ranks: torch.Tensor, values: torch.Tensor) -> None:
@@ -126,6 +124,11 @@ def _take(best: torch.Tensor, states: torch.Tensor, ranks: torch.Tensor, values:
     fresh = torch.full((len(touched), best.shape[1]), -math.inf, dtype=best.dtype, device=best.device)
     fresh[where, ranks] = values
     best[touched] = torch.topk(torch.cat([best[touched], fresh], dim=1), best.shape[1], dim=1).values
+
+
+def _log_sum(log_values: torch.Tensor) -> float:
+    """log Σ exp(values), -inf for none."""
+    return float(torch.logsumexp(log_values, dim=0)) if len(log_values) else -math.inf
 
 
 Memo = dict[tuple[int, ...], torch.Tensor]
@@ -200,8 +203,8 @@ def beam_stream(
             tok = tables.tokens[beam.state]
             lp, computed = _head_scores(lm, hidden, beam, tables, memo)
             scored += computed
-            (rows, last, scores), (parent, cols, states, values), (dropped, mass) = _choose(beam, lp, tables, best, width)
-            step, pruned, missed = step + 1, pruned + dropped, float(np.logaddexp(missed, mass))
+            (rows, last, scores), (parent, cols, states, values), (_, left) = _choose(beam, lp, tables, best, width)
+            step, pruned, missed = step + 1, pruned + len(left), float(np.logaddexp(missed, _log_sum(left)))
             if len(rows):
                 paths = torch.cat([beam.tokens[rows], last[:, None]], dim=1).cpu().numpy()
                 found_tokens.extend(paths)

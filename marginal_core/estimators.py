@@ -45,6 +45,7 @@ from marginal_core.proxy import ProxyResult, proxy_stream
 from marginal_core.run_state import BeamRun, Checkpoints, Completion, RunState
 from marginal_core.sampling import lattice_samples
 from marginal_core.scoring import ScoreStats, score_paths
+from marginal_core.surprisal import Surprisal
 
 # the Marginalizer and what its streams yield (Estimate, its options and run state, re-exported)
 __all__ = ["BeamRun", "CanonicalScore", "Checkpoints", "Completion", "Estimate", "EstimateOptions", "Marginalizer",
@@ -389,6 +390,14 @@ class Marginalizer:
         the anytime beam: widths 16, 64, 256, 1024 until a round prunes nothing or a widening
         adds less than the tolerance (settings: tolerance, time_budget)."""
         return self.estimate(Method.BEAM, beam_width=width, **settings)
+
+    def surprisal(self, unit: str = "word", space: str = "trailing", method: str = "beam", **settings: Any) -> Surprisal:
+        """The text's marginal surprisal by region beside the canonical one (``surprisal_run``;
+        settings: width, tolerance, time_budget, budget, should_stop, progress)."""
+        from marginal_core.surprisal_run import surprisal_stream
+
+        *_, last = surprisal_stream(self, unit, space, method, **settings)
+        return last
 
     def proxy(self, k: int, **settings: Any) -> Estimate:
         """Importance sampling from the lattice-constrained LM (the paper's baseline).
