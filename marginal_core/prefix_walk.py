@@ -35,7 +35,7 @@ from marginal_core.proxy import Tables, extend
 from marginal_core.vocab import Vocabulary
 
 Pending = tuple[torch.Tensor, torch.Tensor] | None  # a walk's rows still to score: (states, log p)
-PAIRS_PER_HEAD_CALL = 1 << 21  # (row, token) pairs picked from one call of the head: bounds memory
+SUM_COLUMNS = 1 << 14  # vocabulary columns summed by first byte at a time, in float64
 
 
 @dataclass(frozen=True)
@@ -204,11 +204,13 @@ def _score_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.T
     fallback = logits.gather(1, safe[:, None])[:, 0].to(torch.float64)
     top = logits.amax(dim=-1, keepdim=True)
     probs = logits.sub_(top).exp_()
-    mass = torch.zeros((n, 257), dtype=probs.dtype, device=device).index_add_(1, cover.label, probs)
+    mass = torch.zeros((n, 257), dtype=torch.float64, device=device)
+    for lo in range(0, probs.shape[1], SUM_COLUMNS):  # float64 sums (a class holds 100k tokens), a block at a time
+        mass.index_add_(1, cover.label[lo : lo + SUM_COLUMNS], probs[:, lo : lo + SUM_COLUMNS].to(torch.float64))
     norm = probs.sum(dim=-1, dtype=torch.float64).log()  # of the logits less their top
     lse = top[:, 0].to(torch.float64) + norm
     allowed.copy_(picked - lse[:, None])
-    first = mass.gather(1, cover.first[state][:, None])[:, 0].to(torch.float64).log() - norm
+    first = mass.gather(1, cover.first[state][:, None])[:, 0].log() - norm
     with_fallback = torch.logaddexp(first, torch.where(cover.fallback[state] >= 0, fallback - lse, -math.inf))
     covers[:, 0] = with_fallback
     if cover.depth > 1:

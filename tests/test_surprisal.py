@@ -1,0 +1,217 @@
+"""Surprisal by region: the prefix probabilities against brute-force enumeration (every prefix
+path scored by a plain float64 forward, covering tokens found by scanning the vocabulary), the
+beam's certified intervals, the regions and the canonical row's rule, and bad input."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import logsumexp
+
+from marginal_core.errors import ContextWindowError, EmptyTextError, MarginalError, TooManyPathsError
+from marginal_core.estimators import Marginalizer
+from marginal_core.lm.adapter import LM
+from marginal_core.prefix_walk import exact_width, prefix_masses
+from marginal_core.surprisal import COLUMNS, cut
+
+QUESTION = "Question: What is the capital of France?\nAnswer:"
+_FLOAT64: dict[str, LM] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _float64_copies_end_with_the_module():
+    """The float64 copies are freed when this module's tests are done."""
+    yield
+    _FLOAT64.clear()
+
+
+def float64_lm(lm: LM) -> LM:
+    """The same model in float64, as an LM: the walk then computes what the brute force does,
+    so the comparison measures the algorithm, not float32's rounding in two orders."""
+    if lm.name not in _FLOAT64:
+        loaded = dataclasses.replace(lm.loaded, model=copy.deepcopy(lm.model).double(), dtype=torch.float64)
+        _FLOAT64[lm.name] = LM(loaded)
+    return _FLOAT64[lm.name]
+
+
+def _prefix_paths(lattice) -> list[tuple[int, tuple[int, ...]]]:
+    """Every (node, path from byte 0 to it) with the node before the end, the empty path included."""
+    found, stack = [], [(0, ())]
+    while stack:
+        node, path = stack.pop()
+        if node == lattice.end:
+            continue
+        found.append((node, path))
+        arcs = lattice.out_arcs(node)
+        stack.extend((int(lattice.arc_end[a]), path + (int(lattice.arc_token[a]),)) for a in arcs)
+    return found
+
+
+def brute_force_prefixes(lm64: LM, lattice, context: list[int]) -> np.ndarray:
+    """log P(s<j) for every byte j: Σ over prefix paths to m < j of p(path) times the mass of
+    every token whose surface begins with bytes m..j (byte-fallback pieces where the lattice has
+    them), each path run alone through the float64 model."""
+    vocab, data, n = lattice.vocab, lattice.data, lattice.end
+    byte_ids = {t for t in vocab.byte_tokens if t is not None}
+    fallback = {(int(lattice.arc_start[a]), int(lattice.arc_token[a])) for a in range(lattice.num_arcs)
+                if int(lattice.arc_token[a]) in byte_ids}
+    ordinary = [(v, s) for v, s in enumerate(vocab.surfaces) if s is not None and v not in byte_ids]
+    covering: dict[tuple[int, int], list[int]] = {}
+    for m in range(n):
+        for j in range(m + 1, n + 1):
+            ids = [v for v, s in ordinary if s.startswith(data[m:j])]
+            covering[m, j] = ids + [t for (at, t) in fallback if at == m and j == m + 1]
+    total = np.full(n + 1, -math.inf)
+    total[0] = 0.0
+    for m, path in _prefix_paths(lattice):
+        ids = torch.tensor([list(context) + list(path)])
+        with torch.inference_mode():
+            logits = lm64.model(ids).logits[0].double()
+        if lm64.softcap:  # the model's own forward applies Gemma's final-logit softcap already
+            pass
+        log_probs = torch.log_softmax(logits, dim=-1)
+        start = len(context) - 1
+        log_p = sum(float(log_probs[start + i, t]) for i, t in enumerate(path))
+        last = log_probs[-1].numpy()
+        for j in range(m + 1, n + 1):
+            total[j] = np.logaddexp(total[j], log_p + logsumexp(last[covering[m, j]]))
+    return total
+
+
+@pytest.mark.parametrize(("text", "context"), [(" Paris", None), (" Paris", QUESTION), ("Né à", None)])
+def test_prefix_probabilities_equal_brute_force(lm, text, context):
+    """Exact: every byte's log P(s<j), covering tokens included, within 1e-6 of brute force in
+    float64; the float32 walk within 1e-4 of it (float32 logits)."""
+    lm64 = float64_lm(lm)
+    m = Marginalizer(lm64, text, context)
+    expected = brute_force_prefixes(lm64, m.lattice, m.context_ids)
+    exact = m.surprisal(unit="byte", method="exact")
+    assert exact.exact and np.all(np.isfinite(exact.prefix_lower))
+    np.testing.assert_allclose(exact.prefix_lower, expected, atol=1e-6, rtol=0)
+    offset = exact.offset
+    for region in exact.regions:  # a byte region's surprisal is the drop in log P(s<j) across it
+        a = 0 if region.index == 0 else region.start_byte + offset
+        assert region.surprisal == pytest.approx(expected[a] - expected[region.end_byte + offset], abs=2e-6)
+    float32 = Marginalizer(lm, text, context).surprisal(unit="byte", method="exact")
+    np.testing.assert_allclose(float32.prefix_lower, expected, atol=1e-4, rtol=0)
+
+
+def test_text_marginal_and_totals_agree_with_the_exact_estimator(lm, exact_of):
+    """The walk's complete paths are every tokenization: log p(text) is the exact marginal; the
+    regions' surprisals sum to -log P(s) as a prefix, which is at least p(text)."""
+    s = Marginalizer(lm, " Paris", QUESTION).surprisal(method="exact")
+    assert s.log_p_text == pytest.approx(exact_of(lm, " Paris", QUESTION).log_marginal, abs=1e-4)
+    assert sum(r.surprisal for r in s.regions) == pytest.approx(s.total, abs=1e-9)
+    assert s.log_prefix_probability >= s.log_p_text
+    assert s.bits_per_byte == pytest.approx(-s.log_p_text / math.log(2) / len(b" Paris"))
+    canonical = Marginalizer(lm, " Paris", QUESTION).canonical_score().log_p
+    assert sum(r.surprisal_canonical for r in s.regions) == pytest.approx(-canonical, abs=1e-4)
+
+
+def test_beam_intervals_contain_the_exact_values(smollm_model):
+    """A walk of width 1 prunes: its bounds hold the exact prefix probabilities at every byte,
+    are not all exact, and the regions' intervals hold the exact surprisals."""
+    m = Marginalizer(smollm_model, "Rain flooded it.")
+    exact = m.surprisal(unit="char", method="exact")
+    narrow = m.surprisal(unit="char", width=1)
+    assert not narrow.exact
+    assert np.all(narrow.prefix_lower <= exact.prefix_lower + 1e-5)
+    assert np.all(narrow.prefix_upper >= exact.prefix_lower - 1e-5)
+    for r, e in zip(narrow.regions, exact.regions, strict=True):
+        assert r.lower - 1e-5 <= e.surprisal <= r.upper + 1e-5
+        assert r.lower <= r.surprisal <= r.upper + 1e-12
+    anytime = m.surprisal(unit="char")  # the default: widened until every byte is within 0.01 nats
+    assert np.max(anytime.prefix_upper - anytime.prefix_lower) < 0.01
+    np.testing.assert_allclose(anytime.prefix_lower, exact.prefix_lower, atol=0.01)
+
+
+def test_a_stopped_walk_keeps_valid_bounds(smollm_model):
+    """Stop after the first step: the result says cancelled, and its intervals still hold."""
+    m = Marginalizer(smollm_model, "The cat sat.")
+    exact = m.surprisal(unit="byte", method="exact")
+    polls = iter([False, True])
+    stopped = m.surprisal(unit="byte", should_stop=lambda: next(polls, True))
+    assert stopped.cancelled and not stopped.exact
+    assert np.all(stopped.prefix_lower <= exact.prefix_lower + 1e-5)
+    assert np.all(stopped.prefix_upper >= exact.prefix_lower - 1e-5)
+
+
+def test_regions_by_unit_and_space():
+    text = "  Où est\tla gare ?"
+    data = text.encode()
+    assert cut(text, "byte") == [(i, i + 1) for i in range(len(data))]
+    chars = cut(text, "char")
+    assert len(chars) == len(text) and chars[2] == (2, 3) and chars[3] == (3, 5)  # "ù" is two bytes
+    trailing = [data[a:b].decode() for a, b in cut(text, "word", "trailing")]
+    leading = [data[a:b].decode() for a, b in cut(text, "word", "leading")]
+    assert trailing == ["  Où ", "est\t", "la ", "gare ", "?"]
+    assert leading == ["  Où", " est", "\tla", " gare", " ?"]
+    assert cut("end. ", "word", "leading") == [(0, 5)]  # whitespace after the last word joins it
+
+
+@pytest.mark.parametrize(("unit", "space", "message"), [("line", "trailing", "unknown unit"),
+                                                        ("word", "before", "unknown space rule")])
+def test_unknown_choices_are_one_clear_error(unit, space, message):
+    with pytest.raises(MarginalError, match=message):
+        cut("a b", unit, space)
+
+
+@pytest.mark.parametrize("text", ["", "   \n"])
+def test_empty_or_blank_text_is_refused(text):
+    with pytest.raises(EmptyTextError):
+        cut(text)
+
+
+def test_the_canonical_row_gives_a_token_to_its_first_word(smollm_model):
+    """SmolLM2 cuts " cat" with its space in front: token-level tools give its surprisal to the
+    word "cat", so the canonical row does, and " sat." likewise to "sat.", under either space rule."""
+    m = Marginalizer(smollm_model, "The cat sat.")
+    s = m.surprisal(method="exact")
+    canonical = list(m.lattice.canonical)
+    pieces = [m.lattice.vocab.surface(t) for t in canonical]
+    assert pieces == [b"The", b" cat", b" sat", b"."]
+    from marginal_core.surprisal_run import canonical_token_logprobs
+
+    lp = canonical_token_logprobs(smollm_model, canonical, m.context_state())
+    for rule in ("trailing", "leading"):
+        rows = s.by("word", rule).regions
+        assert [r.surprisal_canonical for r in rows] == pytest.approx([-lp[0], -lp[1], -lp[2] - lp[3]])
+    assert [r.text for r in s.by("word", "leading").regions] == ["The", " cat", " sat."]
+
+
+def test_the_frame_the_json_and_the_notebook_strip(smollm_model):
+    s = Marginalizer(smollm_model, "The cat sat.").surprisal()
+    frame = s.to_pandas()
+    assert tuple(frame.columns) == COLUMNS and len(frame) == 3
+    assert frame["surprisal"].sum() == pytest.approx(s.total)
+    assert (s.to_pandas(bits=True)["surprisal"] * math.log(2)).tolist() == pytest.approx(frame["surprisal"].tolist())
+    data = s.as_dict()
+    assert [r["text"] for r in data["regions"]] == ["The ", "cat ", "sat."] and data["unit"] == "word"
+    html = s._repr_html_()
+    assert "cat␣" in html and "bits/byte" in html and "canonical" in html
+    assert "Surprisal('The cat sat.', smollm2-135m, 3 word regions" in repr(s)
+
+
+def test_past_the_window_and_over_the_budget_are_refused_before_any_work(smollm_model, monkeypatch):
+    m = Marginalizer(smollm_model, "The cat sat on the mat.")
+    with pytest.raises(TooManyPathsError, match="prefixes to score"):
+        m.surprisal(method="exact", budget=10)
+    assert exact_width(m.lattice, budget=200_000) == 65_536  # the most prefixes a node has: the end's paths
+    monkeypatch.setattr(smollm_model.config, "max_position_embeddings", 5)
+    with pytest.raises(ContextWindowError):
+        m.surprisal()
+
+
+def test_prefix_masses_grow_with_the_width(smollm_model):
+    """A wider walk's lower bounds are at least a narrower one's at every byte (the rounds share
+    what they scored), and its last round is final."""
+    m = Marginalizer(smollm_model, "Rain flooded it.")
+    *_, one = prefix_masses(smollm_model, m.lattice, m.context_state(), widths=(1,))
+    *_, two = prefix_masses(smollm_model, m.lattice, m.context_state(), widths=(1, 4), tolerance=1e-9)
+    assert one.done and two.done and two.widths == (1, 4)
+    assert np.all(two.lower >= one.lower - 1e-9) and two.gap <= one.gap + 1e-9
