@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -33,7 +33,8 @@ COLUMNS = ("index", "start_byte", "end_byte", "text", "surprisal", "surprisal_ca
 EXACT_NATS = 1e-9  # bounds closer than this are one value (float64 sums of the same terms)
 
 
-class Region(NamedTuple):
+@dataclass(frozen=True)
+class Region:
     """One region of the text: its byte span in the text's own UTF-8 bytes, its text, its marginal
     surprisal (nats) with the interval the walk certifies, and the canonical tokens' surprisal."""
 
@@ -46,6 +47,10 @@ class Region(NamedTuple):
     lower: float
     upper: float
     exact: bool
+
+    def as_dict(self) -> dict[str, object]:
+        """The region's fields by name (COLUMNS), in order."""
+        return {name: getattr(self, name) for name in COLUMNS}
 
 
 def check_choice(value: str, choices: tuple[str, ...], what: str) -> str:
@@ -164,7 +169,7 @@ class Surprisal:
         """One row a region (COLUMNS); surprisals in nats, or in bits with ``bits``."""
         import pandas as pd
 
-        frame = pd.DataFrame([r._asdict() for r in self.regions], columns=list(COLUMNS))
+        frame = pd.DataFrame([r.as_dict() for r in self.regions], columns=list(COLUMNS))
         if bits:
             for column in ("surprisal", "surprisal_canonical", "lower", "upper"):
                 frame[column] = frame[column] / math.log(2)
@@ -174,7 +179,7 @@ class Surprisal:
         """The JSON object of ``marginal surprisal --json`` (non-finite floats as None)."""
         from marginal_core.jsonsafe import json_float
 
-        regions = [{k: (json_float(v) if isinstance(v, float) else v) for k, v in r._asdict().items()}
+        regions = [{k: (json_float(v) if isinstance(v, float) else v) for k, v in r.as_dict().items()}
                    for r in self.regions]
         return {"text": self.text, "model": self.model, "context": self.context, "unit": self.unit,
                 "space": self.space, "method": self.method, "dtype": self.dtype, "device": self.device,

@@ -71,9 +71,7 @@ def brute_force_prefixes(lm64: LM, lattice, context: list[int]) -> np.ndarray:
     for m, path in _prefix_paths(lattice):
         ids = torch.tensor([list(context) + list(path)])
         with torch.inference_mode():
-            logits = lm64.model(ids).logits[0].double()
-        if lm64.softcap:  # the model's own forward applies Gemma's final-logit softcap already
-            pass
+            logits = lm64.model(ids).logits[0].double()  # with Gemma's final-logit softcap
         log_probs = torch.log_softmax(logits, dim=-1)
         start = len(context) - 1
         log_p = sum(float(log_probs[start + i, t]) for i, t in enumerate(path))
