@@ -44,6 +44,8 @@ print(_json.dumps({{"heavy": _heavy, **result}}))
         "marginal_core.sampling",
         "marginal_core.context",
         "marginal_core.tokenizer_snapshot",
+        "marginal_core.surprisal",
+        "marginal_core.viz.surprisal",
     ],
 )
 def test_importing_the_core_imports_neither_torch_nor_transformers(module):
