@@ -170,19 +170,19 @@ def _covers(lattice: Lattice, vocab_size: int, device: torch.device) -> _Cover:
                   as_long(flat_shells), as_long(ptr), int(flat_shells.max(initial=-1)) + 2)
 
 
-def _score_rows(lm: LM, hidden: torch.Tensor, beam: _Beam, tables: Tables, cover: _Cover
+def _score_rows(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tables: Tables, cover: _Cover
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Each row's allowed next-token log p [R, A] and its covering masses [R, depth] (log; row
     r's entry d covers byte node + d + 1: the tokens matching d + 1 bytes or more), float64,
     from the head's logits of as many rows at a time as it takes."""
-    tok, width = tables.tokens[beam.state], tables.width[beam.state]
+    tok, width = tables.tokens[state], tables.width[state]
     n_rows, n_cols = tok.shape
     allowed = torch.empty((n_rows, n_cols), dtype=torch.float64, device=tok.device)
     covers = torch.full((n_rows, cover.depth), -math.inf, dtype=torch.float64, device=tok.device)
     step = lm.head_rows(n_rows)
     for lo in range(0, n_rows, step):
         with serving_hooks.unit():
-            _score_chunk(lm, hidden[lo : lo + step], beam.state[lo : lo + step], tok[lo : lo + step], cover,
+            _score_chunk(lm, hidden[lo : lo + step], state[lo : lo + step], tok[lo : lo + step], cover,
                          allowed[lo : lo + step], covers[lo : lo + step])
     pad = torch.arange(n_cols, device=tok.device)[None, :] >= width[:, None]
     return allowed.masked_fill(pad, -math.inf), covers
@@ -255,27 +255,39 @@ def exact_width(lattice: Lattice, budget: int = DEFAULT_ENUMERATION_BUDGET) -> i
 class _Found:
     """What the walks over one text have found: each scored prefix's contribution to every byte
     ahead of it (counted once, whichever walk scored it), the left-out mass by node of the walk
-    under way, and the complete paths."""
+    under way, and the complete paths. ``memo`` keeps each scored prefix's allowed log p and
+    covering masses, so a wider walk runs the head only over prefixes no earlier walk scored."""
 
     def __init__(self, lattice: Lattice, device: torch.device) -> None:
         self.end, self.device = lattice.end, device
         self.lower = torch.full((self.end + 1,), -math.inf, dtype=torch.float64, device=device)
         self.lower[0] = 0.0
         self.missed = torch.full((self.end + 1,), -math.inf, dtype=torch.float64, device=device)
-        self.scored: set[tuple[int, ...]] = set()
+        self.memo: dict[tuple[int, ...], tuple[torch.Tensor, torch.Tensor]] = {}
         self.complete: dict[tuple[int, ...], float] = {}
         self.node = torch.as_tensor(lattice.nodes, device=device)
 
-    def add(self, beam: _Beam, covers: torch.Tensor) -> None:
-        """Rows scored this step: each adds log p + its covering mass to every byte ahead of its node."""
+    def score(self, lm: LM, hidden: torch.Tensor, beam: _Beam, tables: Tables, cover: _Cover) -> torch.Tensor:
+        """This step's rows' allowed log p: the head runs over the prefixes not scored before,
+        each of which adds log p + its covering mass to every byte ahead of its node."""
         keys = [tuple(r) for r in beam.tokens.tolist()]
-        fresh = [i for i, k in enumerate(keys) if k not in self.scored]
-        self.scored.update(keys[i] for i in fresh)
+        fresh = [i for i, k in enumerate(keys) if k not in self.memo]
+        lp = torch.empty(tables.tokens[beam.state].shape, dtype=torch.float64, device=self.device)
+        old = [i for i, k in enumerate(keys) if k in self.memo]
+        if old:
+            lp[torch.tensor(old, device=self.device)] = torch.stack([self.memo[keys[i]][0] for i in old])
         if not fresh:
-            return
+            return lp
         idx = torch.tensor(fresh, device=self.device)
+        lp[idx], covers = _score_rows(lm, hidden[idx], beam.state[idx], tables, cover)
+        self.memo.update(zip((keys[i] for i in fresh), zip(lp[idx], covers, strict=True), strict=True))
+        self._add(beam, idx, covers)
+        return lp
+
+    def _add(self, beam: _Beam, idx: torch.Tensor, covers: torch.Tensor) -> None:
+        """Rows idx (their covering masses ``covers``) add to every byte ahead of their node."""
         target = self.node[beam.state[idx]][:, None] + 1 + torch.arange(covers.shape[1], device=self.device)[None, :]
-        values = beam.log_p[idx][:, None] + covers[idx]
+        values = beam.log_p[idx][:, None] + covers
         keep = (target <= self.end) & torch.isfinite(values)
         _add_at(self.lower, target[keep], values[keep])
 
@@ -318,8 +330,7 @@ def _walk(lm: LM, lattice: Lattice, ctx: ContextState, width: int, found: _Found
     cache, hidden, step = copy.deepcopy(ctx.cache), ctx.last_hidden, 0
     with torch.inference_mode():
         while True:
-            lp, covers = _score_rows(lm, hidden, beam, tables, cover)
-            found.add(beam, covers)
+            lp = found.score(lm, hidden, beam, tables, cover)
             (rows, last, scores), (parent, cols, states, values), (left_states, left) = _choose(beam, lp, tables, best, width)
             found.leave(left_states, left)
             found.finish(beam, rows, last, scores)
@@ -368,7 +379,7 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
 
     def masses(steps: int, done: bool, cancelled: bool = False, pending: Pending = None) -> PrefixMasses:
         lower, up, text, text_upper = found.bounds(upper, pending)
-        return PrefixMasses(lower, up, text, text_upper, finished, steps, len(found.scored),
+        return PrefixMasses(lower, up, text, text_upper, finished, steps, len(found.memo),
                             time.perf_counter() - started, done, cancelled)
 
     for i, width in enumerate(widths):

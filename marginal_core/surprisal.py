@@ -215,6 +215,6 @@ def _regions(s: Surprisal) -> tuple[Region, ...]:
         lo_a, up_a = s.prefix_lower[lattice_at[i]], s.prefix_upper[lattice_at[i]]
         lo_b, up_b = s.prefix_lower[lattice_at[i + 1]], s.prefix_upper[lattice_at[i + 1]]
         exact = up_a - lo_a <= EXACT_NATS and up_b - lo_b <= EXACT_NATS
-        regions.append(Region(i, a, b, data[a:b].decode("utf-8", "replace"), float(lo_a - lo_b), float(canonical[i]),
+        regions.append(Region(i, a, b, data[a:b].decode("utf-8", "backslashreplace"), float(lo_a - lo_b), float(canonical[i]),
                               float(max(lo_a - up_b, 0.0)), float(up_a - lo_b), bool(exact)))
     return tuple(regions)
