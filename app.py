@@ -18,7 +18,7 @@ from __future__ import annotations
 import streamlit as st
 
 from marginal_core.turns import TurnCancelled
-from pages import compare, home, lattice, mass, qa, rank, results, running, samplers, translation
+from pages import compare, home, lattice, mass, qa, rank, results, running, samplers, surprisal, translation
 from pages._app import inputs, lesson, links, live, loaders, machine, projector
 
 
@@ -29,6 +29,7 @@ def navigation() -> dict[str, list[st.Page]]:
         "Views": [
             st.Page(home.page, title="Home", icon=":material/home:", url_path="home", default=True),
             st.Page(lattice.page, title="Lattice", icon=":material/account_tree:", url_path="lattice"),
+            st.Page(surprisal.page, title="Surprisal", icon=":material/bar_chart:", url_path="surprisal"),
             st.Page(mass.page, title="Probability mass", icon=":material/balance:", url_path="mass"),
             st.Page(samplers.page, title="Samplers", icon=":material/casino:", url_path="samplers"),
             st.Page(running.page, title="Running estimates", icon=":material/timeline:", url_path="running"),

@@ -1,17 +1,24 @@
-"""The surprisal strip: a text's regions as chips coloured by surprisal, the canonical row above
-and each model's marginal row below, on one byte axis (the regions depend on the text alone, so
-two models' rows line up region by region whatever their vocabularies)."""
+"""The surprisal strip and bars: a text's regions as chips coloured by surprisal, the canonical row
+above and each model's marginal row below, on one byte axis (the regions depend on the text alone,
+so two models' rows line up region by region whatever their vocabularies), and the same numbers as
+bars with the walk's interval as error bars."""
 
 from __future__ import annotations
 
 import html
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from marginal_core.surprisal import Region, Surprisal
+from marginal_core.viz.style import COLORS, MODEL_COLORS
 from marginal_core.viz.text import show_piece
 
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
 HEAT = (255, 245, 235), (203, 24, 29)  # white to red: low to high surprisal
+UNREACHED = "#e6e6e6"  # a region the walk has not reached yet (a live or stopped walk)
 
 
 def heat(value: float, top: float) -> str:
@@ -23,9 +30,11 @@ def heat(value: float, top: float) -> str:
 
 def region_note(region: Region, label: str) -> str:
     """A region's numbers in one line (a chip's hover)."""
+    where = f"{label} · bytes {region.start_byte}–{region.end_byte} {region.text!r}"
+    if not math.isfinite(region.surprisal):
+        return f"{where}: not reached yet (canonical {region.surprisal_canonical:.3f} nats)"
     interval = "exact" if region.exact else f"in [{region.lower:.3f}, {region.upper:.3f}]"
-    return (f"{label} · bytes {region.start_byte}–{region.end_byte} {region.text!r}: marginal {region.surprisal:.3f} "
-            f"nats ({interval}), canonical {region.surprisal_canonical:.3f} nats")
+    return f"{where}: marginal {region.surprisal:.3f} nats ({interval}), canonical {region.surprisal_canonical:.3f} nats"
 
 
 def scale_top(surprisals: Sequence[Surprisal]) -> float:
@@ -34,26 +43,84 @@ def scale_top(surprisals: Sequence[Surprisal]) -> float:
     return max(values, default=1.0)
 
 
-def strip_html(surprisals: Sequence[Surprisal], *, font: str = "1em") -> str:
+def strip_html(surprisals: Sequence[Surprisal], *, font: str = "1em", links: Sequence[str] | None = None) -> str:
     """The strip of one text under one or more models (same text, unit and space): per region a
-    column of chips, the first model's canonical row on top, then each model's marginal row."""
+    column of chips, the first model's canonical row on top, then each model's marginal row;
+    ``links``, one a region, makes each column a link (the app's: that stretch of the lattice)."""
     first = surprisals[0]
     top = scale_top(surprisals)
     chip = "display:block;padding:2px 4px;margin:1px 0;border-radius:4px;white-space:pre;font-family:monospace"
     columns = []
     rows = list(zip(*(s.regions for s in surprisals), strict=True))
-    for regions in rows:
+    for i, regions in enumerate(rows):
         text = html.escape(show_piece(regions[0].text))
         cells = [f"<span style='{chip};background:{heat(regions[0].surprisal_canonical, top)};border-bottom:2px "
                  f"dashed #888' title='{html.escape(region_note(regions[0], 'canonical ' + first.model))}'>{text}</span>"]
-        cells += [f"<span style='{chip};background:{heat(r.surprisal, top)}' "
+        cells += [f"<span style='{chip};background:{_marginal_colour(r, top)}' "
                   f"title='{html.escape(region_note(r, s.model))}'>{text}</span>"
                   for r, s in zip(regions, surprisals, strict=True)]
-        columns.append(f"<span style='display:inline-block;vertical-align:top;margin:0 1px'>{''.join(cells)}</span>")
+        column = f"<span class='region' style='display:inline-block;vertical-align:top;margin:0 1px'>{''.join(cells)}</span>"
+        if links is not None:
+            column = (f"<a href='{html.escape(links[i])}' target='_self' style='text-decoration:none;color:inherit'>"
+                      f"{column}</a>")
+        columns.append(column)
     legend = (f"top row: canonical tokenization of {html.escape(first.model)} (dashed) · below: the marginal of "
               + ", then ".join(html.escape(s.model) for s in surprisals)
               + f" · {first.unit} regions (space {first.space}) · white 0 to red {top:.1f} nats")
     totals = "; ".join(f"{html.escape(s.model)}: −log P(text as a prefix) = {s.total:.3f} nats, "
                        f"log p(text) = {s.log_p_text:.3f}, {s.bits_per_byte:.3f} bits/byte" for s in surprisals)
-    return (f"<div style='font-size:{font};line-height:1.2'>{''.join(columns)}"
+    return (f"<div class='surprisal-strip' style='font-size:{font};line-height:1.2'>{''.join(columns)}"
             f"<div style='font-size:0.8em;color:#555;margin-top:4px'>{legend}<br>{totals}</div></div>")
+
+
+def _marginal_colour(region: Region, top: float) -> str:
+    return heat(region.surprisal, top) if math.isfinite(region.surprisal) else UNREACHED
+
+
+def bars_figure(surprisals: Sequence[Surprisal], *, projector: bool = False) -> go.Figure:
+    """Per region, the first model's canonical bar and each model's marginal bar, the marginal's
+    certified interval as its error bar (none where exact; a region not reached yet has no bar).
+    No surprisal: the empty axes (a page draws them before its run, so the browser loads plotly)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    if surprisals:
+        regions = surprisals[0].regions
+        x = [r.index for r in regions]
+        fig.add_trace(go.Bar(x=x, y=[r.surprisal_canonical for r in regions], name=f"canonical ({surprisals[0].model})",
+                             marker=dict(color=COLORS["canonical"], opacity=0.55),
+                             customdata=[repr(r.text) for r in regions],
+                             hovertemplate="%{customdata}: canonical %{y:.3f} nats<extra></extra>"))
+        for s, colour in zip(surprisals, MODEL_COLORS * len(surprisals)):
+            fig.add_trace(_marginal_bars(s, colour))
+        fig.update_xaxes(tickmode="array", tickvals=x, ticktext=[show_piece(r.text) for r in regions])
+    font = 20 if projector else 13
+    fig.update_layout(barmode="group", height=460 if projector else 360, font=dict(size=font),
+                      title="Surprisal by region: the canonical tokenization's and the marginal",
+                      yaxis_title="surprisal, nats", xaxis_title=None, margin=dict(l=10, r=10, t=50, b=10),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
+    return fig
+
+
+def _marginal_bars(s: Surprisal, colour: str) -> go.Bar:
+    """One model's marginal bars, with the interval each region's value lies in."""
+    import plotly.graph_objects as go
+
+    regions = s.regions
+    shown = [r.surprisal if math.isfinite(r.surprisal) else None for r in regions]
+    above = [r.upper - r.surprisal if math.isfinite(r.upper) and v is not None else 0.0 for r, v in zip(regions, shown)]
+    below = [r.surprisal - r.lower if v is not None else 0.0 for r, v in zip(regions, shown)]
+    notes = [region_note(r, s.model) for r in regions]
+    return go.Bar(x=[r.index for r in regions], y=shown, name=f"marginal ({s.model})", marker_color=colour,
+                  error_y=dict(type="data", array=above, arrayminus=below, visible=True), customdata=notes,
+                  hovertemplate="%{customdata}<extra></extra>")
+
+
+def difference_sentence(s: Surprisal) -> str:
+    """What differs between the regions' sum (-log P of the text as a prefix) and -log p(text)."""
+    if not math.isfinite(s.log_p_text):
+        return "log p(text) comes once the walk reaches the text's end."
+    gap = -s.log_p_text - s.total
+    return (f"The regions sum to −log P(the string begins with the text) = {s.total:.3f} nats; −log p(text) = "
+            f"{-s.log_p_text:.3f} counts only the tokenizations that end exactly at the text's end, so it is "
+            f"{gap:.3g} nats higher: the prefix also counts a last token that runs on past the end.")

@@ -151,9 +151,11 @@ def _model_box(sb: DeltaGenerator, policy: server.ServerPolicy) -> None:
     model_box(sb, policy, "Model", "model")
 
 
-def model_box(where: DeltaGenerator, policy: server.ServerPolicy, label: str, key: str, index: int = 0) -> str:
+def model_box(where: DeltaGenerator, policy: server.ServerPolicy, label: str, key: str,
+              index: int | None = 0) -> str | None:
     """A model box bound to the URL key ``key``: the server's models only, or (the local default)
-    any id or folder typed in; option ``index`` until one is chosen. Returns the model chosen."""
+    any id or folder typed in; option ``index`` until one is chosen (None: empty until then, and
+    it may be cleared). Returns the model chosen, or None."""
     if policy.models is not None:
         return where.selectbox(label, list(policy.models), index=index, key=key, bind="query-params",
                                help="The models this server offers.")

@@ -13,6 +13,7 @@ import streamlit as st
 ORDER: tuple[tuple[str, str, str], ...] = (
     ("home", "Home", "the text's tokenizations and its marginal"),
     ("lattice", "Lattice", "every tokenization as a path, and where the mass flows"),
+    ("surprisal", "Surprisal", "where in the text the model is surprised, by canonical and by marginal"),
     ("mass", "Probability mass", "which tokenizations hold the mass"),
     ("samplers", "Samplers", "what each estimator draws"),
     ("running", "Running estimates", "how the estimates converge"),

@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import streamlit as st
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
     from marginal_core.estimators import Estimate, Marginalizer
 
+T = TypeVar("T")
 _TOKEN = "_run_token"
 _UNFINISHED = "_unfinished_runs"
 # Seconds between redraws of a progress bar from within a chunk (each redraw is sent to the
@@ -201,26 +202,45 @@ def run_live(
     unit = Method.parse(method).progress_unit
     runs[key] = Unfinished(requested, unit=unit)
     bar = Bar(label, unit)
-    est = None
-    try:
-        for est in live_stream(m, method, should_stop=bar.should_stop, progress=bar.progress, **options):
+
+    def show(est: Estimate) -> None:
+        bar.update(est.run.fraction, f"{label}: {est.run.describe()} in {est.seconds:.1f} s")
+        if on_update is not None:
+            on_update(est)
+
+    def keep(est: Estimate | None) -> None:
+        if est is None:
+            runs.pop(key, None)
+        else:
             runs[key] = Unfinished(requested, est, unit)
-            bar.update(est.run.fraction, f"{label}: {est.run.describe()} in {est.seconds:.1f} s")
-            if on_update is not None:
-                on_update(est)
+
+    stream = live_stream(m, method, should_stop=bar.should_stop, progress=bar.progress, **options)
+    return follow(key, stream, bar, show, keep, lambda est: est.run.cancelled)
+
+
+def follow(key: Hashable, items: Iterable[T], bar: Bar, show: Callable[[T], None], keep: Callable[[T | None], None],
+           cancelled: Callable[[T], bool]) -> T:
+    """A live stream to its end under bar: each item is kept in the session (``keep``; keep(None)
+    forgets it once the stream finished or failed) and shown; the last is stored for every page
+    and session and returned. A stop ends the script run: the newer run shows what was kept."""
+    last = None
+    try:
+        for last in items:
+            keep(last)
+            show(last)
             machine.shown_result()
-    except TurnCancelled:  # stopped at its next unit of work: keeps the chunks it finished
+    except TurnCancelled:  # stopped at its next unit of work: keeps what it finished
         st.stop()
     except Exception:  # refused (e.g. a text past the context window) or failed: not a stopped run
-        runs.pop(key, None)
+        keep(None)
         bar.empty()
         raise
-    if est is None or est.run.cancelled:
+    if last is None or cancelled(last):
         st.stop()
     bar.empty()
-    runs.pop(key, None)
-    shared_results.store(key, est)
-    return est
+    keep(None)
+    shared_results.store(key, last)
+    return last
 
 
 def stop_button(where: DeltaGenerator | None = None) -> bool:

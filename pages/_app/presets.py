@@ -15,13 +15,15 @@ QUESTION = "Question: {q}\nAnswer:"
 @dataclass(frozen=True)
 class Preset:
     """One example: its menu name, text, context ('' for none), what a student should look for,
-    and the page it opens (URL path; '' stays on the page it was picked on)."""
+    the page it opens (URL path; '' stays on the page it was picked on), and what to look for on
+    the Surprisal page ('' for nothing particular)."""
 
     name: str
     text: str
     context: str
     look_for: str
     opens: str = ""
+    on_surprisal: str = ""
 
 
 PRESETS: tuple[Preset, ...] = (
@@ -31,6 +33,9 @@ PRESETS: tuple[Preset, ...] = (
         "",
         "The tokenizer keeps ␣powerhouse whole, yet Gemma 3 puts nearly all of the sentence's mass on "
         "␣power|house: the marginal is far above the canonical score. SmolLM2 keeps most of it on the canonical.",
+        on_surprisal="Under Gemma 3 the canonical row misplaces the surprise: it gives ␣powerhouse about 16.5 nats, "
+        "the marginal gives the word about 13.6, since Gemma puts 99.6% of the mass on ␣power|house, a cut the "
+        "canonical row never scores. Click the word to see both cuts on the Lattice page.",
     ),
     Preset(
         "Two models disagree",

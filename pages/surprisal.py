@@ -1,0 +1,164 @@
+"""Surprisal: where in the text the model is surprised, region by region, by the canonical
+tokenization and by the marginal over every tokenization (and a second model's marginal)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import streamlit as st
+
+from marginal_core import viz
+from marginal_core.surprisal import SPACES, SURPRISAL_METHODS, UNITS, cut
+from marginal_core.viz.surprisal import bars_figure, difference_sentence, strip_html
+from pages._app import (
+    inputs,
+    live,
+    loaders,
+    presets,
+    projector,
+    region_links,
+    server,
+    shared_results,
+    surprisal_walk,
+    widgets,
+    words,
+)
+from pages._app.error_messages import show_error
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from marginal_core.surprisal import Surprisal
+
+
+def page() -> None:
+    """The Surprisal page."""
+    inp = inputs.current()
+    st.title("Where in the text is the surprise?")
+    projector.about(
+        "A region's **marginal surprisal** is log P(s<a) − log P(s<b): P(s<j) is the probability, summed over "
+        "every tokenization, that the model's string begins with the text's first j bytes, and the region runs "
+        "from byte a to byte b. The regions sum to −log P(text as a prefix). The **canonical row** (dashed, on "
+        "top) gives each canonical token's surprisal wholly to the region of its first non-whitespace byte, as "
+        "token-level tools do: where the model prefers other cuts, it puts the surprise in the wrong place or "
+        "overstates it. Hover a region for its numbers and the interval the walk certifies; click it to open the "
+        "Lattice page on that stretch."
+    )
+    loaders.require_lattice(inp)  # a text the tokenizer cannot represent is refused here
+    figure, settings = projector.figure_first()
+    with settings:
+        c = st.columns([1.2, 1, 1, 1, 2])
+        unit = c[0].segmented_control("Regions", UNITS, default="word", key="unit", bind="query-params", required=True,
+                                      help="Cut the text into bytes, characters or whitespace-delimited words.")
+        space = c[1].segmented_control("Spaces go", SPACES, default="trailing", key="space", bind="query-params",
+                                       required=True, help="A word's region takes the whitespace after it "
+                                       "(trailing) or before it (leading).")
+        method = c[2].segmented_control("Walk", SURPRISAL_METHODS, default="beam", key="method", bind="query-params",
+                                        required=True, help="beam: the anytime walk, with a certified interval per "
+                                        "region; exact: every prefix (short texts).")
+        W = widgets.beam_width(c[3], disabled=method == "exact")
+        name_b = inputs.model_box(c[4], server.policy(), "Second model (optional)", "model_b", index=None)
+    try:
+        cut(inp.text, unit, space)
+    except Exception as exc:  # noqa: BLE001 -- e.g. a text of whitespace alone
+        show_error(exc)
+        st.stop()
+    sides = [inp, *_second(inp, name_b)]
+    keys = [side.key("surprisal", method, None if method == "exact" else W) for side in sides]
+    found: list[Surprisal | None] = [shared_results.cached(key) or surprisal_walk.stopped(key) for key in keys]
+
+    with figure:
+        if (example := presets.matching(inp.text, inp.context)) is not None and example.on_surprisal:
+            st.info(f"**What to look for.** {example.on_surprisal}", icon=":material/visibility:")
+        b = st.columns([1, 1, 6], vertical_alignment="center")
+        run = b[0].button("Run", icon=":material/play_arrow:", type="primary", key="run",
+                          help="Walk the prefixes of the text under each model (one after the other).")
+        live.stop_button(b[1])
+        status = st.empty()
+        strip_spot, totals_spot, bars_spot = st.empty(), st.empty(), st.empty()
+    drawn = [0]
+
+    def draw() -> None:
+        drawn[0] += 1
+        shown = [s.by(unit, space) for s in found if s is not None]
+        if shown:
+            strip_spot.html(strip_html(shown, font="1.6em" if projector.on() else "1.1em",
+                                       links=region_links.lattice_links(inp, shown[0])))
+            with totals_spot.container():
+                _totals(shown)
+        bars_spot.plotly_chart(bars_figure(shown, projector=projector.on()), key=f"bars_{drawn[0]}")
+
+    if run:
+        draw()  # the bars' axes stay on screen while the first step is walked
+        for i, (side, key) in enumerate(zip(sides, keys)):
+
+            def update(s: Surprisal, i: int = i) -> None:
+                found[i] = s
+                draw()
+
+            with status.container():
+                found[i] = _walk(side, key, method, W, update)
+        status.success("Done: " + ", ".join(f"{s.model} {s.seconds:.1f} s" for s in found if s is not None))
+    elif any(s is not None and s.cancelled for s in found):
+        status.warning("Stopped: the walk kept the bytes it had reached; grey regions were not reached. Press Run "
+                       "to start again.")
+    elif any(s is None for s in found):
+        status.caption("Press Run to walk the text's prefixes under the model; the strip fills in as it goes.")
+    draw()
+    st.caption("Click a region to open the Lattice page on its stretch of the text. "
+               f"{words.NATS} {words.precision(inp)}")
+
+
+def _second(inp: inputs.Inputs, name: str | None) -> list[inputs.Inputs]:
+    """The second model's inputs ([] for none, the first model again, or one the server does not
+    offer or whose tokenizer cannot spell the text: said, and left out)."""
+    if not name or name.strip() == inp.model:
+        return []
+    name = name.strip()
+    if not server.policy().allows(name):
+        st.warning(f"This server does not offer {viz.code_span(name[:100])} as the second model.",
+                   icon=":material/block:")
+        return []
+    try:
+        loaders.lattice(name, inp.text)
+    except Exception as exc:  # noqa: BLE001 -- the first model's row still shows
+        show_error(exc, f"building {name}'s lattice")
+        return []
+    return [replace(inp, model=name)]
+
+
+def _walk(side: inputs.Inputs, key: tuple, method: str, W: int | None,
+          update: Callable[[Surprisal], None]) -> Surprisal | None:
+    """One model's walk, live; its error (the window passed, too many prefixes for exact) said in one message."""
+    try:
+        m = loaders.marginalizer(side)
+        return surprisal_walk.walk(key, m, method, W, f"{side.model}: walking the prefixes", update)
+    except Exception as exc:  # noqa: BLE001 -- the other model's row still shows
+        show_error(exc, f"walking the prefixes under {side.model}")
+        return None
+
+
+def _totals(shown: list[Surprisal]) -> None:
+    """Per model the regions' sum, log p(text) and bits per byte, and the sentence on what differs."""
+    for s in shown:
+        c = st.columns([2, 1, 1, 1, 1])
+        c[0].markdown(f"**{s.model}**" + (" (walk stopped)" if s.cancelled else ""))
+        c[1].metric("Σ regions = −log P(prefix)", _nats(s.total), help="The marginal row's regions summed.")
+        c[2].metric("Σ canonical row", _nats(-float(s.canonical_log_p.sum())),
+                    help="−log p(canonical): the canonical row's regions summed.")
+        c[3].metric("log p(text)", _nats(s.log_p_text), help="The tokenizations that end exactly at the text's end.")
+        c[4].metric("bits per byte", f"{s.bits_per_byte:.3f}" if math.isfinite(s.bits_per_byte) else "—",
+                    help="−log2 p(text) per byte of the text: comparable across vocabularies.")
+    st.caption(difference_sentence(shown[0]))
+
+
+def _nats(value: float) -> str:
+    return viz.format_log(value) if math.isfinite(value) else "—"
+
+
+if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
+    from app import main
+
+    main()
