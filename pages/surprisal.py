@@ -30,6 +30,8 @@ from pages._app.error_messages import show_error
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from streamlit.delta_generator import DeltaGenerator
+
     from marginal_core.surprisal import Surprisal
 
 
@@ -49,7 +51,7 @@ def page() -> None:
     loaders.require_lattice(inp)  # a text the tokenizer cannot represent is refused here
     figure, settings = projector.figure_first()
     with settings:
-        c = st.columns([1.2, 1, 1, 1, 2])
+        c = st.columns([1.5, 1.5, 1.2, 1, 2])
         unit = c[0].segmented_control("Regions", UNITS, default="word", key="unit", bind="query-params", required=True,
                                       help="Cut the text into bytes, characters or whitespace-delimited words.")
         space = c[1].segmented_control("Spaces go", SPACES, default="trailing", key="space", bind="query-params",
@@ -76,7 +78,7 @@ def page() -> None:
         run = b[0].button("Run", icon=":material/play_arrow:", type="primary", key="run",
                           help="Walk the prefixes of the text under each model (one after the other).")
         live.stop_button(b[1])
-        status = st.empty()
+        status, errors = st.empty(), st.container()
         strip_spot, totals_spot, bars_spot = st.empty(), st.empty(), st.empty()
     drawn = [0]
 
@@ -98,9 +100,9 @@ def page() -> None:
                 found[i] = s
                 draw()
 
-            with status.container():
-                found[i] = _walk(side, key, method, W, update)
-        status.success("Done: " + ", ".join(f"{s.model} {s.seconds:.1f} s" for s in found if s is not None))
+            found[i] = _walk(side, key, method, W, update, status, errors)
+        if done := [s for s in found if s is not None]:
+            status.success("Done: " + ", ".join(f"{s.model} {s.seconds:.1f} s" for s in done))
     elif any(s is not None and s.cancelled for s in found):
         status.warning("Stopped: the walk kept the bytes it had reached; grey regions were not reached. Press Run "
                        "to start again.")
@@ -129,14 +131,17 @@ def _second(inp: inputs.Inputs, name: str | None) -> list[inputs.Inputs]:
     return [replace(inp, model=name)]
 
 
-def _walk(side: inputs.Inputs, key: tuple, method: str, W: int | None,
-          update: Callable[[Surprisal], None]) -> Surprisal | None:
-    """One model's walk, live; its error (the window passed, too many prefixes for exact) said in one message."""
+def _walk(side: inputs.Inputs, key: tuple, method: str, W: int | None, update: Callable[[Surprisal], None],
+          status: DeltaGenerator, errors: DeltaGenerator) -> Surprisal | None:
+    """One model's walk, live under status; its error (the window passed, too many prefixes for
+    exact) said in one message in errors, where the next model's progress does not replace it."""
     try:
-        m = loaders.marginalizer(side)
-        return surprisal_walk.walk(key, m, method, W, f"{side.model}: walking the prefixes", update)
+        with status.container():
+            m = loaders.marginalizer(side)
+            return surprisal_walk.walk(key, m, method, W, f"{side.model}: walking the prefixes", update)
     except Exception as exc:  # noqa: BLE001 -- the other model's row still shows
-        show_error(exc, f"walking the prefixes under {side.model}")
+        with errors:
+            show_error(exc, f"walking the prefixes under {side.model}")
         return None
 
 
@@ -145,7 +150,8 @@ def _totals(shown: list[Surprisal]) -> None:
     for s in shown:
         c = st.columns([2, 1, 1, 1, 1])
         c[0].markdown(f"**{s.model}**" + (" (walk stopped)" if s.cancelled else ""))
-        c[1].metric("Σ regions = −log P(prefix)", _nats(s.total), help="The marginal row's regions summed.")
+        c[1].metric("Σ marginal row", _nats(s.total), help="The marginal row's regions summed: −log P(text as a "
+                    "prefix), the probability that the model's string begins with the text.")
         c[2].metric("Σ canonical row", _nats(-float(s.canonical_log_p.sum())),
                     help="−log p(canonical): the canonical row's regions summed.")
         c[3].metric("log p(text)", _nats(s.log_p_text), help="The tokenizations that end exactly at the text's end.")

@@ -313,6 +313,26 @@ def test_a_text_too_long_for_a_link_leaves_a_page_that_reloads():
         no_traceback(page)
 
 
+def test_the_surprisal_strip_shows_and_a_region_opens_its_lattice_window():
+    """Issue 42: Run on /surprisal draws the strip (a column of chips a region, its numbers on
+    hover); a click on a region opens the Lattice page on that stretch of the text."""
+    text = " Paris is nice."
+    with streamlit_server() as server, browser_page(1400, 1400) as page:
+        run_button(page, f"{server.url}/surprisal?model={SMOL}&text={quote(text)}&context=&dtype=float32").click()
+        regions = page.locator(".surprisal-strip .region")
+        page.get_by_text("Done:").wait_for()
+        settle(page)
+        no_traceback(page)
+        assert regions.count() == 3  # ␣Paris␣ | is␣ | nice.
+        assert "marginal" in regions.first.locator("span[title]").nth(1).get_attribute("title")
+        page.screenshot(path=str(OUTPUT / "surprisal.png"))
+        regions.nth(2).click()
+        page.locator("h1").filter(has_text="The tokenization lattice").wait_for()
+        assert "first=3" in page.url and "span=2" in page.url, page.url  # ␣nice and .
+        settle(page)
+        no_traceback(page)
+
+
 # --------------------------------------------------------------------------------------------
 # README screenshots
 
@@ -339,6 +359,7 @@ def make_screenshots(folder: Path, model: str | None = None, only: str | None = 
         ("mass", "mass", "compute", "Canonical share", 1150),
         ("rank", "rank", "draw", "Spearman ρ", 1000),
         ("running", "running?y=non-canonical+mass", "run", "Done:", 1000),
+        ("surprisal", "surprisal", "run", "Done:", 1600),
         ("compare", "compare?text=%20Tokyo&context=", "run", "Done:", 2150),  # the "Two models disagree" example
     ]
     with streamlit_server() as server:

@@ -45,19 +45,22 @@ def scale_top(surprisals: Sequence[Surprisal]) -> float:
 
 def strip_html(surprisals: Sequence[Surprisal], *, font: str = "1em", links: Sequence[str] | None = None) -> str:
     """The strip of one text under one or more models (same text, unit and space): per region a
-    column of chips, the first model's canonical row on top, then each model's marginal row;
-    ``links``, one a region, makes each column a link (the app's: that stretch of the lattice)."""
+    column of chips, each with its surprisal under the text, the first model's canonical row on
+    top, then each model's marginal row, the rows named on the left; ``links``, one a region,
+    makes each column a link (the app's: that stretch of the lattice)."""
     first = surprisals[0]
     top = scale_top(surprisals)
     chip = "display:block;padding:2px 4px;margin:1px 0;border-radius:4px;white-space:pre;font-family:monospace"
-    columns = []
+    names = [f"canonical, {first.model}", *(f"marginal, {s.model}" for s in surprisals)]
+    columns = ["<span style='display:inline-block;vertical-align:top;margin-right:4px;text-align:right'>"
+               + "".join(f"<span style='{chip};font-family:inherit;color:#555'>{html.escape(n)}<br>"
+                         f"<span style='font-size:0.7em'>nats</span></span>" for n in names) + "</span>"]
     rows = list(zip(*(s.regions for s in surprisals), strict=True))
     for i, regions in enumerate(rows):
         text = html.escape(show_piece(regions[0].text))
-        cells = [f"<span style='{chip};background:{heat(regions[0].surprisal_canonical, top)};border-bottom:2px "
-                 f"dashed #888' title='{html.escape(region_note(regions[0], 'canonical ' + first.model))}'>{text}</span>"]
-        cells += [f"<span style='{chip};background:{_marginal_colour(r, top)}' "
-                  f"title='{html.escape(region_note(r, s.model))}'>{text}</span>"
+        cells = [_chip(chip + ";border-bottom:2px dashed #888", heat(regions[0].surprisal_canonical, top),
+                       region_note(regions[0], "canonical " + first.model), text, regions[0].surprisal_canonical)]
+        cells += [_chip(chip, _marginal_colour(r, top), region_note(r, s.model), text, r.surprisal)
                   for r, s in zip(regions, surprisals, strict=True)]
         column = f"<span class='region' style='display:inline-block;vertical-align:top;margin:0 1px'>{''.join(cells)}</span>"
         if links is not None:
@@ -71,6 +74,13 @@ def strip_html(surprisals: Sequence[Surprisal], *, font: str = "1em", links: Seq
                        f"log p(text) = {s.log_p_text:.3f}, {s.bits_per_byte:.3f} bits/byte" for s in surprisals)
     return (f"<div class='surprisal-strip' style='font-size:{font};line-height:1.2'>{''.join(columns)}"
             f"<div style='font-size:0.8em;color:#555;margin-top:4px'>{legend}<br>{totals}</div></div>")
+
+
+def _chip(style: str, colour: str, note: str, text: str, value: float) -> str:
+    """One chip: the region's text over its surprisal (… where not reached yet), the note as its hover."""
+    shown = f"{value:.1f}" if math.isfinite(value) else "…"
+    return (f"<span style='{style};background:{colour}' title='{html.escape(note)}'>{text}<br>"
+            f"<span style='font-size:0.7em'>{shown}</span></span>")
 
 
 def _marginal_colour(region: Region, top: float) -> str:

@@ -1,0 +1,102 @@
+"""The Surprisal page (issue 42), driven headless with streamlit.testing.v1.AppTest: the strip and
+the bars for a short text under SmolLM2, the region unit and space rule from the URL, a second
+model's row, friendly messages for bad input, and its place after Lattice in the lesson. A
+finished walk is shared per inputs (whatever the unit), so only the first test walks SmolLM2."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench.support.apptest import app
+from pages._app import lesson
+from tests.app_support import SMOL, assert_clean, click, plotly
+
+pytestmark = pytest.mark.models
+
+TEXT = " Paris is nice."
+LINK = dict(model=SMOL, text=TEXT, context="", dtype="float32")
+
+
+def strip(at) -> str:
+    """The strip's HTML (the one html element holding it)."""
+    (found,) = [e.proto.body for e in at.get("html") if "surprisal-strip" in e.proto.body]
+    return found
+
+
+def regions(at) -> int:
+    return strip(at).count("class='region'")
+
+
+def test_run_draws_the_strip_the_bars_and_the_totals():
+    from marginal_core.estimators import Marginalizer
+    from marginal_core.models import load_model
+
+    at = app("pages/surprisal.py", **LINK)
+    assert_clean(at)
+    assert at.segmented_control(key="unit").value == "word" and at.segmented_control(key="space").value == "trailing"
+    (empty,) = plotly(at)  # the axes before Run
+    assert not empty.data
+    click(at, "run")
+    assert_clean(at)
+    expected = Marginalizer(load_model(SMOL, dtype="float32"), TEXT, None).surprisal()
+    assert regions(at) == len(expected.regions) == 3
+    html = strip(at)
+    assert html.count("title='canonical smollm2-135m") == 3 and html.count("title='smollm2-135m") == 3
+    assert "href='lattice?" in html and "first=3&amp;span=2" in html  # nice. -> ␣nice and .
+    (bars,) = plotly(at)
+    canonical, marginal = bars.data
+    assert list(canonical.y) == pytest.approx([r.surprisal_canonical for r in expected.regions], abs=1e-6)
+    assert list(marginal.y) == pytest.approx([r.surprisal for r in expected.regions], abs=1e-6)
+    assert marginal.error_y.visible
+    shown = {m.label: m.value for m in at.metric}
+    assert float(shown["Σ marginal row"]) == pytest.approx(expected.total, abs=1e-3)
+    assert float(shown["log p(text)"]) == pytest.approx(expected.log_p_text, abs=1e-3)
+    assert any("counts only the tokenizations that end exactly" in c.value for c in at.caption)
+    assert any("Done:" in s.value for s in at.success)
+
+
+def test_the_unit_and_the_space_rule_come_from_the_url():
+    at = app("pages/surprisal.py", **LINK, unit="char", space="leading")
+    assert_clean(at)
+    assert at.segmented_control(key="unit").value == "char" and at.segmented_control(key="space").value == "leading"
+    click(at, "run")  # the walk of the first test, recut by character
+    assert_clean(at)
+    assert regions(at) == len(TEXT)
+    at = app("pages/surprisal.py", **LINK, unit="word", space="leading")
+    click(at, "run")
+    assert re.findall(r"title='smollm2-135m · bytes (\d+)–(\d+)", strip(at)) == [("0", "6"), ("6", "9"), ("9", "15")]
+
+
+def test_a_second_model_adds_its_row_on_the_same_regions():
+    at = app("pages/surprisal.py", **LINK, model_b="gemma3-270m")
+    assert_clean(at)
+    click(at, "run")
+    assert_clean(at)
+    html = strip(at)
+    assert regions(at) == 3 and html.count("title='gemma3-270m") == 3 and html.count("title='smollm2-135m") == 3
+    (bars,) = plotly(at)
+    assert [t.name for t in bars.data] == ["canonical (smollm2-135m)", "marginal (smollm2-135m)", "marginal (gemma3-270m)"]
+
+
+@pytest.mark.parametrize(("params", "said"), [
+    (dict(text="   "), "empty or only whitespace"),
+    (dict(text=" ".join(["The committee postponed its decision until the next meeting."] * 3), method="exact"),
+     "prefixes to score, over the budget"),
+])
+def test_bad_input_gives_one_message_and_no_traceback(params, said):
+    at = app("pages/surprisal.py", **{**LINK, **params})
+    if any(b.key == "run" for b in at.button):
+        click(at, "run")
+    assert not at.exception
+    assert any(said in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_surprisal_comes_after_lattice_in_the_navigation_and_the_lesson():
+    paths = [path for path, _, _ in lesson.ORDER]
+    assert paths.index("surprisal") == paths.index("lattice") + 1
+    at = app("pages/lattice.py", model=SMOL, text=TEXT, context="")
+    assert any("Next in the lesson: Surprisal" in link.label for link in at.get("page_link"))
+    at = app("pages/surprisal.py", **LINK)
+    assert any("Next in the lesson: Probability mass" in link.label for link in at.get("page_link"))
