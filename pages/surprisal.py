@@ -69,7 +69,8 @@ def page() -> None:
         st.stop()
     sides = [inp, *_second(inp, name_b)]
     keys = [side.key("surprisal", method, None if method == "exact" else W) for side in sides]
-    found: list[Surprisal | None] = [shared_results.cached(key) or surprisal_walk.stopped(key) for key in keys]
+    finished = [shared_results.cached(key) for key in keys]
+    found: list[Surprisal | None] = [done or surprisal_walk.stopped(key) for done, key in zip(finished, keys)]
 
     with figure:
         if (example := presets.matching(inp.text, inp.context)) is not None and example.on_surprisal:
@@ -103,7 +104,7 @@ def page() -> None:
             found[i] = _walk(side, key, method, W, update, status, errors)
         if done := [s for s in found if s is not None]:
             status.success("Done: " + ", ".join(f"{s.model} {s.seconds:.1f} s" for s in done))
-    elif any(s is not None and s.cancelled for s in found):
+    elif any(done is None and s is not None for done, s in zip(finished, found)):
         status.warning("Stopped: the walk kept the bytes it had reached; grey regions were not reached. Press Run "
                        "to start again.")
     elif any(s is None for s in found):
@@ -149,7 +150,7 @@ def _totals(shown: list[Surprisal]) -> None:
     """Per model the regions' sum, log p(text) and bits per byte, and the sentence on what differs."""
     for s in shown:
         c = st.columns([2, 1, 1, 1, 1])
-        c[0].markdown(f"**{s.model}**" + (" (walk stopped)" if s.cancelled else ""))
+        c[0].markdown(f"**{s.model}**")
         c[1].metric("Σ marginal row", _nats(s.total), help="The marginal row's regions summed: −log P(text as a "
                     "prefix), the probability that the model's string begins with the text.")
         c[2].metric("Σ canonical row", _nats(-float(s.canonical_log_p.sum())),

@@ -100,3 +100,27 @@ def test_surprisal_comes_after_lattice_in_the_navigation_and_the_lesson():
     assert any("Next in the lesson: Surprisal" in link.label for link in at.get("page_link"))
     at = app("pages/surprisal.py", **LINK)
     assert any("Next in the lesson: Probability mass" in link.label for link in at.get("page_link"))
+
+
+def test_stop_keeps_the_steps_walked_and_says_so(monkeypatch):
+    """A newer run of the session (a Stop click) ends the walk; the next view shows the strip
+    it had reached and says it was stopped (the session keeps one stopped walk)."""
+    import streamlit as st
+
+    from marginal_core import surprisal_run
+
+    stream = surprisal_run.surprisal_stream
+
+    def first_step_then_stop(*args, **kwargs):
+        for s in stream(*args, **kwargs):
+            yield s
+            st.session_state["_run_token"].set()  # as a Stop click would: ends the walk at its next check
+
+    monkeypatch.setattr(surprisal_run, "surprisal_stream", first_step_then_stop)
+    text = " The committee postponed its decision."  # walked by no other test: nothing cached
+    at = app("pages/surprisal.py", **{**LINK, "text": text})
+    click(at, "run")
+    at.run()
+    assert_clean(at)
+    assert any(w.value.startswith("Stopped: the walk kept") for w in at.warning)
+    assert regions(at) == 5 and "not reached yet" in strip(at)
