@@ -393,7 +393,7 @@ class Marginalizer:
 
     def surprisal(self, unit: str = "word", space: str = "trailing", method: str = "beam", **settings: Any) -> Surprisal:
         """The text's marginal surprisal by region beside the canonical one (``surprisal_run``;
-        settings: width, tolerance, time_budget, budget, should_stop, progress)."""
+        settings: width, max_width, tolerance, time_budget, budget, should_stop, progress)."""
         from marginal_core.surprisal_run import surprisal_stream
 
         *_, last = surprisal_stream(self, unit, space, method, **settings)

@@ -187,11 +187,6 @@ class Surprisal:
                 "log_p_text": json_float(self.log_p_text), "bits_per_byte": json_float(self.bits_per_byte),
                 "exact": self.exact, "seconds": self.seconds if seconds is None else seconds}
 
-    def _repr_html_(self) -> str:
-        from marginal_core.viz.surprisal import strip_html
-
-        return strip_html([self])
-
 
 def bits_per_byte(log_p: float, text: str) -> float:
     """-log2 p per byte of the text's UTF-8 bytes (inf where no mass was found)."""
@@ -211,10 +206,11 @@ def _regions(s: Surprisal) -> tuple[Region, ...]:
         first = next((p for p in range(max(u - s.offset, 0), v - s.offset) if not spaces[p]), max(u - s.offset, 0))
         canonical[int(np.searchsorted(ends, first, side="right"))] -= lp
     regions = []
-    for i, (a, b) in enumerate(spans):
-        lo_a, up_a = s.prefix_lower[lattice_at[i]], s.prefix_upper[lattice_at[i]]
-        lo_b, up_b = s.prefix_lower[lattice_at[i + 1]], s.prefix_upper[lattice_at[i + 1]]
-        exact = up_a - lo_a <= EXACT_NATS and up_b - lo_b <= EXACT_NATS
-        regions.append(Region(i, a, b, data[a:b].decode("utf-8", "backslashreplace"), float(lo_a - lo_b), float(canonical[i]),
-                              float(max(lo_a - up_b, 0.0)), float(up_a - lo_b), bool(exact)))
+    with np.errstate(invalid="ignore"):  # a region the walk has not reached yet: -inf - -inf
+        for i, (a, b) in enumerate(spans):
+            lo_a, up_a = s.prefix_lower[lattice_at[i]], s.prefix_upper[lattice_at[i]]
+            lo_b, up_b = s.prefix_lower[lattice_at[i + 1]], s.prefix_upper[lattice_at[i + 1]]
+            exact = up_a - lo_a <= EXACT_NATS and up_b - lo_b <= EXACT_NATS
+            regions.append(Region(i, a, b, data[a:b].decode("utf-8", "backslashreplace"), float(lo_a - lo_b),
+                                  float(canonical[i]), float(max(lo_a - up_b, 0.0)), float(up_a - lo_b), bool(exact)))
     return tuple(regions)

@@ -7,14 +7,14 @@ import copy
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
 
 from marginal_core import serving_hooks
-from marginal_core.beam_width import DEFAULT_TOLERANCE, auto_widths, check_width
-from marginal_core.lattice import DEFAULT_ENUMERATION_BUDGET
+from marginal_core.beam_width import DEFAULT_TOLERANCE, MAX_BEAM_WIDTH, auto_widths, check_width
+from marginal_core.lattice import DEFAULT_ENUMERATION_BUDGET, Lattice
 from marginal_core.lm.adapter import LM, ContextState
 from marginal_core.models import dtype_name
 from marginal_core.prefix_walk import PrefixMasses, exact_width, prefix_masses
@@ -22,23 +22,35 @@ from marginal_core.progress import Progress, StopCheck
 from marginal_core.proposal import proposal_of
 from marginal_core.surprisal import SURPRISAL_METHODS, Surprisal, check_choice, cut
 
-if TYPE_CHECKING:
-    from marginal_core.estimators import Marginalizer
+
+class OneText(Protocol):
+    """What the walk reads of a Marginalizer: its model, text, context, lattice, the context's KV
+    and the window check."""
+
+    lm: LM
+    text: str
+    context: str | None
+    lattice: Lattice
+
+    def context_state(self) -> ContextState: ...
+
+    def require_fits(self, tokens: int, what: str = ..., hint: str = ...) -> None: ...
 
 
-def surprisal_stream(m: Marginalizer, unit: str = "word", space: str = "trailing", method: str = "beam", *,
-                     width: int | None = None, tolerance: float = DEFAULT_TOLERANCE, time_budget: float | None = None,
-                     budget: int = DEFAULT_ENUMERATION_BUDGET, should_stop: StopCheck | None = None,
-                     progress: Progress | None = None) -> Iterator[Surprisal]:
+def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", method: str = "beam", *,
+                     width: int | None = None, max_width: int = MAX_BEAM_WIDTH, tolerance: float = DEFAULT_TOLERANCE,
+                     time_budget: float | None = None, budget: int = DEFAULT_ENUMERATION_BUDGET,
+                     should_stop: StopCheck | None = None, progress: Progress | None = None) -> Iterator[Surprisal]:
     """The text's surprisal after every step of the walk; the last is the result. ``beam``: the
-    anytime walk (widths 16, 64, ... until every byte's bounds lie within ``tolerance``), or one
-    walk of ``width``; ``exact``: every prefix (TooManyPathsError past ``budget`` prefixes)."""
+    anytime walk (widths 16, 64, ... up to ``max_width``, a server's cap, until every byte's
+    bounds lie within ``tolerance``), or one walk of ``width``; ``exact``: every prefix
+    (TooManyPathsError past ``budget`` prefixes)."""
     cut(m.text, unit, space)  # the choices and the text, checked before any work
     check_choice(method, SURPRISAL_METHODS, "surprisal method")
     if width is not None:
         check_width(width)
     widths: Sequence[int] = ((exact_width(m.lattice, budget),) if method == "exact"
-                             else (width,) if width is not None else auto_widths())
+                             else (width,) if width is not None else auto_widths(max_width))
     m.require_fits(proposal_of(m.lattice).max_steps, "the longest tokenization of the text")
     started = time.perf_counter()
     state = m.context_state()

@@ -190,7 +190,9 @@ def test_the_frame_the_json_and_the_notebook_strip(smollm_model):
     assert (s.to_pandas(bits=True)["surprisal"] * math.log(2)).tolist() == pytest.approx(frame["surprisal"].tolist())
     data = s.as_dict()
     assert [r["text"] for r in data["regions"]] == ["The ", "cat ", "sat."] and data["unit"] == "word"
-    html = s._repr_html_()
+    from marginal_core.viz.surprisal import strip_html  # what a notebook shows (viz.notebook.register)
+
+    html = strip_html([s])
     assert "cat␣" in html and "bits/byte" in html and "canonical" in html
     assert "Surprisal('The cat sat.', smollm2-135m, 3 word regions" in repr(s)
 

@@ -11,6 +11,7 @@ from marginal_core.lattice import Lattice
 from marginal_core.viz.arcs import default_window
 from marginal_core.viz.graph import dot_to_svg, lattice_dot
 from marginal_core.viz.style import COLORS
+from marginal_core.viz.surprisal import strip_html
 from marginal_core.viz.text import count_label, format_log, format_small, segmented, show_piece
 
 if TYPE_CHECKING:
@@ -108,8 +109,10 @@ def estimate_html(estimate: Estimate) -> str:
 
 
 def register(shell: Any) -> None:
-    """Have an IPython shell draw every Lattice (lattice_html) and Estimate (estimate_html) it shows,
-    registered by module and class name: the core's classes know nothing of their display."""
+    """Have an IPython shell draw every Lattice (lattice_html), Estimate (estimate_html) and
+    Surprisal (its strip) it shows, registered by module and class name: the core's classes know
+    nothing of their display."""
     formatter = shell.display_formatter.formatters["text/html"]
     formatter.for_type_by_name("marginal_core.lattice", "Lattice", lattice_html)
     formatter.for_type_by_name("marginal_core.estimate_result", "Estimate", estimate_html)
+    formatter.for_type_by_name("marginal_core.surprisal", "Surprisal", lambda s: strip_html([s]))

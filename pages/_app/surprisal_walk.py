@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from pages._app import live, shared_results
+from marginal_core.beam_width import MAX_BEAM_WIDTH
+from pages._app import live, server, shared_results
 from pages._app.defaults import APP_EXACT_BUDGET
 
 if TYPE_CHECKING:
@@ -29,8 +30,9 @@ def walk(key: Hashable, m: Marginalizer, method: str, width: int | None, label: 
     if done is not None:
         return done
     bar = live.Bar(label, "bytes")
-    stream = surprisal_stream(m, method=method, width=width, budget=APP_EXACT_BUDGET, should_stop=bar.should_stop,
-                              progress=bar.progress)
+    widest = server.policy().cap_beam_width(MAX_BEAM_WIDTH)  # the anytime walk's widest round, on this server
+    stream = surprisal_stream(m, method=method, width=width, max_width=widest, budget=APP_EXACT_BUDGET,
+                              should_stop=bar.should_stop, progress=bar.progress)
     return live.follow(key, stream, bar, on_update, lambda s: _keep(key, s), lambda s: s.cancelled)
 
 
