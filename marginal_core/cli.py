@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from marginal_core.beam_width import DEFAULT_TOLERANCE, Round, describe_rounds, parse_width
+from marginal_core.cli_text import read_text
 from marginal_core.compare import difference, figures, labels, parse_sides, run_methods
 from marginal_core.errors import MarginalError, run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
@@ -25,20 +26,13 @@ from marginal_core.models import DEFAULT_MODEL, load_text_tokenizer
 from marginal_core.models.model_commands import add_beam_width, add_device_arguments
 from marginal_core.progress import tqdm_progress
 from marginal_core.sampling import lattice_samples, num_candidates
+from marginal_core.surprisal_command import add_command as add_surprisal_command
 from marginal_core.tasks.task_commands import add_commands as add_task_commands
 from marginal_core.tasks.task_commands import summary as task_summary
 from marginal_core.vocab import vocabulary
 
 if TYPE_CHECKING:  # the estimators import torch: only the commands that run a model import them
     from marginal_core.estimators import Estimate, EstimateOptions, Marginalizer
-
-
-def read_text(value: str) -> str:
-    """The text argument, or standard input when it is '-' (one trailing newline dropped)."""
-    if value != "-":
-        return value
-    text = sys.stdin.read()
-    return text[:-1] if text.endswith("\n") else text
 
 
 class Timer:
@@ -204,6 +198,7 @@ def _compare_summary(result: dict[str, Any]) -> str:
             "tokenizations": lambda f: count_label(int(f["num_paths"])),
             "log p(canonical)": lambda f: _num(f["log_p_canonical"]),
             "log p(text)": bound,
+            "bits per byte": lambda f: "-" if f["bits_per_byte"] is None else f"{f['bits_per_byte']:.4f}",
             "mass off canonical": lambda f: f"{100 * f['mass_off_canonical']:.2f}%",
             "heaviest": lambda f: "|".join(map(show_piece, f["heaviest"]))}
     cells = {title: [cell(m["figures"]) if "figures" in m else "error" for m in result["models"].values()]
@@ -288,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--json", action="store_true", help="print one JSON object")
     _add_estimate_options(cmp, default_methods="canonical,beam")
     cmp.set_defaults(run=compare_command)
+    add_surprisal_command(sub)
     add_task_commands(sub)
     sub.add_parser(
         "lm-eval", add_help=False,
@@ -307,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def command() -> int | None:
         result = args.run(args)
+        if "show" in args:  # a command that renders its own result (surprisal: a table, CSV or JSON)
+            print(args.show(args, result))
+            return None
         print(json.dumps(result, ensure_ascii=False) if args.json else _summary(result))
         return 2 if any("error" in m for m in result.get("models", {}).values()) else None  # compare: a side failed
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from marginal_core.errors import MarginalError
 from marginal_core.methods import Method, parse_methods
+from marginal_core.surprisal import bits_per_byte
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,7 +76,8 @@ class Figures:
     """One model's figures on a text: canonical tokens, the exact count of tokenizations, log
     p(canonical), the best lower bound on log p(text) (``exact`` when it is the value itself,
     else ``certified_gap`` nats at most below it; inf: not known), the mass off the canonical
-    (a share of that bound) and the heaviest tokenization found, with the method that found it."""
+    (a share of that bound), that bound in bits per byte of the text (a scale models of different
+    vocabularies share) and the heaviest tokenization found, with the method that found it."""
 
     canonical_tokens: tuple[str, ...]
     num_paths: int
@@ -85,6 +87,7 @@ class Figures:
     exact: bool
     certified_gap: float
     mass_off_canonical: float
+    bits_per_byte: float
     heaviest: tuple[str, ...]
     heaviest_log_p: float
 
@@ -95,7 +98,8 @@ class Figures:
         return {"canonical_tokens": list(self.canonical_tokens), "num_paths": str(self.num_paths),
                 "log_p_canonical": json_float(self.log_p_canonical), "log_p_text": json_float(self.log_p_text),
                 "method": self.method, "exact": self.exact, "certified_gap": json_float(self.certified_gap),
-                "mass_off_canonical": self.mass_off_canonical, "heaviest": list(self.heaviest),
+                "mass_off_canonical": self.mass_off_canonical, "bits_per_byte": json_float(self.bits_per_byte),
+                "heaviest": list(self.heaviest),
                 "heaviest_log_p": json_float(self.heaviest_log_p)}
 
 
@@ -119,6 +123,7 @@ def figures(marginalizer: Marginalizer, estimates: Mapping[str, Estimate]) -> Fi
         canonical_tokens=tuple(lat.pieces(lat.canonical)), num_paths=count, log_p_canonical=lpc, log_p_text=log_p_text,
         method=best.method.value if best is not None else Method.CANONICAL.value, exact=gap == 0.0,
         certified_gap=gap, mass_off_canonical=max(0.0, -math.expm1(lpc - log_p_text)),
+        bits_per_byte=bits_per_byte(log_p_text, marginalizer.text),
         heaviest=tuple(lat.pieces(tuple(heaviest))), heaviest_log_p=heaviest_log_p)
 
 
@@ -215,7 +220,8 @@ def compare(text: str, models: Sequence[str | Side], context: str | None = None,
         found[label] = f = figures(marginalizer, estimates)
         rows.append({"model": side.name, "device": lm.loaded.device, "dtype": dtype_name(lm.dtype),
                      "canonical_tokens": len(f.canonical_tokens), "num_paths": f.num_paths,
-                     "log_p_canonical": f.log_p_canonical, "log_p_text": f.log_p_text, "exact": f.exact,
+                     "log_p_canonical": f.log_p_canonical, "log_p_text": f.log_p_text,
+                     "bits_per_byte": f.bits_per_byte, "exact": f.exact,
                      "certified_gap": f.certified_gap, "mass_off_canonical": f.mass_off_canonical,
                      "heaviest": "|".join(f.heaviest), "method": f.method,
                      "seconds": sum(e.seconds for e in estimates.values()), "estimates": estimates})

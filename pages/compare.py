@@ -213,7 +213,7 @@ def _side_figures(side: Side, f: Figures | None) -> None:
     if f is None:
         st.caption("Press Run to score this model.")
         return
-    m = st.columns(3)
+    m = st.columns(4)
     m[0].metric("log p(canonical)", viz.format_log(f.log_p_canonical))
     sign = "=" if f.exact else "≥"
     m[1].metric(f"log p(text) {sign}", viz.format_log(f.log_p_text),
@@ -222,6 +222,8 @@ def _side_figures(side: Side, f: Figures | None) -> None:
                     f"A lower bound; the exact value is at most {viz.format_small(f.certified_gap)} nats above it."
                     if math.isfinite(f.certified_gap) else "A lower bound (the beam is still running or was stopped)."))
     m[2].metric("Mass off the canonical", viz.format_small(f.mass_off_canonical, 2, percent=True))
+    m[3].metric("Bits per byte", f"{f.bits_per_byte:.3f}",
+                help="−log₂ p(text) over the text's bytes: a scale on which models of different vocabularies compare.")
     st.markdown("**Heaviest tokenization found:** " + viz.code_span("|".join(map(viz.show_piece, f.heaviest)))
                 + f" (log p {viz.format_log(f.heaviest_log_p)})")
     if side.beam is not None and side.beam.run.done:

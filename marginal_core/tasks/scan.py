@@ -17,6 +17,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -155,8 +156,9 @@ def parse_models(value: str) -> list[str]:
     return models
 
 
-def write_index(out: str | Path, dataset: str, models: Sequence[str]) -> None:
-    """scan.json: the file scanned and each model's folder, so that readers find the parts."""
+def write_index(out: str | Path, dataset: str, models: Sequence[str], surprisal: tuple[str, str] | None = None) -> None:
+    """scan.json: the file scanned, each model's folder, so that readers find the parts, and the
+    (unit, space rule) surprisal.csv is cut by, once a run asked for the surprisal (kept after)."""
     path = Path(out) / "scan.json"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,13 +166,17 @@ def write_index(out: str | Path, dataset: str, models: Sequence[str]) -> None:
         raise MarginalError(f"cannot create the output folder {path.parent}: {err}") from err
     known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     folders = {**known.get("models", {}), **{m: model_folder(out, m).name for m in models}}
-    path.write_text(json.dumps({"task": "scan", "dataset": Path(dataset).name, "models": folders}, indent=2) + "\n",
-                    encoding="utf-8")
+    index = {"task": "scan", "dataset": Path(dataset).name, "models": folders}
+    cut = {"unit": surprisal[0], "space": surprisal[1]} if surprisal is not None else known.get("surprisal")
+    if cut is not None:
+        index["surprisal"] = cut
+    path.write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
 
 
 def merge(out: str | Path, sources: Sequence[str | Path]) -> int:
     """Take into out the finished texts of other scan folders of the same file and options (shards
-    run elsewhere); returns how many rows it took. What out already holds is kept."""
+    run elsewhere), their surprisal too; returns how many rows it took. What out already holds is kept."""
+    from marginal_core.tasks import scan_surprisal
     from marginal_core.tasks.scan_report import model_folders
     from marginal_core.tasks.store import ResultStore, read_config
     from marginal_core.tasks.writer import RunLock
@@ -182,6 +188,7 @@ def merge(out: str | Path, sources: Sequence[str | Path]) -> int:
             identity = {k: v for k, v in config.items() if k != "format"}
             with RunLock.take(model_folder(out, model)):
                 taken += ResultStore(model_folder(out, model), identity, _columns(folder)).absorb(folder)
+                scan_surprisal.absorb(model_folder(out, model), folder)
             write_index(out, config["dataset"], [model])
     return taken
 
@@ -193,21 +200,28 @@ def _columns(folder: Path) -> list[str]:
 
 
 def run_scan(file: str | Path, out: str | Path, models: Sequence[str], options: EvalOptions, *,
-             shard: tuple[int, int] | None = None, merge_from: Sequence[str | Path] = ()
-             ) -> tuple[dict[str, Any], dict[str, Any], bool]:
-    """`marginal scan`: every text of the file under each model, into out (resumable), then the
-    exports; Ctrl-C stops it and keeps what finished. Returns (the export's figures, the last
-    model's report, whether it was stopped). Notes go to standard error."""
+             shard: tuple[int, int] | None = None, merge_from: Sequence[str | Path] = (),
+             surprisal: tuple[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """`marginal scan`: every text of the file under each model, into out (resumable), with
+    ``surprisal`` (unit, space rule) each text's surprisal by region too, then the exports; Ctrl-C
+    stops it and keeps what finished. Returns (the export's figures, the last model's report,
+    whether it was stopped). Notes go to standard error."""
     from dataclasses import replace
 
+    from marginal_core.models import load_model
+    from marginal_core.surprisal import SPACES, UNITS, check_choice
     from marginal_core.tasks.evaluator import evaluate
     from marginal_core.tasks.scan_report import export
+    from marginal_core.tasks.scan_surprisal import walk_texts
 
+    if surprisal is not None:
+        check_choice(surprisal[0], UNITS, "surprisal unit")
+        check_choice(surprisal[1], SPACES, "space rule")
     task = ScanTask(str(file), shard)
     texts = task.load(options)
     if bare := bare_leading_space(texts):
         print(f"marginal scan: warning: {len(bare)} of {len(texts)} texts {LEADING_SPACE}", file=sys.stderr)
-    write_index(out, str(file), models)
+    write_index(out, str(file), models, surprisal)
     if merge_from:
         taken = merge(out, merge_from)
         print(f"marginal scan: took {taken} finished rows from {len(merge_from)} folder(s)", file=sys.stderr)
@@ -215,6 +229,9 @@ def run_scan(file: str | Path, out: str | Path, models: Sequence[str], options: 
     try:
         for model in models:
             report = evaluate(task, model_folder(out, model), replace(options, model=model))
+            if surprisal is not None:
+                walk_texts(model_folder(out, model), texts, partial(load_model, model, options.device, options.dtype),
+                           part=task.part, width=options.beam_width, show_bar=options.show_bar)
     except KeyboardInterrupt:
         stopped = True
         print(f"marginal scan: stopped; what finished is kept in {out}: run it again to continue", file=sys.stderr)

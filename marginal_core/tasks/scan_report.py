@@ -19,10 +19,12 @@ import numpy as np
 import pandas as pd
 
 from marginal_core import markdown
+from marginal_core.surprisal import bits_per_byte
 from marginal_core.tasks import store
 from marginal_core.tasks.gains import TOP, best_rows, gains, short_text
 from marginal_core.tasks.report import complete_items, load_rows, methods_present, task_report
 from marginal_core.tasks.scan_compare import comparisons
+from marginal_core.tasks.scan_surprisal import surprisal_markdown, surprisal_table
 
 
 def scan_report(out: str | Path, items: Sequence[str] | None = None,
@@ -41,7 +43,8 @@ def scan_report(out: str | Path, items: Sequence[str] | None = None,
     best = best_rows(rows) if len(rows) else rows
     ranked = [{"item": r.item, "text": r.text, "context": r.context, "method": r.method, "gain_nats": float(r.gain_nats),
                "share_off_canonical": float(r.share_off_canonical), "log_p_canonical": float(r.log_p_canonical),
-               "log_marginal": float(r.log_marginal)} for r in best.itertuples()]
+               "log_marginal": float(r.log_marginal), "bits_per_byte": bits_per_byte(r.log_marginal, r.text)}
+              for r in best.itertuples()]
     report = task_report("scan", out, config, rows, methods, {}, {"texts": len(done), "by_method": per_method,
                                                               "ranked": ranked})
     report["markdown"] = scan_markdown(report)
@@ -56,9 +59,11 @@ def scan_markdown(report: dict[str, Any]) -> str:
         [[m, report["texts"], f"{f['mean_gain_nats']:.3f}", f"{f['max_gain_nats']:.3f}", f["over_0.1_nats"],
           f["over_1_nat"], f"{report['timing'][m]['seconds']:.2f}"] for m, f in report["by_method"].items()])
     top = markdown.table(
-        ["text", "id", "best method", "log p(canonical)", "log p(text)", "gain (nats)", "off the canonical"],
+        ["text", "id", "best method", "log p(canonical)", "log p(text)", "bits per byte", "gain (nats)",
+         "off the canonical"],
         [[short_text(r["text"]), r["item"], r["method"], f"{r['log_p_canonical']:.3f}", f"{r['log_marginal']:.3f}",
-          f"{r['gain_nats']:.3f}", f"{100 * r['share_off_canonical']:.1f}%"] for r in report["ranked"][:TOP]])
+          f"{r['bits_per_byte']:.3f}", f"{r['gain_nats']:.3f}", f"{100 * r['share_off_canonical']:.1f}%"]
+         for r in report["ranked"][:TOP]])
     return "\n".join([head, "", *methods, "", f"#### The {min(TOP, report['texts'])} texts that gain most", "",
                       *top, ""])
 
@@ -86,6 +91,7 @@ def texts_table(folder: Path) -> pd.DataFrame:
         "id": rows["item"], "text": rows["text"], "context": rows["context"], "model": config["model"],
         "method": rows["method"], "dtype": config.get("dtype", store.IMPLIED["dtype"]),
         "log_p_canonical": rows["log_p_canonical"], "log_marginal": rows["log_marginal"],
+        "bits_per_byte": [bits_per_byte(lp, text) for lp, text in zip(rows["log_marginal"], rows["text"])],
         "gain_nats": rows["gain_nats"], "share_off_canonical": rows["share_off_canonical"],
         "paths_scored": rows["num_distinct"].astype("Int64"), "num_paths": rows["num_paths"],
         "seconds": rows["seconds"], "samples": config["samples"], "seed": config["seed"],
@@ -131,8 +137,9 @@ def top_tokenizations(texts: pd.DataFrame, paths: pd.DataFrame) -> pd.DataFrame:
 
 def export(out: str | Path) -> dict[str, Any]:
     """scan.csv/.parquet (a row per text x model x method), paths.csv/.parquet (the decoded
-    tokenizations), compare.csv (a row per text x pair of models) and report.md across the scan's
-    models, in out, with report.json beside them in a scan folder; returns the figures."""
+    tokenizations), compare.csv (a row per text x pair of models), surprisal.csv (a row per text x
+    model x region, once a run asked for the surprisal) and report.md across the scan's models, in
+    out, with report.json beside them in a scan folder; returns the figures."""
 
     out = Path(out)
     folders = model_folders(out)
@@ -151,6 +158,12 @@ def export(out: str | Path) -> dict[str, Any]:
         parts += [across_models(texts), *(c.markdown() for c in pairs)]
     figures = {"texts": int(texts["id"].nunique()), "models": list(folders), "rows": len(texts), "paths": len(paths),
                "comparisons": [c.as_json() for c in pairs]}
+    if (cut := _surprisal_cut(out)) is not None:
+        regions = surprisal_table(folders, cut["unit"], cut["space"])
+        store.write_whole(out / "surprisal.csv", partial(regions.to_csv, index=False))
+        figures["surprisal_rows"] = len(regions)
+        if len(regions):
+            parts.append(surprisal_markdown(regions, cut["unit"], cut["space"]))
     store.write_whole(out / "report.md", lambda tmp: tmp.write_text("\n".join(parts), encoding="utf-8"))
     if (out / "scan.json").is_file():  # not one model's folder, whose report.json is its run's
         body = {**figures, "by_model": {m: {k: v for k, v in r.items() if k != "markdown"}
@@ -158,6 +171,12 @@ def export(out: str | Path) -> dict[str, Any]:
         text = json.dumps(body, indent=2, ensure_ascii=False) + "\n"
         store.write_whole(out / "report.json", lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return {**figures, "markdown": "\n".join(parts), "out": str(out)}
+
+
+def _surprisal_cut(out: Path) -> dict[str, str] | None:
+    """The unit and space rule a scan folder's surprisal.csv is cut by (scan.json's), or None."""
+    index = out / "scan.json"
+    return json.loads(index.read_text(encoding="utf-8")).get("surprisal") if index.is_file() else None
 
 
 def across_models(texts: pd.DataFrame) -> str:

@@ -41,7 +41,7 @@ DTYPE_HINT = (" (--dtype auto is float16 on CUDA and on a CPU with fast float16,
               "pass --dtype float32, float16 or bfloat16 to resume a folder from another machine)")
 
 
-def _fsync_append(path: Path, text: str) -> None:
+def append_durably(path: Path, text: str) -> None:
     """Append text to a file of a results folder and make it durable before returning, in the
     folder's append lock (first cutting a line that a killed writer left without its newline)."""
     with appending(path.parent):
@@ -144,9 +144,9 @@ class ResultStore:
     def append(self, rows: list[dict[str, Any]], samples: list[dict[str, Any]] | None = None) -> None:
         """Record one finished item: its samples first, then its rows (the commit record)."""
         if samples:
-            _fsync_append(self.samples_path, "".join(json.dumps(s) + "\n" for s in samples))
+            append_durably(self.samples_path, "".join(json.dumps(s) + "\n" for s in samples))
         if rows:
-            _fsync_append(self.rows_path, "".join(self._line(r.get(c) for c in self.columns) for r in rows))
+            append_durably(self.rows_path, "".join(self._line(r.get(c) for c in self.columns) for r in rows))
         self.done.update((r["item"], int(r["choice"]), r["method"]) for r in rows)
 
     def absorb(self, other: str | os.PathLike) -> int:
@@ -165,7 +165,7 @@ class ResultStore:
 
     def put_item(self, record: dict[str, Any]) -> None:
         """Record per-item extras (keyed by record["item"]; the last copy wins on reading)."""
-        _fsync_append(self.items_path, json.dumps(record, ensure_ascii=False) + "\n")
+        append_durably(self.items_path, json.dumps(record, ensure_ascii=False) + "\n")
 
     def log_session(self, started: float, items_done: int, **extra: Any) -> None:
         """Append this run's wall time and what it did."""
@@ -175,10 +175,11 @@ class ResultStore:
             "items_done": items_done,
             **extra,
         }
-        _fsync_append(self.sessions_path, json.dumps(record) + "\n")
+        append_durably(self.sessions_path, json.dumps(record) + "\n")
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file of a results folder (none if it is missing; a torn line skipped)."""
     if not path.is_file():
         return []
     out = []
@@ -210,7 +211,7 @@ def done_keys(out: str | os.PathLike) -> set[tuple[str, int, str]]:
 
 def read_samples(out: str | os.PathLike, item: str | None = None) -> dict[tuple[str, int, str], dict[str, Any]]:
     """The stored samples of a results folder, keyed by (item, choice, method)."""
-    records = _read_jsonl(Path(out) / "samples.jsonl")
+    records = read_jsonl(Path(out) / "samples.jsonl")
     return {
         (r["item"], int(r["choice"]), r["method"]): r
         for r in records
@@ -220,11 +221,11 @@ def read_samples(out: str | os.PathLike, item: str | None = None) -> dict[tuple[
 
 def read_items(out: str | os.PathLike) -> dict[str, dict[str, Any]]:
     """The per-item records of a results folder (items.jsonl), keyed by item id (last copy wins)."""
-    return {r["item"]: r for r in _read_jsonl(Path(out) / "items.jsonl")}
+    return {r["item"]: r for r in read_jsonl(Path(out) / "items.jsonl")}
 
 
 def read_sessions(out: str | os.PathLike) -> list[dict[str, Any]]:
-    return _read_jsonl(Path(out) / "sessions.jsonl")
+    return read_jsonl(Path(out) / "sessions.jsonl")
 
 
 def read_config(out: str | os.PathLike) -> dict[str, Any]:

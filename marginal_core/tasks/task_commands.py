@@ -64,10 +64,12 @@ def scan_command(args: argparse.Namespace) -> dict[str, Any]:
     from marginal_core.tasks.scan import parse_models, parse_shard, run_scan
 
     found, report, stopped = run_scan(args.file, args.out, parse_models(args.models), _options(args),
-                                      shard=parse_shard(args.shard), merge_from=args.merge or ())
+                                      shard=parse_shard(args.shard), merge_from=args.merge or (),
+                                      surprisal=(args.surprisal, args.space) if args.surprisal else None)
     return {"report": f"{args.out}/report.md", "out": args.out, "model": ", ".join(found["models"]),
             "device": report.get("device", "-"), "dtype": report.get("dtype", "-"), "texts": found["texts"],
-            "rows": found["rows"], "paths": found["paths"], "stopped": stopped, "table": "\n" + found["markdown"]}
+            "rows": found["rows"], "paths": found["paths"], "surprisal_rows": found.get("surprisal_rows"),
+            "stopped": stopped, "table": "\n" + found["markdown"]}
 
 
 def _common(p: argparse.ArgumentParser, default_samples: int) -> None:
@@ -137,6 +139,12 @@ def add_commands(subparsers: Any) -> None:
                                       "one shared; default: every text)")
     scan.add_argument("--merge", nargs="+", metavar="DIR", help="first take the finished texts of these scan folders "
                                                                "(shards run elsewhere); then score what is missing")
+    scan.add_argument("--surprisal", metavar="UNIT",
+                      help="also walk each text's prefixes and write surprisal.csv: a row per text, model and region "
+                           "(byte, char or word), marginal and canonical surprisal (default: none)")
+    scan.add_argument("--space", default="trailing",
+                      help="with --surprisal word: trailing or leading, where the whitespace after a word goes "
+                           "(default: trailing)")
     _options_arguments(scan, 100, "canonical,beam", width="auto")  # a new command: the anytime beam
     scan.set_defaults(run=scan_command)
 
