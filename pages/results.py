@@ -72,6 +72,15 @@ def _scan(folder: folders.Folder) -> None:
         "mass flow": st.column_config.LinkColumn(display_text="mass flow"),
         "probability mass": st.column_config.LinkColumn(display_text="probability mass"),
     })
+    regions = folders.surprisal_rows(folder.path, table)
+    if regions is not None:
+        st.subheader("Where marginal and canonical surprisal differ most")
+        st.caption("The regions of the scan's surprisal.csv (`marginal scan --surprisal`) where the surprisal over "
+                   "every tokenization and the canonical tokenization's differ most, in nats: the canonical row "
+                   "charges each token to the region of its first byte that is not whitespace, so a word's share "
+                   "moves where the tokenizer cuts it.")
+        wrapped_tables.wrapped_dataframe(regions, {"region": 160}, column_config={
+            "surprisal": st.column_config.LinkColumn(display_text="surprisal")})
     models = list(dict.fromkeys(table["model"]))
     if len(models) > 1:
         with guard("comparing the models"):

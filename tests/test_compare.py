@@ -13,6 +13,7 @@ from marginal_core.cli import main as cli_main
 from marginal_core.compare import Difference, Side, compare, difference, figures, labels, parse_sides
 from marginal_core.errors import MarginalError
 from marginal_core.estimators import Marginalizer
+from marginal_core.surprisal import bits_per_byte
 from tests.conftest import GEMMA, SMOL
 
 TEXT = " flooded roads"
@@ -55,6 +56,7 @@ def test_figures_are_exact_where_every_path_is_scored(smollm_model):
     assert f.exact and f.certified_gap == 0.0 and f.num_paths == m.lattice.count()
     assert f.log_p_text == exact.log_marginal
     assert f.mass_off_canonical == pytest.approx(-math.expm1(f.log_p_canonical - exact.log_marginal))
+    assert f.bits_per_byte == pytest.approx(-exact.log_marginal / math.log(2) / len(" road"))
     best = max([(exact.log_p_canonical, m.lattice.canonical), *zip(exact.log_p, exact.paths.tolist())])
     assert f.heaviest == tuple(m.lattice.pieces(best[1])) and f.heaviest_log_p == best[0]
     beam = figures(m, {"beam": m.beam()})  # the anytime beam on a short text prunes nothing: exact too
@@ -71,6 +73,7 @@ def test_library_compare_equals_each_single_model_estimate(gemma_model, smollm_m
         row = frame.loc[label]
         assert row["log_p_canonical"] == pytest.approx(m.canonical_score().log_p, abs=1e-6)
         assert row["log_p_text"] == pytest.approx(max(e.log_marginal for e in alone.values()), abs=1e-6)
+        assert row["bits_per_byte"] == bits_per_byte(row["log_p_text"], TEXT)
         assert row["num_paths"] == m.lattice.count() and row["canonical_tokens"] == len(m.lattice.canonical)
         for name, est in alone.items():
             assert row["estimates"][name].log_marginal == pytest.approx(est.log_marginal, abs=1e-6)
@@ -94,6 +97,7 @@ def test_cli_compare_json_equals_two_estimate_runs(gemma_model, smollm_model, ca
         assert _without_seconds(side) == _without_seconds(alone)
         assert found[name]["log_p_canonical"] == alone["log_p_canonical"]
         assert found[name]["log_p_text"] == max(r["log_marginal"] for r in alone["methods"].values())
+        assert found[name]["bits_per_byte"] == bits_per_byte(found[name]["log_p_text"], TEXT)
     assert both["difference"]["a"] == SMOL and both["difference"]["marginal"] == pytest.approx(
         found[SMOL]["log_p_text"] - found[GEMMA]["log_p_text"], abs=1e-9)
 
@@ -105,6 +109,7 @@ def test_cli_compare_keeps_the_side_that_works(smollm_model, capsys):
     assert code == 2
     assert "no-such-model-here: cannot load model" in out and "Traceback" not in out + err
     assert "log p(canonical)" in out and "-" in out.split("log p(canonical)")[1].split()[0]
+    assert "bits per byte" in out
 
 
 def test_a_text_one_model_cannot_represent_fails_that_side_only(gemma_model, smollm_model):

@@ -85,3 +85,24 @@ def test_three_model_scan_compares_the_chosen_pair(tmp_path):
     metrics = {m.label: m.value for m in at.metric}
     assert not at.exception and metrics["Texts that flip"] == "0 of 7" and metrics["Spearman's ρ of the gains"] == "1.000"
     assert "on none of these texts" in at.success[0].value
+
+
+def test_scan_with_surprisal_lists_the_regions_that_differ_most(tmp_path):
+    """surprisal.csv of 12 regions: the 10 whose marginal and canonical surprisal differ most, largest first."""
+    folder = scan_folder(tmp_path / "scan", constructed_table())
+    index = json.loads((folder / "scan.json").read_text())
+    (folder / "scan.json").write_text(json.dumps({**index, "surprisal": {"unit": "word", "space": "leading"}}))
+    gaps = [0.5, -3.0, 1.0, 0.0, 2.0, -0.25, 0.75, 1.5, -2.5, 0.1, 0.2, 4.0]
+    pd.DataFrame({"text_id": "t1", "model": "A", "index": range(12), "start_byte": range(12),
+                  "end_byte": range(1, 13), "region": [f"w{i} " for i in range(12)], "surprisal": 5.0,
+                  "surprisal_canonical": [5.0 - g for g in gaps], "lower": 5.0, "upper": 5.0}).to_csv(
+        folder / "surprisal.csv", index=False)
+    at = app("pages/results.py", folder=str(folder))
+    assert not at.exception and not at.error
+    assert "Where marginal and canonical surprisal differ most" in [s.value for s in at.subheader]
+    shown = at.dataframe[1].value
+    assert list(shown.columns) == ["text id", "model", "region", "marginal (nats)", "canonical (nats)",
+                                   "marginal − canonical", "surprisal"]
+    assert shown["marginal − canonical"].tolist() == [4.0, -3.0, -2.5, 2.0, 1.5, 1.0, 0.75, 0.5, -0.25, 0.2]
+    assert shown["region"].iloc[0] == "w11␣" and shown["text id"].iloc[0] == "t1"
+    assert shown["surprisal"].iloc[0] == "surprisal?model=A&text=text+t1&context=&unit=word&space=leading"

@@ -82,6 +82,31 @@ def scan_rows(table: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+def surprisal_rows(folder: Path, table: pd.DataFrame) -> pd.DataFrame | None:
+    """The regions of a scan's surprisal.csv where the marginal and the canonical surprisal differ
+    most, as the page lists them (nats, 3 decimals) with a link to the text on the Surprisal page
+    (cut as the scan cut it); None for a scan run without --surprisal."""
+    import json
+
+    from marginal_core.tasks.scan_surprisal import differing_regions
+    from marginal_core.viz.text import show_piece
+
+    path = folder / "surprisal.csv"
+    if not path.is_file():
+        return None
+    regions = pd.read_csv(path, dtype={"text_id": str, "region": str}, keep_default_na=False)
+    cut = json.loads((folder / "scan.json").read_text(encoding="utf-8")).get("surprisal", {})
+    texts = table.drop_duplicates("id").set_index("id")
+    top = differing_regions(regions)
+    return pd.DataFrame({
+        "text id": top["text_id"], "model": top["model"], "region": top["region"].map(show_piece),
+        "marginal (nats)": top["surprisal"].round(3), "canonical (nats)": top["surprisal_canonical"].round(3),
+        "marginal − canonical": top["difference"].round(3),
+        "surprisal": [view_link("surprisal", texts.loc[r.text_id, "text"], texts.loc[r.text_id, "context"], r.model,
+                                **cut) if r.text_id in texts.index else None for r in top.itertuples()],
+    })
+
+
 def paired_rows(paired: pd.DataFrame) -> pd.DataFrame:
     """Texts of a comparison of models A and B (scan_compare.paired_table rows) as the page lists
     them: both differences and both gains (nats, 3 decimals), whether it flips, and a link to the

@@ -1,0 +1,58 @@
+"""`marginal scan --surprisal`: surprisal.csv (a row per text, model and region) beside scan.csv's
+bits per byte; each text's regions equal `mc.surprisal`'s, and a rerun cut by another unit walks
+nothing again."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from marginal_core.errors import MarginalError
+from marginal_core.estimators import Marginalizer
+from marginal_core.surprisal import bits_per_byte
+from marginal_core.tasks.scan import model_folder
+from marginal_core.tasks.scan_surprisal import COLUMNS, FILE
+from tests.conftest import SMOL
+from tests.test_scan import run
+
+TEXTS = ["Hello world", "A cat sat."]
+SETUP = ["--models", SMOL, "--methods", "canonical", "--device", "cpu", "--dtype", "float32"]
+
+
+def test_scan_writes_surprisal_csv_and_a_rerun_recuts_it(smollm_model, tmp_path):
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n")
+    out = tmp_path / "scan"
+    result = run(["scan", str(tmp_path / "texts.txt"), "--out", str(out), *SETUP, "--surprisal", "word"])
+    table = pd.read_csv(out / "surprisal.csv", keep_default_na=False)
+    assert list(table.columns) == COLUMNS and result["surprisal_rows"] == len(table) == 2 + 3
+    scan = pd.read_csv(out / "scan.csv")
+    assert list(table["text_id"].unique()) == list(scan["id"]) and set(table["model"]) == {SMOL}
+    for text, (_, rows) in zip(TEXTS, table.groupby("text_id", sort=False), strict=True):
+        alone = Marginalizer(smollm_model, text).surprisal()
+        assert list(rows["region"]) == [r.text for r in alone.regions]
+        assert rows["surprisal"].tolist() == pytest.approx([r.surprisal for r in alone.regions], abs=1e-6)
+        assert rows["surprisal_canonical"].tolist() == pytest.approx([r.surprisal_canonical for r in alone.regions])
+    assert scan["bits_per_byte"].tolist() == [bits_per_byte(lp, t) for lp, t in zip(scan["log_marginal"], scan["text"])]
+    report = (out / "report.md").read_text()
+    assert "bits per byte" in report and "where marginal and canonical surprisal differ most" in report
+
+    walked = (model_folder(out, SMOL) / FILE).read_text().splitlines()
+    run(["scan", str(tmp_path / "texts.txt"), "--out", str(out), *SETUP, "--surprisal", "char"])
+    assert (model_folder(out, SMOL) / FILE).read_text().splitlines() == walked  # nothing walked again
+    chars = pd.read_csv(out / "surprisal.csv", keep_default_na=False)
+    assert len(chars) == sum(map(len, TEXTS))
+    sums = chars.groupby("text_id", sort=False)["surprisal"].sum()
+    assert sums.tolist() == pytest.approx(table.groupby("text_id", sort=False)["surprisal"].sum().tolist(), abs=1e-9)
+    assert json.loads((out / "scan.json").read_text())["surprisal"] == {"unit": "char", "space": "trailing"}
+    run(["scan", str(tmp_path / "texts.txt"), "--out", str(out), *SETUP])  # without --surprisal: kept, as last cut
+    assert len(pd.read_csv(out / "surprisal.csv")) == len(chars) and math.isfinite(chars["upper"].max())
+
+
+def test_an_unknown_unit_is_refused_before_any_work(tmp_path):
+    (tmp_path / "texts.txt").write_text("Hello\n")
+    with pytest.raises(MarginalError, match="unknown surprisal unit 'line'"):
+        run(["scan", str(tmp_path / "texts.txt"), "--out", str(tmp_path / "scan"), *SETUP, "--surprisal", "line"])
+    assert not (tmp_path / "scan").exists()

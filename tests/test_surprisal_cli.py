@@ -1,0 +1,82 @@
+"""`marginal surprisal`: its JSON (the keys, regions that sum to -log P(text as a prefix)), its
+CSV (in bits with --bits), its summary, and every bad input as one line and exit status 2."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from marginal_core.cli import main as cli_main
+from marginal_core.surprisal import COLUMNS, bits_per_byte
+from tests.conftest import SMOL
+
+TEXT = "The cat sat on the mat."
+SETUP = ["--model", SMOL, "--device", "cpu", "--dtype", "float32"]
+KEYS = {"text", "model", "context", "unit", "space", "method", "dtype", "device", "regions", "log_prefix_probability",
+        "log_p_text", "bits_per_byte", "exact", "seconds"}
+
+
+@pytest.fixture(scope="module")
+def as_json(smollm_model) -> dict:
+    """The command's JSON for TEXT under SmolLM2 (word regions, the anytime beam)."""
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "stdout", out)
+        assert cli_main(["surprisal", TEXT, *SETUP, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+def test_json_keys_and_regions_sum_to_the_prefix_probability(as_json):
+    assert set(as_json) == KEYS
+    assert (as_json["text"], as_json["model"], as_json["unit"], as_json["space"]) == (TEXT, SMOL, "word", "trailing")
+    regions = as_json["regions"]
+    assert [r["text"] for r in regions] == ["The ", "cat ", "sat ", "on ", "the ", "mat."]
+    assert all(set(r) == set(COLUMNS) for r in regions)
+    assert sum(r["surprisal"] for r in regions) == pytest.approx(-as_json["log_prefix_probability"], abs=1e-9)
+    assert as_json["log_prefix_probability"] >= as_json["log_p_text"]  # the prefix also counts tokens past the end
+    assert as_json["bits_per_byte"] == bits_per_byte(as_json["log_p_text"], TEXT)
+    assert all(r["lower"] <= r["surprisal"] + 1e-9 and r["surprisal"] <= r["upper"] + 1e-9 for r in regions)
+
+
+def test_csv_in_bits_and_the_summary(as_json, capsys):
+    assert cli_main(["surprisal", TEXT, *SETUP, "--csv", "--bits"]) == 0
+    frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert list(frame.columns) == list(COLUMNS) and len(frame) == 6
+    nats = [r["surprisal"] for r in as_json["regions"]]
+    assert frame["surprisal"].tolist() == pytest.approx([n / math.log(2) for n in nats], abs=1e-6)
+    assert cli_main(["surprisal", TEXT, *SETUP]) == 0
+    out = capsys.readouterr().out
+    assert "mat." in out and "sum of regions, -log P(text as a prefix)" in out and "bits per byte" in out
+    assert f"{as_json['bits_per_byte']:.3f}" in out and "runs on past the end" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["   "], "empty or only whitespace"),
+    (["a b", "--unit", "words"], "unknown unit 'words'"),
+    (["a b", "--space", "before"], "unknown space rule"),
+    (["a b", "--method", "lattice"], "unknown surprisal method"),
+    (["a b", "--width", "0"], "beam width"),
+    (["a\udc80b"], "not valid Unicode"),
+    (["ab " * 3000], "context window"),
+])
+def test_bad_input_is_one_line_and_status_2(smollm_model, capsys, argv, message):
+    assert cli_main(["surprisal", *argv, *SETUP]) == 2
+    captured = capsys.readouterr()
+    last = captured.err.split("\r")[-1]  # after the progress bar that a refusal mid-walk clears
+    assert message in last and last.startswith("marginal: ") and last.count("\n") == 1
+    assert captured.out == "" and "Traceback" not in captured.err
+
+
+def test_bad_input_in_a_process():
+    """No model loads before the text and the choices are checked: a mistyped unit fails at once."""
+    for argv, message in ((["", "--model", SMOL], "empty"), (["a", "--unit", "line"], "unknown unit")):
+        proc = subprocess.run([sys.executable, "-m", "marginal_core", "surprisal", *argv],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr.count("\n") == 1 and message in proc.stderr and "Traceback" not in proc.stderr
