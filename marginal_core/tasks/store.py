@@ -7,6 +7,7 @@ Layout of an ``--out`` folder:
     rows.csv        one row per (item, choice, method), appended item by item as items finish
     samples.jsonl   the distinct samples behind each row (token ids, log p, log q, draws)
     items.jsonl     per-item extras (translation: the prompt, reference and candidates)
+    surprisal.jsonl a scan's prefix bounds per text (``marginal scan --surprisal``: tasks.scan_surprisal)
     sessions.jsonl  one line per run of the command: when, how long, how many items it did
     report.md, report.json   the tables, rewritten at the end of every run
 
