@@ -31,12 +31,20 @@ def tqdm_bar(total: int | None, desc: str, initial: int = 0, leave: bool = True)
 
 
 def tqdm_progress(desc: str) -> tuple[Progress, Callable[[], None]]:
-    """A (progress, close) pair that draws progress(done, total) on a tqdm bar."""
-    bar = tqdm_bar(None, desc, leave=False)
+    """A (progress, close) pair that draws progress(done, total) on a tqdm bar, from the first
+    report on: a run refused before any work (a budget, the model's window) prints its one line alone."""
+    bar: Any = None
 
     def update(done: float, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm_bar(total, desc, leave=False)
         bar.total = total
         bar.n = done
         bar.refresh()
 
-    return update, bar.close
+    def close() -> None:
+        if bar is not None:
+            bar.close()
+
+    return update, close
