@@ -43,7 +43,7 @@ _LAZY = {
     "estimate": "marginal_core.api",
     "scan": "marginal_core.api",
     "surprisal": "marginal_core.api",
-    "Surprisal": "marginal_core.surprisal",
+    "Surprisal": "marginal_core.surprisal_result",
     "compare": "marginal_core.compare",
     "Method": "marginal_core.methods",
 }

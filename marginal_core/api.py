@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from marginal_core.estimators import Estimate
     from marginal_core.lm.adapter import LM
-    from marginal_core.surprisal import Surprisal
+    from marginal_core.surprisal_result import Surprisal
 
 
 def estimate(text: str, model: str | LM = DEFAULT_MODEL, methods: str | Sequence[str] = "beam",
@@ -53,7 +53,8 @@ def scan(file: str | Path, models: str | Sequence[str] = DEFAULT_MODEL, methods:
     file and the settings), returned as the tidy table (a row per text x model x method, with
     each estimate's heaviest tokenization). Ctrl-C stops it and returns what finished. With
     ``surprisal`` (byte, char or word; ``space``: trailing or leading) the folder also gets
-    surprisal.csv, a row per text, model and region.
+    surprisal.csv, a row per text, model and region, returned as ``attrs["surprisal"]``
+    (``attrs["folder"]`` is the folder).
     Options: samples, seed, max_len, limit, device, dtype, beam_width (None: the anytime beam)."""
     import pandas as pd
 
@@ -66,7 +67,11 @@ def scan(file: str | Path, models: str | Sequence[str] = DEFAULT_MODEL, methods:
     folder = Path(out) if out is not None else _default_folder(Path(file), names, settings)
     found, _, _ = run_scan(file, folder, names, EvalOptions(**settings),
                            surprisal=(surprisal, space) if surprisal is not None else None)
-    return pd.read_csv(Path(found["out"]) / "scan.csv")
+    table = pd.read_csv(Path(found["out"]) / "scan.csv")
+    table.attrs["folder"] = str(found["out"])
+    if surprisal is not None:  # a row per text, model and region, beside the tidy table
+        table.attrs["surprisal"] = pd.read_csv(Path(found["out"]) / "surprisal.csv")
+    return table
 
 
 def _default_folder(file: Path, models: list[str], settings: dict[str, Any]) -> Path:

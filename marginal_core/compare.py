@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from marginal_core.errors import MarginalError
 from marginal_core.methods import Method, parse_methods
-from marginal_core.surprisal import bits_per_byte
+from marginal_core.surprisal_result import bits_per_byte
 
 if TYPE_CHECKING:
     import pandas as pd

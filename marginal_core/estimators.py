@@ -45,7 +45,7 @@ from marginal_core.proxy import ProxyResult, proxy_stream
 from marginal_core.run_state import BeamRun, Checkpoints, Completion, RunState
 from marginal_core.sampling import lattice_samples
 from marginal_core.scoring import ScoreStats, score_paths
-from marginal_core.surprisal import Surprisal
+from marginal_core.surprisal_result import Surprisal
 
 # the Marginalizer and what its streams yield (Estimate, its options and run state, re-exported)
 __all__ = ["BeamRun", "CanonicalScore", "Checkpoints", "Completion", "Estimate", "EstimateOptions", "Marginalizer",

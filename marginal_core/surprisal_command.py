@@ -17,10 +17,10 @@ from marginal_core.errors import UnrepresentableTextError
 from marginal_core.models import DEFAULT_MODEL
 from marginal_core.models.model_commands import add_device_arguments
 from marginal_core.progress import tqdm_progress
-from marginal_core.surprisal import SPACES, SURPRISAL_METHODS, UNITS, check_choice, cut
+from marginal_core.surprisal_result import SPACES, SURPRISAL_METHODS, UNITS, check_choice, cut
 
 if TYPE_CHECKING:
-    from marginal_core.surprisal import Surprisal
+    from marginal_core.surprisal_result import Surprisal
 
 
 def surprisal_command(args: argparse.Namespace) -> Surprisal:

@@ -20,7 +20,7 @@ from marginal_core.models import dtype_name
 from marginal_core.prefix_walk import PrefixMasses, exact_width, prefix_masses
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.proposal import proposal_of
-from marginal_core.surprisal import SURPRISAL_METHODS, Surprisal, check_choice, cut
+from marginal_core.surprisal_result import SURPRISAL_METHODS, Surprisal, check_choice, cut
 
 
 class OneText(Protocol):

@@ -13,7 +13,7 @@ from marginal_core.cli import main as cli_main
 from marginal_core.compare import Difference, Side, compare, difference, figures, labels, parse_sides
 from marginal_core.errors import MarginalError
 from marginal_core.estimators import Marginalizer
-from marginal_core.surprisal import bits_per_byte
+from marginal_core.surprisal_result import bits_per_byte
 from tests.conftest import GEMMA, SMOL
 
 TEXT = " flooded roads"

@@ -44,7 +44,7 @@ print(_json.dumps({{"heavy": _heavy, **result}}))
         "marginal_core.sampling",
         "marginal_core.context",
         "marginal_core.tokenizer_snapshot",
-        "marginal_core.surprisal",
+        "marginal_core.surprisal_result",
         "marginal_core.viz.surprisal",
     ],
 )

@@ -12,7 +12,7 @@ import pytest
 
 from marginal_core.errors import MarginalError
 from marginal_core.estimators import Marginalizer
-from marginal_core.surprisal import bits_per_byte
+from marginal_core.surprisal_result import bits_per_byte
 from marginal_core.tasks.scan import model_folder
 from marginal_core.tasks.scan_surprisal import COLUMNS, FILE
 from tests.conftest import SMOL

@@ -13,11 +13,17 @@ import pytest
 import torch
 from scipy.special import logsumexp
 
-from marginal_core.errors import ContextWindowError, EmptyTextError, MarginalError, TooManyPathsError
+from marginal_core.errors import (
+    ContextWindowError,
+    EmptyTextError,
+    MarginalError,
+    TooManyPathsError,
+    UnrepresentableTextError,
+)
 from marginal_core.estimators import Marginalizer
 from marginal_core.lm.adapter import LM
 from marginal_core.prefix_walk import exact_width, prefix_masses
-from marginal_core.surprisal import COLUMNS, cut
+from marginal_core.surprisal_result import COLUMNS, cut
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 _FLOAT64: dict[str, LM] = {}
@@ -163,6 +169,11 @@ def test_unknown_choices_are_one_clear_error(unit, space, message):
 def test_empty_or_blank_text_is_refused(text):
     with pytest.raises(EmptyTextError):
         cut(text)
+
+
+def test_a_lone_surrogate_is_one_clear_error():
+    with pytest.raises(UnrepresentableTextError, match="lone surrogate"):
+        cut("a\udc80b")
 
 
 def test_the_canonical_row_gives_a_token_to_its_first_word(smollm_model):

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from marginal_core import markdown
-from marginal_core.surprisal import bits_per_byte
+from marginal_core.surprisal_result import bits_per_byte
 from marginal_core.tasks import store
 from marginal_core.tasks.gains import TOP, best_rows, gains, short_text
 from marginal_core.tasks.report import complete_items, load_rows, methods_present, task_report

@@ -21,7 +21,7 @@ import pandas as pd
 from marginal_core import markdown
 from marginal_core.jsonsafe import json_float
 from marginal_core.progress import tqdm_bar
-from marginal_core.surprisal import Surprisal
+from marginal_core.surprisal_result import Surprisal
 from marginal_core.tasks import store
 from marginal_core.tasks.gains import short_text
 from marginal_core.tasks.writer import RunLock

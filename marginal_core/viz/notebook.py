@@ -115,4 +115,4 @@ def register(shell: Any) -> None:
     formatter = shell.display_formatter.formatters["text/html"]
     formatter.for_type_by_name("marginal_core.lattice", "Lattice", lattice_html)
     formatter.for_type_by_name("marginal_core.estimate_result", "Estimate", estimate_html)
-    formatter.for_type_by_name("marginal_core.surprisal", "Surprisal", lambda s: strip_html([s]))
+    formatter.for_type_by_name("marginal_core.surprisal_result", "Surprisal", lambda s: strip_html([s]))

@@ -15,7 +15,7 @@ from pages._app.defaults import APP_EXACT_BUDGET
 
 if TYPE_CHECKING:
     from marginal_core.estimators import Marginalizer
-    from marginal_core.surprisal import Surprisal
+    from marginal_core.surprisal_result import Surprisal
 
 _STOPPED = "_surprisal_stopped"  # (key, Surprisal) of the session's last stopped walk
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from marginal_core.errors import EmptyTextError, MarginalError
+from marginal_core.errors import EmptyTextError, MarginalError, UnrepresentableTextError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,7 +61,9 @@ def check_choice(value: str, choices: tuple[str, ...], what: str) -> str:
 
 
 def check_text(text: str) -> None:
-    """Refuse a text with nothing to cut into regions (empty, or whitespace alone)."""
+    """Refuse a text with nothing to cut into regions (empty, or whitespace alone) or that is not
+    valid Unicode (a lone surrogate)."""
+    UnrepresentableTextError.check_unicode(text)
     if not text.strip():
         raise EmptyTextError("the text is empty or only whitespace: type at least one word")
 
