@@ -44,7 +44,7 @@ _LAZY = {
     "scan": "marginal_core.api",
     "surprisal": "marginal_core.api",
     "Surprisal": "marginal_core.surprisal_result",
-    "compare": "marginal_core.compare",
+    "compare": "marginal_core.comparison",
     "Method": "marginal_core.methods",
 }
 

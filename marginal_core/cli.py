@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from marginal_core.beam_width import DEFAULT_TOLERANCE, Round, describe_rounds, parse_width
 from marginal_core.cli_text import read_text
-from marginal_core.compare import difference, figures, labels, parse_sides, run_methods
+from marginal_core.comparison import difference, figures, labels, parse_sides, run_methods
 from marginal_core.errors import MarginalError, run_cli
 from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
 from marginal_core.methods import METHODS, Method, parse_methods

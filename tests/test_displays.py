@@ -11,7 +11,7 @@ import pytest
 
 from marginal_core import analysis, viz
 from marginal_core.beam_width import describe_rounds
-from marginal_core.compare import figures
+from marginal_core.comparison import figures
 from marginal_core.errors import MarginalError
 from marginal_core.estimators import Estimate, Marginalizer
 from marginal_core.lattice import build_lattice, format_count

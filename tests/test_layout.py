@@ -1,7 +1,7 @@
 """The house's layout: no import cycle among marginal_core's modules, counting every import
 statement (lazy ones inside functions and TYPE_CHECKING ones too: either way two modules that
 import each other know each other's insides), and no Python module of the project over 450
-lines (one idea a module: a longer one holds several)."""
+lines (one idea a module: a longer one holds several), and no module named like a public name."""
 
 from __future__ import annotations
 
@@ -53,3 +53,13 @@ def test_no_module_is_over_450_lines():
     paths = [ROOT / "app.py", *(p for folder in folders for p in folder.rglob("*.py"))]
     long = {str(p.relative_to(ROOT)): n for p in paths if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, long
+
+
+def test_no_public_name_is_shadowed_by_a_module():
+    """``mc.surprisal`` or ``mc.compare`` must stay the function once some code has imported the
+    package's modules: a submodule of the same name would replace the package's attribute."""
+    import marginal_core
+
+    names = set(marginal_core._LAZY)
+    shadowed = sorted(n for n in names if (ROOT / PACKAGE / f"{n}.py").exists() or (ROOT / PACKAGE / n).is_dir())
+    assert not shadowed, f"modules named like public names: {shadowed}"
