@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from marginal_core.beam_width import parse_width
 from marginal_core.cli_text import read_text
-from marginal_core.errors import UnrepresentableTextError
 from marginal_core.models import DEFAULT_MODEL
 from marginal_core.models.model_commands import add_device_arguments
 from marginal_core.progress import tqdm_progress
@@ -30,7 +29,6 @@ def surprisal_command(args: argparse.Namespace) -> Surprisal:
 
     text = read_text(args.text)
     context = read_text(args.context) if args.context is not None else None
-    UnrepresentableTextError.check_unicode(text)  # cut() encodes the text
     cut(text, args.unit, args.space)  # the unit, the space rule and the text, checked before the model loads
     check_choice(args.method, SURPRISAL_METHODS, "surprisal method")
     width = parse_width(args.width)
