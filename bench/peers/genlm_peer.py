@@ -7,7 +7,8 @@ For each text it runs the byte-level beam at each width K over the lattice's byt
 context ids, with our vocabulary (special tokens and the byte pieces the text does not need are
 unreachable), and commits every surviving state's final token. The complete tokenizations come
 back and are rescored here with our scorer, so the bound is summed in float64: genlm's own
-weights sum token probabilities over its trie in float32.
+weights sum token probabilities over its trie in float32. ``prefix`` asks instead for the beam's
+``logZ`` after every byte (its prefix probability), the trie's masses summed in float64.
 """
 
 from __future__ import annotations
@@ -87,8 +88,18 @@ class PeerRun:
     num_noncanonical: int
 
 
+@dataclass(frozen=True)
+class PeerPrefix:
+    """One text at beam width K: genlm's logZ before the first byte and after each (a lower bound
+    on log P(s<j), the last token free to run past j)."""
+
+    width: int
+    seconds: float
+    log_z: np.ndarray
+
+
 class GenlmPeer:
-    """A genlm-bytes subprocess holding one model; ``run`` beams one Marginalizer's text."""
+    """A genlm-bytes subprocess holding one model; ``run`` and ``prefix`` beam one Marginalizer's text."""
 
     def __init__(self, model: str, tokenizer: TokenizerLike) -> None:
         python = ensure_venv()
@@ -118,13 +129,22 @@ class GenlmPeer:
             raise RuntimeError(f"genlm peer: {reply['error']}")
         return reply
 
+    def _text(self, m: Marginalizer) -> dict:
+        """The request's fields for m's text: the context ids, the lattice's bytes, the byte pieces it needs."""
+        lattice = m.lattice
+        byte_pieces = {t for t in lattice.vocab.byte_tokens if t is not None}
+        return {"context_ids": m.context_ids, "data": lattice.data.hex(),
+                "byte_pieces": sorted(set(lattice.arc_token.tolist()) & byte_pieces)}
+
+    def prefix(self, m: Marginalizer, width: int) -> PeerPrefix:
+        """genlm's beam over m's lattice bytes at width K: log P(s<j) for j = 0..len (float64 trie)."""
+        reply = self._ask(self._text(m) | {"prefix": True, "width": width, "float64": True})
+        return PeerPrefix(width, reply["seconds"], np.array(reply["log_z"]))
+
     def run(self, m: Marginalizer, widths: Sequence[int]) -> list[PeerRun]:
         """genlm's beam over m's text at each width, its paths rescored with our scorer."""
         lattice = m.lattice
-        byte_pieces = {t for t in lattice.vocab.byte_tokens if t is not None}
-        needed = sorted(set(lattice.arc_token.tolist()) & byte_pieces)
-        reply = self._ask({"context_ids": m.context_ids, "data": lattice.data.hex(), "widths": list(widths),
-                           "byte_pieces": needed})
+        reply = self._ask(self._text(m) | {"widths": list(widths)})
         runs = []
         for run in reply["runs"]:
             paths = [tuple(p) for p in run["paths"]]

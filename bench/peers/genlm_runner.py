@@ -2,8 +2,10 @@
 
 Standalone (it imports nothing from marginal_core): bench/peers/genlm_peer.py starts it with the
 venv's python and talks JSON lines over stdin/stdout. The first line loads the model and the
-vocabulary; every later line is one text at one or more beam widths. Only the beam is timed:
-loading, building the byte trie and prefilling the context happen before the clock starts.
+vocabulary; every later line is one text: its complete tokenizations at one or more beam widths,
+or (``"prefix": true``) the beam's prefix probability ``logZ`` after every byte at one width. Only
+the beam is timed: loading, building the byte trie and prefilling the context happen before the
+clock starts.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch  # noqa: E402
 from genlm.backend.llm import AsyncTransformer  # noqa: E402
 from genlm.backend.tokenization import Token  # noqa: E402
 from genlm.bytes import BeamParams, ByteBeamState, LazyTrieState, StatefulTokenizedLM  # noqa: E402
-from genlm.bytes.trie import AsyncTokenByteTrie, TrieMode  # noqa: E402
+from genlm.bytes.trie import AsyncTokenByteTrie, TokenByteTrie, TrieMode  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
@@ -32,6 +34,20 @@ warnings.filterwarnings("ignore", message="Sparse (CSR tensor support|invariant 
 # No UTF-8 text holds the byte 0xFF, so a token spelled this way is never on a path, while its
 # probability still counts in the trie's root mass (the softmax stays over the full vocabulary).
 UNREACHABLE = b"\xff"
+
+
+class Float64Trie(TokenByteTrie):
+    """genlm's byte trie with each node's token mass summed in float64 (its own sum casts the
+    weights and the reachability matrix to float32, with no option for the dtype)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.matrices = {TrieMode.WITH_EOS: self.M_with_eos.to(torch.float64),
+                         TrieMode.WITHOUT_EOS: self.M_no_eos.to(torch.float64)}
+
+    def batch_weight_sum(self, ws, mode=None):
+        weights = torch.stack([torch.as_tensor(w, device=self.device).to(torch.float64) for w in ws])
+        return torch.sparse.mm(weights[:, self.token_ids], self.matrices[mode or TrieMode.WITHOUT_EOS])
 
 
 class Peer:
@@ -45,29 +61,47 @@ class Peer:
         self.surfaces = [None if s is None else bytes.fromhex(s) for s in surfaces]
         self.surfaces += [None] * (rows - len(self.surfaces))  # output rows past the tokenizer
         self.byte_pieces = set(byte_pieces)
-        self.tries: dict[frozenset[int], AsyncTokenByteTrie] = {}
+        self.tries: dict[tuple[frozenset[int], bool], AsyncTokenByteTrie] = {}
 
-    def trie(self, needed: frozenset[int]) -> AsyncTokenByteTrie:
-        """The byte trie of our vocabulary: ordinary tokens plus the byte pieces the text needs."""
-        if needed not in self.tries:
+    def trie(self, needed: frozenset[int], float64: bool = False) -> AsyncTokenByteTrie:
+        """The byte trie of our vocabulary: ordinary tokens plus the byte pieces the text needs,
+        its masses summed in float32 (genlm's own) or float64."""
+        if (needed, float64) not in self.tries:
             tokens = [
                 Token(token_id=i, byte_string=s if s is not None and (i not in self.byte_pieces or i in needed)
                       else UNREACHABLE)
                 for i, s in enumerate(self.surfaces)
             ]
-            self.tries[needed] = AsyncTokenByteTrie.from_vocab(tokens, device="cpu")
-        return self.tries[needed]
+            kind = Float64Trie if float64 else TokenByteTrie
+            self.tries[needed, float64] = AsyncTokenByteTrie(kind(decode=tokens, device="cpu"))
+        return self.tries[needed, float64]
 
-    async def beam(self, trie: AsyncTokenByteTrie, context: list[int], data: bytes, width: int) -> dict:
-        """The beam over data after context; every surviving state's last token committed."""
+    async def advance(self, trie: AsyncTokenByteTrie, context: list[int], data: bytes, width: int
+                      ) -> tuple[ByteBeamState, list[float], float]:
+        """The beam (default healing) fed data's bytes after context: the last beam, its logZ
+        before the first byte and after each, and the perf_counter when the clock started."""
         self.llm.clear_cache()
         self.llm.cache_kv(context)  # the context's KV, as ours is prefilled outside the timing
         started = time.perf_counter()
         start = LazyTrieState(StatefulTokenizedLM(self.llm, list(context)), trie, trie.trie.root, 0.0,
                               mode=TrieMode.WITH_EOS)
         beam = ByteBeamState([await start.materialize()], BeamParams(K=width))
+        log_z = [float(beam.logZ)]
         for byte in data:
             beam = await (beam.prune() << byte)
+            log_z.append(float(beam.logZ))
+        return beam, log_z, started
+
+    async def prefix(self, trie: AsyncTokenByteTrie, context: list[int], data: bytes, width: int) -> dict:
+        """The beam's logZ after every byte of data: its prefix probability (covering tokens)."""
+        _, log_z, started = await self.advance(trie, context, data, width)
+        seconds = time.perf_counter() - started
+        await trie.cleanup()
+        return {"width": width, "seconds": seconds, "log_z": log_z}
+
+    async def beam(self, trie: AsyncTokenByteTrie, context: list[int], data: bytes, width: int) -> dict:
+        """The beam over data after context; every surviving state's last token committed."""
+        beam, _, started = await self.advance(trie, context, data, width)
         complete: dict[tuple[int, ...], float] = {}
         for state in beam.prune():
             for done in state.extend_all():  # commit the final token: a complete tokenization
@@ -79,8 +113,11 @@ class Peer:
                 "log_w": list(complete.values()), "prefix_log_z": float(beam.logZ)}
 
     def run(self, request: dict) -> dict:
-        trie = self.trie(frozenset(request["byte_pieces"]))
         data = bytes.fromhex(request["data"])
+        if request.get("prefix"):
+            trie = self.trie(frozenset(request["byte_pieces"]), float64=request.get("float64", False))
+            return asyncio.run(self.prefix(trie, request["context_ids"], data, request["width"]))
+        trie = self.trie(frozenset(request["byte_pieces"]))
         runs = [asyncio.run(self.beam(trie, request["context_ids"], data, k)) for k in request["widths"]]
         return {"runs": runs}
 
