@@ -55,7 +55,7 @@ SLOW_FIXTURES = {"two_processes"}  # test_lm_eval: lm-eval under torchrun with t
 # conversions on one side, the servers on the other).
 APP_SIDE = {"test_app.py", "test_app_estimates.py", "test_app_tasks.py", "test_browser.py", "test_compare_browser.py",
             "test_compare_page.py", "test_hostile_input.py", "test_lesson.py", "test_notebooks.py",
-            "test_results_page.py", "test_server_policy.py",
+            "test_results_page.py", "test_server_policy.py", "test_app_surprisal.py",
             "test_scan.py"}  # the CLI's scan: here for the balance (each side about 6 minutes of tests)
 
 
