@@ -125,10 +125,12 @@ def surprisal_table(folders: dict[str, Path], unit: str = "word", space: str = "
 
 def differing_regions(table: pd.DataFrame, n: int = REGIONS_SHOWN) -> pd.DataFrame:
     """The n regions of a surprisal table where the marginal and the canonical surprisal differ
-    most (by their absolute difference), largest first, with that difference."""
+    most (by their absolute difference), largest first, with that difference; a region that
+    recurs with the same figures (a sentence-initial "The␣" in every text) is listed once."""
     gap = table["surprisal"] - table["surprisal_canonical"]
-    order = gap.abs().sort_values(ascending=False, kind="stable").index[:n]
-    return table.loc[order].assign(difference=gap.loc[order]).reset_index(drop=True)
+    ranked = table.assign(difference=gap).loc[gap.abs().sort_values(ascending=False, kind="stable").index]
+    same = ranked[["model", "region"]].assign(s=ranked["surprisal"].round(3), c=ranked["surprisal_canonical"].round(3))
+    return ranked[~same.duplicated()].head(n).reset_index(drop=True)
 
 
 def surprisal_markdown(table: pd.DataFrame, unit: str, space: str) -> str:
