@@ -39,8 +39,10 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
     parser.add_argument(
         "--dtype", choices=DTYPES, default="auto",
-        help="precision (float16: the decoder's products in float16, the rest float32; bfloat16: the whole model; "
-        "default auto: float16 on CUDA and on CPUs with fast float16 products, else float32)",
+        help="precision (float16: the decoder's products in float16, the rest float32; bfloat16: the decoder's "
+        "products on bfloat16 units in split high + low parts, within thousandths of a nat of float32; "
+        "default auto: float16 on CUDA and on CPUs with fast float16 products, bfloat16 on CPUs fast at it, "
+        "else float32)",
     )
 
 

@@ -70,8 +70,10 @@ def sidebar() -> None:
     sb.selectbox(
         "Precision", DTYPES, index=0, key="dtype", bind="query-params",
         help="float16: the decoder's matrix products in float16, the rest float32 (log p within hundredths "
-        "of a nat of float32). bfloat16: the whole model (tenths of a nat off). auto: float16 on a GPU and on "
-        "a CPU measured fast at it, else float32. Log-softmax and sums stay float32.",
+        "of a nat of float32). bfloat16: the decoder's products on bfloat16 units, split into high + low parts "
+        "(within thousandths of a nat of float32). auto: float16 on a GPU and on "
+        "a CPU measured fast at it, bfloat16 on a CPU measured fast at that, else float32. Log-softmax and sums "
+        "stay float32.",
     )
     held = _example_menu(sb)
     unlinked = [key for key in ("text", "context") if not _linkable(st.session_state.get(key))]
