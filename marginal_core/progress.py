@@ -40,7 +40,7 @@ def tqdm_progress(desc: str) -> tuple[Progress, Callable[[], None]]:
         if bar is None:
             bar = tqdm_bar(total, desc, leave=False)
         bar.total = total
-        bar.n = done
+        bar.n = int(done)  # whole samples: a chunk's fractional progress is the callback's, not the bar's
         bar.refresh()
 
     def close() -> None:
