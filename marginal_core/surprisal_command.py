@@ -16,7 +16,7 @@ from marginal_core.cli_text import read_text
 from marginal_core.models import DEFAULT_MODEL
 from marginal_core.models.model_commands import add_device_arguments
 from marginal_core.progress import tqdm_progress
-from marginal_core.surprisal_result import SPACES, SURPRISAL_METHODS, UNITS, check_choice, cut
+from marginal_core.surprisal_result import SPACES, SURPRISAL_METHODS, UNITS, check_choice, region_spans
 
 if TYPE_CHECKING:
     from marginal_core.surprisal_result import Surprisal
@@ -29,7 +29,7 @@ def surprisal_command(args: argparse.Namespace) -> Surprisal:
 
     text = read_text(args.text)
     context = read_text(args.context) if args.context is not None else None
-    cut(text, args.unit, args.space)  # the unit, the space rule and the text, checked before the model loads
+    region_spans(text, args.unit, args.space)  # the unit, the space rule and the text, checked before the model loads
     check_choice(args.method, SURPRISAL_METHODS, "surprisal method")
     width = parse_width(args.width)
     marginalizer = Marginalizer(load_model(args.model, device=args.device, dtype=args.dtype), text, context)

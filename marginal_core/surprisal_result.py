@@ -76,7 +76,7 @@ def _byte_starts(text: str) -> list[int]:
     return starts
 
 
-def cut(text: str, unit: str = "word", space: str = "trailing") -> list[tuple[int, int]]:
+def region_spans(text: str, unit: str = "word", space: str = "trailing") -> list[tuple[int, int]]:
     """The regions of a text as byte spans [a, b) of its UTF-8 bytes, covering it end to end.
 
     ``word``: whitespace-delimited words, the whitespace after a word in its region
@@ -144,7 +144,7 @@ class Surprisal:
 
     def by(self, unit: str = "word", space: str = "trailing") -> Surprisal:
         """The same surprisal cut into other regions (no model needed)."""
-        cut(self.text, unit, space)  # checks the choices
+        region_spans(self.text, unit, space)  # checks the choices
         return replace(self, unit=unit, space=space)
 
     @property
@@ -198,7 +198,7 @@ def bits_per_byte(log_p: float, text: str) -> float:
 
 def _regions(s: Surprisal) -> tuple[Region, ...]:
     """Cut the byte-level bounds and the canonical tokens into s.unit's regions."""
-    spans = cut(s.text, s.unit, s.space)
+    spans = region_spans(s.text, s.unit, s.space)
     data = s.text.encode("utf-8")
     lattice_at = [0] + [b + s.offset for _, b in spans]  # the first region holds a dummy-prefix space
     canonical = np.zeros(len(spans))

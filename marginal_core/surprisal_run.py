@@ -20,7 +20,7 @@ from marginal_core.models import dtype_name
 from marginal_core.prefix_walk import PrefixMasses, exact_width, prefix_masses
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.proposal import proposal_of
-from marginal_core.surprisal_result import SURPRISAL_METHODS, Surprisal, check_choice, cut
+from marginal_core.surprisal_result import SURPRISAL_METHODS, Surprisal, check_choice, region_spans
 
 
 class OneText(Protocol):
@@ -45,7 +45,7 @@ def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", me
     anytime walk (widths 16, 64, ... up to ``max_width``, a server's cap, until every byte's
     bounds lie within ``tolerance``), or one walk of ``width``; ``exact``: every prefix
     (TooManyPathsError past ``budget`` prefixes)."""
-    cut(m.text, unit, space)  # the choices and the text, checked before any work
+    region_spans(m.text, unit, space)  # the choices and the text, checked before any work
     check_choice(method, SURPRISAL_METHODS, "surprisal method")
     if width is not None:
         check_width(width)

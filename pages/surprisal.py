@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import viz
-from marginal_core.surprisal_result import SPACES, SURPRISAL_METHODS, UNITS, cut
+from marginal_core.surprisal_result import SPACES, SURPRISAL_METHODS, UNITS, region_spans
 from marginal_core.viz.surprisal import bars_figure, difference_sentence, strip_html
 from pages._app import (
     inputs,
@@ -63,7 +63,7 @@ def page() -> None:
         W = widgets.beam_width(c[3], disabled=method == "exact")
         name_b = inputs.model_box(c[4], server.policy(), "Second model (optional)", "model_b", index=None)
     try:
-        cut(inp.text, unit, space)
+        region_spans(inp.text, unit, space)
     except Exception as exc:  # noqa: BLE001 -- e.g. a text of whitespace alone
         show_error(exc)
         st.stop()

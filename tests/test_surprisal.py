@@ -23,7 +23,7 @@ from marginal_core.errors import (
 from marginal_core.estimators import Marginalizer
 from marginal_core.lm.adapter import LM
 from marginal_core.prefix_walk import exact_width, prefix_masses
-from marginal_core.surprisal_result import COLUMNS, cut
+from marginal_core.surprisal_result import COLUMNS, region_spans
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 _FLOAT64: dict[str, LM] = {}
@@ -148,32 +148,32 @@ def test_a_stopped_walk_keeps_valid_bounds(smollm_model):
 def test_regions_by_unit_and_space():
     text = "  Où est\tla gare ?"
     data = text.encode()
-    assert cut(text, "byte") == [(i, i + 1) for i in range(len(data))]
-    chars = cut(text, "char")
+    assert region_spans(text, "byte") == [(i, i + 1) for i in range(len(data))]
+    chars = region_spans(text, "char")
     assert len(chars) == len(text) and chars[2] == (2, 3) and chars[3] == (3, 5)  # "ù" is two bytes
-    trailing = [data[a:b].decode() for a, b in cut(text, "word", "trailing")]
-    leading = [data[a:b].decode() for a, b in cut(text, "word", "leading")]
+    trailing = [data[a:b].decode() for a, b in region_spans(text, "word", "trailing")]
+    leading = [data[a:b].decode() for a, b in region_spans(text, "word", "leading")]
     assert trailing == ["  Où ", "est\t", "la ", "gare ", "?"]
     assert leading == ["  Où", " est", "\tla", " gare", " ?"]
-    assert cut("end. ", "word", "leading") == [(0, 5)]  # whitespace after the last word joins it
+    assert region_spans("end. ", "word", "leading") == [(0, 5)]  # whitespace after the last word joins it
 
 
 @pytest.mark.parametrize(("unit", "space", "message"), [("line", "trailing", "unknown unit"),
                                                         ("word", "before", "unknown space rule")])
 def test_unknown_choices_are_one_clear_error(unit, space, message):
     with pytest.raises(MarginalError, match=message):
-        cut("a b", unit, space)
+        region_spans("a b", unit, space)
 
 
 @pytest.mark.parametrize("text", ["", "   \n"])
 def test_empty_or_blank_text_is_refused(text):
     with pytest.raises(EmptyTextError):
-        cut(text)
+        region_spans(text)
 
 
 def test_a_lone_surrogate_is_one_clear_error():
     with pytest.raises(UnrepresentableTextError, match="lone surrogate"):
-        cut("a\udc80b")
+        region_spans("a\udc80b")
 
 
 def test_the_canonical_row_gives_a_token_to_its_first_word(smollm_model):
