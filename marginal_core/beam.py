@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from transformers import DynamicCache
 
 from marginal_core.beam_width import AUTO_WIDTHS, DEFAULT_TOLERANCE, Round, check_width
 from marginal_core.errors import MarginalError
@@ -126,6 +127,23 @@ def _take(best: torch.Tensor, states: torch.Tensor, ranks: torch.Tensor, values:
     best[touched] = torch.topk(torch.cat([best[touched], fresh], dim=1), best.shape[1], dim=1).values
 
 
+def advance(lm: LM, cache: DynamicCache, beam: _Beam, tok: torch.Tensor, chosen: tuple[torch.Tensor, ...], what: str,
+            step: int) -> tuple[_Beam, torch.Tensor]:
+    """The chosen extensions (parent rows, columns, states, log p) as the next step's rows, and
+    their hidden states from one decoder step; out of memory is one MarginalError naming ``what``
+    (the walk and its width)."""
+    parent, cols, states, values = chosen
+    feed = tok[parent, cols]
+    rows = _Beam(states, values, torch.cat([beam.tokens[parent], feed[:, None]], dim=1))
+    try:
+        return rows, extend(lm, cache, parent, feed, len(tok))
+    except (RuntimeError, MemoryError) as err:
+        if not is_oom(err):
+            raise
+        raise MarginalError(f"{what} ({len(parent)} prefixes at step {step}) does not fit in memory on "
+                            f"{lm.device.type}; use a smaller width") from err
+
+
 def _log_sum(log_values: torch.Tensor) -> float:
     """log Σ exp(values), -inf for none."""
     return float(torch.logsumexp(log_values, dim=0)) if len(log_values) else -math.inf
@@ -218,17 +236,7 @@ def beam_stream(
                 return
             if len(rows):
                 yield result(False)
-            feed = tok[parent, cols]
-            beam = _Beam(states, values, torch.cat([beam.tokens[parent], feed[:, None]], dim=1))
-            try:
-                hidden = extend(lm, cache, parent, feed, len(tok))
-            except (RuntimeError, MemoryError) as err:
-                if not is_oom(err):
-                    raise
-                raise MarginalError(
-                    f"a beam of width {width} ({len(parent)} prefixes at step {step}) does not fit in "
-                    f"memory on {device.type}; use a smaller beam width"
-                ) from err
+            beam, hidden = advance(lm, cache, beam, tok, (parent, cols, states, values), f"a beam of width {width}", step)
             passes += 1
     yield result(True)
 

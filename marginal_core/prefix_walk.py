@@ -24,14 +24,13 @@ import numpy as np
 import torch
 
 from marginal_core import serving_hooks
-from marginal_core.beam import _Beam, _choose
+from marginal_core.beam import _Beam, _choose, advance
 from marginal_core.beam_width import AUTO_WIDTHS, DEFAULT_TOLERANCE
-from marginal_core.errors import MarginalError, TooManyPathsError
+from marginal_core.errors import TooManyPathsError
 from marginal_core.lattice import DEFAULT_ENUMERATION_BUDGET, Lattice
 from marginal_core.lm.adapter import LM, ContextState
-from marginal_core.lm.oom import is_oom
 from marginal_core.progress import Progress, StopCheck
-from marginal_core.proxy import Tables, extend
+from marginal_core.proxy import Tables
 from marginal_core.vocab import Vocabulary
 
 Pending = tuple[torch.Tensor, torch.Tensor] | None  # a walk's rows still to score: (states, log p)
@@ -345,15 +344,8 @@ def _walk(lm: LM, lattice: Lattice, ctx: ContextState, width: int, found: _Found
                 yield step, True, None
                 return
             yield step, False, (states, values)
-            feed = tables.tokens[beam.state][parent, cols]
-            beam = _Beam(states, values, torch.cat([beam.tokens[parent], feed[:, None]], dim=1))
-            try:
-                hidden = extend(lm, cache, parent, feed, len(lp))
-            except (RuntimeError, MemoryError) as err:
-                if not is_oom(err):
-                    raise
-                raise MarginalError(f"a walk of width {width} ({len(parent)} prefixes at step {step}) does not fit "
-                                    f"in memory on {lm.device.type}; use a smaller width") from err
+            beam, hidden = advance(lm, cache, beam, tables.tokens[beam.state], (parent, cols, states, values),
+                                   f"a prefix walk of width {width}", step)
 
 
 def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextState, *,
