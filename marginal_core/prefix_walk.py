@@ -316,12 +316,11 @@ class _Found:
         return lower, upper, text, float(np.logaddexp(text, reach[-1]))
 
 
-def _walk(lm: LM, lattice: Lattice, ctx: ContextState, width: int, found: _Found,
+def _walk(lm: LM, lattice: Lattice, ctx: ContextState, width: int, found: _Found, tables: Tables, cover: _Cover,
           progress: Progress | None, should_stop: StopCheck) -> Iterator[tuple[int, bool, Pending]]:
     """One walk of ``width`` prefixes per node (the beam's rule, ``beam._choose``), adding to
     ``found``: (steps, stopped, the rows still to score) after every step. A stopped walk leaves
     its unscored rows as left out, so the bounds still hold."""
-    tables, cover = _node_tables(lattice, lm.device), _covers(lattice, lm.vocab, lm.device)
     best = torch.full((len(lattice.nodes), width), -math.inf, dtype=torch.float64, device=lm.device)
     best[0, 0] = 0.0
     beam = _Beam(torch.tensor([0], device=lm.device), torch.zeros(1, dtype=torch.float64, device=lm.device),
@@ -359,6 +358,7 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
     started = time.perf_counter()
     deadline = None if time_budget is None else started + time_budget
     found, ctx = _Found(lattice, lm.device), lm.state_of(context)
+    tables, cover = _node_tables(lattice, lm.device), _covers(lattice, lm.vocab, lm.device)  # once for every round
     finished: tuple[int, ...] = ()
     upper: np.ndarray | None = None
     steps = 0
@@ -378,7 +378,7 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
         found.missed.fill_(-math.inf)  # a round's own left-out mass bounds what it did not score
         before = found.lower.cpu().numpy()
         stopped = False
-        for steps, stopped, pending in _walk(lm, lattice, ctx, width, found, progress, stop):
+        for steps, stopped, pending in _walk(lm, lattice, ctx, width, found, tables, cover, progress, stop):
             if not stopped and pending is not None:
                 yield masses(steps, False, pending=pending)
         if stopped:  # Stop or the time budget: what was scored is kept, and the bounds hold
