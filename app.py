@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from marginal_core.turns import TurnCancelled
+from marginal_core.serving.turns import TurnCancelled
 from pages import compare, home, lattice, mass, qa, rank, results, running, samplers, surprisal, translation
 from pages._app import inputs, lesson, links, live, loaders, machine, projector
 

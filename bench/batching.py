@@ -1,4 +1,4 @@
-"""Shared passes across sessions (marginal_core.batching): N runs at once on one device, each a
+"""Shared passes across sessions (marginal_core.serving.batching): N runs at once on one device, each a
 live lattice run (the app's chunks) on its own sentence, taking turns with and without a
 Batcher, beside the same N runs one after another.
 
@@ -21,11 +21,11 @@ from functools import partial
 from typing import TypeVar
 
 from bench.classroom import SENTENCES
-from marginal_core.batching import Batcher
-from marginal_core.estimators import Estimate, Marginalizer
+from marginal_core.estimators.marginalizer import Estimate, Marginalizer
 from marginal_core.models import load_model
-from marginal_core.scoring import pass_tokens
-from marginal_core.turns import Turns
+from marginal_core.scoring.trie_scoring import pass_tokens
+from marginal_core.serving.batching import Batcher
+from marginal_core.serving.turns import Turns
 
 SEED = 0
 T = TypeVar("T")

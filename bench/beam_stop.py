@@ -19,10 +19,10 @@ import numpy as np
 import torch
 
 from bench.estimators import text_sets
-from marginal_core.beam_width import MAX_BEAM_WIDTH
-from marginal_core.estimators import Estimate, Marginalizer
-from marginal_core.markdown import table
+from marginal_core.estimators.beam_width import MAX_BEAM_WIDTH
+from marginal_core.estimators.marginalizer import Estimate, Marginalizer
 from marginal_core.models import load_model
+from marginal_core.tasks.markdown import table
 
 
 def union_gain(auto: Estimate, wider: Estimate) -> float:

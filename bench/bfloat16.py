@@ -19,7 +19,7 @@ import time
 import torch
 
 from bench.estimators import text_sets
-from marginal_core.estimators import Marginalizer
+from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
 from marginal_core.models.loading import LoadedModel

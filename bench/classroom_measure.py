@@ -137,7 +137,7 @@ def run_size(n: int, args: argparse.Namespace) -> Size:
 def serial_seconds(args: argparse.Namespace, texts: list[str]) -> float:
     """Wall seconds of the same lattice estimates (canonical score included) one after another,
     with the model loaded once beforehand (not counted)."""
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
 
     lm = load_model(args.model, dtype=args.dtype)

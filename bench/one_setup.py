@@ -19,9 +19,9 @@ from pathlib import Path
 
 from bench.batching import at_once  # N sessions' runs started together on one Turns
 from marginal_core.models import load_model
+from marginal_core.serving.turns import Turns
 from marginal_core.tasks.qa import run_qa
 from marginal_core.tasks.store import read_sessions
-from marginal_core.turns import Turns
 
 METHODS = ("canonical", "lattice")
 

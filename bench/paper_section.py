@@ -30,7 +30,7 @@ from bench.paper_runs import (
     time_key,
     times_file,
 )
-from marginal_core.markdown import table as markdown_table
+from marginal_core.tasks.markdown import table as markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results.md"

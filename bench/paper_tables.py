@@ -32,7 +32,7 @@ from typing import Any
 
 from bench.paper_runs import DEFAULT, FULL, MODELS, Part, Sizes, log_time, plan
 from bench.paper_section import RESULTS, section, write_section
-from marginal_core.cache import cache_root
+from marginal_core.models.cache_root import cache_root
 
 
 def print_plan(parts: Sequence[Part], sizes: Sizes) -> None:

@@ -27,11 +27,11 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from bench.estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
-from marginal_core.estimators import EstimateOptions, Marginalizer
-from marginal_core.methods import Method
+from marginal_core.estimators.marginalizer import EstimateOptions, Marginalizer
+from marginal_core.estimators.methods import Method
+from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.models import load_model
-from marginal_core.sampling import lattice_samples
-from marginal_core.scoring import score_paths
+from marginal_core.scoring.trie_scoring import score_paths
 
 MODES = ("float16", "bfloat16", "autocast", "tf32")  # each against float32; tf32 on CUDA only
 METHODS = (Method.CANONICAL, Method.LATTICE, Method.PROXY)

@@ -12,10 +12,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from marginal_core.lattice import DEFAULT_LENGTH_MARGIN, build_lattice, format_count
+from marginal_core.lattice.graph import DEFAULT_LENGTH_MARGIN, build_lattice, format_count
+from marginal_core.lattice.sampling import lattice_samples
+from marginal_core.lattice.vocab import Vocabulary, load_vocabulary
 from marginal_core.models import load_tokenizer
-from marginal_core.sampling import lattice_samples
-from marginal_core.vocab import Vocabulary, load_vocabulary
 
 SENTENCE = (
     "The old lighthouse keeper climbed the spiral stairs each evening at dusk, carrying a "

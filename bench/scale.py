@@ -38,15 +38,15 @@ import torch
 from bench.estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
 from bench.paper_figures import PAPER_T2
 from bench.scoring import model_flops, roofline, synchronize
-from marginal_core.cache import cache_root
-from marginal_core.context import context_ids
-from marginal_core.estimators import Marginalizer
+from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.lattice.conditioning import context_ids
+from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.lm.adapter import LM
-from marginal_core.markdown import table
 from marginal_core.models import load_model, load_tokenizer
+from marginal_core.models.cache_root import cache_root
 from marginal_core.models.random_weights import random_weights_folder, write_random_weights_folder
-from marginal_core.sampling import lattice_samples
-from marginal_core.scoring import ScoreStats, score_paths
+from marginal_core.scoring.trie_scoring import ScoreStats, score_paths
+from marginal_core.tasks.markdown import table
 
 GEMMA, LLAMA = "gemma3-270m", "smollm2-135m"
 # name -> (embedded model of the family, the architecture's sizes)

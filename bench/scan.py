@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from bench.estimators import text_sets
-from marginal_core.beam_width import parse_width
+from marginal_core.estimators.beam_width import parse_width
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,7 +51,7 @@ def timed(argv: list[str]) -> tuple[float, str]:
 
 def library_loop(path: str, model: str, dtype: str, width: int | None) -> None:
     """The hand-written loop: load once, estimate each text by each method."""
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
 
     lm = load_model(model, dtype=dtype)

@@ -29,14 +29,14 @@ import numpy as np
 import torch
 
 from bench.estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
-from marginal_core.context import context_ids
-from marginal_core.lattice import build_lattice
+from marginal_core.lattice.conditioning import context_ids
+from marginal_core.lattice.graph import build_lattice
+from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
-from marginal_core.plain_scoring import score_paths_plain
-from marginal_core.sampling import lattice_samples
-from marginal_core.scoring import ScoreStats, score_paths
-from marginal_core.trie import distinct_prefixes
+from marginal_core.scoring.plain_scoring import score_paths_plain
+from marginal_core.scoring.trie import distinct_prefixes
+from marginal_core.scoring.trie_scoring import ScoreStats, score_paths
 
 FAR_K = 1000
 

@@ -14,8 +14,8 @@ import numpy as np
 
 from bench.study_points import Budgets, Point, best_point, find_point
 from bench.study_worst_case import worst_case
-from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
-from marginal_core.estimators import Marginalizer
+from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH
+from marginal_core.estimators.marginalizer import Marginalizer
 
 
 def _pct(x: float) -> str:

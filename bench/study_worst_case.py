@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 from bench.study_points import Point, best_point, find_point
-from marginal_core import beam as beam_module
-from marginal_core.estimators import Marginalizer
+from marginal_core.estimators import beam as beam_module
+from marginal_core.estimators.marginalizer import Marginalizer
 
 
 def _piece(m: Marginalizer, token: int) -> str:
@@ -56,7 +56,7 @@ def _difference(m: Marginalizer, path: tuple[int, ...]) -> str:
 @contextmanager
 def traced_choices(log: list[tuple[tuple[int, ...], int, float, bool]]):
     """While open, every beam step appends (prefix tokens, automaton state, log p, extended?) for
-    each prefix that competed for a state's budget (bench only: wraps marginal_core.beam._choose)."""
+    each prefix that competed for a state's budget (bench only: wraps marginal_core.estimators.beam._choose)."""
     choose = beam_module._choose
 
     def traced(beam, lp, tables, extended, width):

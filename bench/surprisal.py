@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.peers.genlm_peer import GenlmPeer
-from marginal_core.estimators import Marginalizer
+from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
 

@@ -35,17 +35,17 @@ __version__ = "0.1.0"
 # name -> the module that defines it, imported when the name is first read
 _LAZY = {
     "load_model": "marginal_core.models",
-    "build_lattice": "marginal_core.lattice",
-    "Lattice": "marginal_core.lattice",
-    "Marginalizer": "marginal_core.estimators",
-    "Estimate": "marginal_core.estimate_result",
-    "EstimateOptions": "marginal_core.estimate_options",
+    "build_lattice": "marginal_core.lattice.graph",
+    "Lattice": "marginal_core.lattice.graph",
+    "Marginalizer": "marginal_core.estimators.marginalizer",
+    "Estimate": "marginal_core.estimators.estimate_result",
+    "EstimateOptions": "marginal_core.estimators.estimate_options",
     "estimate": "marginal_core.api",
     "scan": "marginal_core.api",
     "surprisal": "marginal_core.api",
-    "Surprisal": "marginal_core.surprisal_result",
-    "compare": "marginal_core.comparison",
-    "Method": "marginal_core.methods",
+    "Surprisal": "marginal_core.estimators.surprisal_result",
+    "compare": "marginal_core.estimators.comparison",
+    "Method": "marginal_core.estimators.methods",
 }
 
 __all__ = [

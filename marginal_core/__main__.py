@@ -2,7 +2,7 @@
 
 import sys
 
-from marginal_core.cli import main
+from marginal_core.cli.commands import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,16 +9,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from marginal_core.cache import cache_root
-from marginal_core.methods import Method, parse_methods
+from marginal_core.estimators.methods import Method, parse_methods
+from marginal_core.models.cache_root import cache_root
 from marginal_core.models.registry import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from marginal_core.estimators import Estimate
+    from marginal_core.estimators.marginalizer import Estimate
+    from marginal_core.estimators.surprisal_result import Surprisal
     from marginal_core.lm.adapter import LM
-    from marginal_core.surprisal_result import Surprisal
 
 
 def estimate(text: str, model: str | LM = DEFAULT_MODEL, methods: str | Sequence[str] = "beam",
@@ -26,7 +26,7 @@ def estimate(text: str, model: str | LM = DEFAULT_MODEL, methods: str | Sequence
     """The text's estimate by one method (an Estimate), or by several (a comma list or a list: a
     dict of Estimates by method, in order); options as ``Marginalizer.stream`` takes them
     (samples, seed, max_len, beam_width, ...). ``model``: a name, or a loaded model (``load_model``'s)."""
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.marginalizer import Marginalizer
 
     chosen = parse_methods(methods, allowed=[m.value for m in Method])
     marginalizer = Marginalizer(model, text, context)
@@ -40,7 +40,7 @@ def surprisal(text: str, model: str | LM = DEFAULT_MODEL, context: str | None = 
     """The text's marginal surprisal by region (``unit``: byte, char or word; ``space``: trailing
     or leading; ``method``: beam or exact) beside the canonical tokenization's, as a Surprisal
     (a heat strip in a notebook; ``to_pandas()``). Settings as ``Marginalizer.surprisal``."""
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.marginalizer import Marginalizer
 
     return Marginalizer(model, text, context).surprisal(unit, space, method, **settings)
 

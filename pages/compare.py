@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import viz
-from marginal_core.comparison import Figures, difference, figures
+from marginal_core.estimators.comparison import Figures, difference, figures
 from marginal_core.models import DTYPES, EMBEDDED_MODELS, known_models
 from marginal_core.viz.compare import byte_axis_chips_html, flows_figure
 from marginal_core.viz.style import MODEL_COLORS
@@ -20,8 +20,8 @@ from pages._app.error_messages import show_error
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
-    from marginal_core.estimators import Estimate, Marginalizer
-    from marginal_core.lattice import Lattice
+    from marginal_core.estimators.marginalizer import Estimate, Marginalizer
+    from marginal_core.lattice.graph import Lattice
 
 AS_A = "as model A"  # model B's precision box: the sidebar's precision
 
@@ -263,7 +263,7 @@ def _running(spot: DeltaGenerator, sides: list[Side], n: int) -> None:
 
 def _flows(spot: DeltaGenerator, sides: list[Side]) -> None:
     """Both mass flows on one byte axis: model A above the text, model B below."""
-    from marginal_core.mass_flow import flow_of
+    from marginal_core.estimators.mass_flow import flow_of
 
     shown = [s for s in sides if s.ok and s.beam is not None]
     if len(shown) < 2:

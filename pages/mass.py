@@ -15,7 +15,7 @@ from pages._app.top import top_table
 
 def page() -> None:
     """The probability mass page."""
-    from marginal_core import analysis  # scipy: imported when this page is opened, not at start
+    from marginal_core.estimators import analysis  # scipy: imported when this page is opened, not at start
 
     inp = inputs.current()
     st.title("Where the probability mass sits")

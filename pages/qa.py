@@ -6,7 +6,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from marginal_core.methods import TASK_METHODS
+from marginal_core.estimators.methods import TASK_METHODS
 from marginal_core.tasks import qa
 from marginal_core.tasks.report import load_rows, qa_report
 from pages._app import inputs, loaders, server

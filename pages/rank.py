@@ -21,7 +21,7 @@ SUMMARY_COLUMNS = {"length": "length ≈ (chars)", "sentences": "sentences", "wi
 
 def page() -> None:
     """The rank correlation page."""
-    from marginal_core import analysis  # scipy: imported when this page is opened, not at start
+    from marginal_core.estimators import analysis  # scipy: imported when this page is opened, not at start
 
     inp = inputs.current()
     st.title("Rank correlation between p and q")

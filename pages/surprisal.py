@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import viz
-from marginal_core.surprisal_result import SPACES, SURPRISAL_METHODS, UNITS, region_spans
+from marginal_core.estimators.surprisal_result import SPACES, SURPRISAL_METHODS, UNITS, region_spans
 from marginal_core.viz.surprisal import bars_figure, difference_sentence, strip_html
 from pages._app import (
     inputs,
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from streamlit.delta_generator import DeltaGenerator
 
-    from marginal_core.surprisal_result import Surprisal
+    from marginal_core.estimators.surprisal_result import Surprisal
 
 
 def page() -> None:

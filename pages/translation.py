@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from marginal_core.methods import TASK_METHODS
+from marginal_core.estimators.methods import TASK_METHODS
 from marginal_core.tasks import mt
 from marginal_core.tasks.report import load_rows, mt_report
 from marginal_core.tasks.store import read_items

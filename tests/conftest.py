@@ -100,7 +100,7 @@ def llama():
 @pytest.fixture(scope="module")
 def qa(gemma_tokenizer):
     """The lattice of tests/viz_cases.QA_TEXT under Gemma 3's tokenizer."""
-    from marginal_core.lattice import build_lattice
+    from marginal_core.lattice.graph import build_lattice
     from tests.viz_cases import QA_TEXT
 
     return build_lattice(QA_TEXT, gemma_tokenizer)
@@ -148,7 +148,7 @@ def lm(request):
 def exact_of():
     """exact_of(model, text, context=None): Marginalizer(model, text, context).exact(), enumerated
     once per session for each model, text and context (several tests compare with the same one)."""
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.marginalizer import Marginalizer
 
     done: dict = {}
 

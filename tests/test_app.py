@@ -27,7 +27,7 @@ pytestmark = pytest.mark.models  # every page opens with the sidebar's model loa
 
 
 def test_home_with_the_default_model_counts_scores_and_estimates():
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
     from pages._app import defaults
 
@@ -54,7 +54,7 @@ def test_the_precision_control_loads_the_model_in_that_dtype_and_says_so(dtype):
     """The sidebar's Precision (URL key dtype) goes to the loader: the model is loaded in that
     dtype, the sidebar and the load box name it beside the device, and the scores are that
     model's; auto shows what it resolves to on this machine."""
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model, resolve_dtype
     from pages._app import loaders
 
@@ -91,7 +91,7 @@ def test_the_exact_count_of_a_20000_character_text_is_shown():
     import sys
     import time
 
-    from marginal_core.lattice import build_lattice
+    from marginal_core.lattice.graph import build_lattice
     from marginal_core.models import load_tokenizer
 
     sentence = "The committee postponed its decision until the next meeting, citing the need for further analysis. "
@@ -263,7 +263,7 @@ def test_lattice_page_mass_flow_mode():
 def test_the_length_bound_follows_the_text_unless_set_by_hand():
     """Issue 13 item 3: a new text gets its own default L (canonical length + 10); an L set by
     hand stays, and one below the shortest tokenization says so and offers the smallest feasible L."""
-    from marginal_core.lattice import build_lattice
+    from marginal_core.lattice.graph import build_lattice
     from marginal_core.models import load_tokenizer
 
     long_text = (" The committee postponed its decision until the next meeting." * 10)[:600]

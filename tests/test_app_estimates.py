@@ -138,8 +138,8 @@ def test_rank_page_scatter_and_table():
     summary, rows = at.dataframe[0].value, at.dataframe[1].value
     assert summary["sentences"].tolist() == [1] and len(rows) == 1 and rows["draws"].tolist() == [6]
     # Table 1's task (the evaluator's stored samples) gives the rho of the library's own proxy run
-    from marginal_core.analysis import spearman
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.analysis import spearman
+    from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
     from pages._app.table1 import RANK_SENTENCES
 
@@ -238,7 +238,7 @@ def test_the_anytime_beam_draws_its_rounds_and_a_far_lower_bound_is_warned_about
 
 
 def test_a_bound_is_compared_only_with_bounds():
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
     from pages._app.bounds import shortfall
 
@@ -253,7 +253,7 @@ def test_a_bound_is_compared_only_with_bounds():
 
 def test_live_streams_match_the_library_estimators():
     """The app's chunked runs give the library's numbers, and a stopped run keeps its chunks."""
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
     from pages._app import live
 

@@ -30,7 +30,7 @@ def regions(at) -> int:
 
 
 def test_run_draws_the_strip_the_bars_and_the_totals():
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
 
     at = app("pages/surprisal.py", **LINK)
@@ -107,7 +107,7 @@ def test_stop_keeps_the_steps_walked_and_says_so(monkeypatch):
     it had reached and says it was stopped (the session keeps one stopped walk)."""
     import streamlit as st
 
-    from marginal_core import surprisal_run
+    from marginal_core.estimators import surprisal_run
 
     stream = surprisal_run.surprisal_stream
 

@@ -1,4 +1,4 @@
-"""Shared passes (marginal_core.batching): fake work first (gathering, keys, limits, a failing
+"""Shared passes (marginal_core.serving.batching): fake work first (gathering, keys, limits, a failing
 request, Stop, where a waiting request stands, the charge), then real models: concurrent runs'
 estimates against the same runs alone."""
 
@@ -10,10 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from marginal_core import turns
-from marginal_core.batching import Batcher
-from marginal_core.estimators import Marginalizer
-from marginal_core.turns import Place, TurnCancelled, Turns
+from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.serving import turns
+from marginal_core.serving.batching import Batcher
+from marginal_core.serving.turns import Place, TurnCancelled, Turns
 
 WORK_S = 0.05
 

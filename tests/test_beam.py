@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marginal_core.cli import main as cli_main
+from marginal_core.cli.commands import main as cli_main
 from marginal_core.errors import MarginalError
-from marginal_core.estimators import EstimateOptions, Marginalizer
-from marginal_core.methods import Method
+from marginal_core.estimators.marginalizer import EstimateOptions, Marginalizer
+from marginal_core.estimators.methods import Method
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 
@@ -106,7 +106,7 @@ def test_the_anytime_beam_is_a_bound_that_rises_by_round_and_is_exact_when_nothi
 def test_what_a_beam_pruned_bounds_what_it_missed(fixture, text, context, request, exact_of):
     """Every path a walk did not find extends a pruned prefix, so the exact non-canonical mass is
     at most the mass found plus the pruned prefixes' probability (log_missed), at every width."""
-    from marginal_core.beam import beam_stream
+    from marginal_core.estimators.beam import beam_stream
 
     lm = request.getfixturevalue(fixture)
     m = Marginalizer(lm, text, context)
@@ -121,7 +121,7 @@ def test_what_a_beam_pruned_bounds_what_it_missed(fixture, text, context, reques
 def test_an_anytime_beam_whose_pruned_prefixes_cannot_hold_more_stops_after_one_round(smollm_model, exact_of):
     """On an answer, what W = 16 pruned is too improbable to add 0.01 nats: no second round, and
     the sentence says how little more the exact marginal can hold."""
-    from marginal_core.beam_width import describe_rounds
+    from marginal_core.estimators.beam_width import describe_rounds
 
     m = Marginalizer(smollm_model, " a thermometer", QUESTION)
     auto = m.beam()
@@ -167,7 +167,7 @@ def test_auto_width_on_the_command_line(capsys):
 def test_a_widening_pays_the_head_only_for_new_prefixes(smollm_model):
     """The rounds share one memo of prefixes' next-token scores: the anytime beam's head rows are
     the union of its rounds' prefixes, not their sum."""
-    from marginal_core.beam import anytime_beam, beam_stream
+    from marginal_core.estimators.beam import anytime_beam, beam_stream
 
     m = Marginalizer(smollm_model, "Entschuldigung")
     auto = list(anytime_beam(smollm_model, m.lattice, m.context_state(), widths=(16, 64), tolerance=0.0))[-1]
@@ -180,7 +180,7 @@ def test_a_widening_pays_the_head_only_for_new_prefixes(smollm_model):
 
 def test_a_capped_anytime_beam_stops_at_the_cap_and_says_how_converged_it_is(smollm_model):
     """A class server caps the widest round; the rounds' sentence says what the last widening added."""
-    from marginal_core.beam_width import Round, auto_widths, describe_rounds
+    from marginal_core.estimators.beam_width import Round, auto_widths, describe_rounds
 
     assert auto_widths() == (16, 64, 256, 1024) and auto_widths(64) == (16, 64) and auto_widths(100) == (16, 64, 100)
     assert auto_widths(8) == (8,)
@@ -201,8 +201,8 @@ def test_a_later_longer_prefix_takes_its_rank_at_a_state():
 
     import torch
 
-    from marginal_core.beam import _Beam, _choose, _log_sum
-    from marginal_core.proxy import Tables
+    from marginal_core.estimators.beam import _Beam, _choose, _log_sum
+    from marginal_core.estimators.proxy import Tables
 
     # states 0 (start), 1, 2, 3 (final); token 10: 0 -> 1, token 11: 0 -> 2, token 12: 1 -> 2, token 13: 2 -> 3
     tables = Tables(tokens=torch.tensor([[10, 11], [12, 0], [13, 0], [0, 0]]),

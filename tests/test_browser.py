@@ -138,7 +138,7 @@ def test_a_text_with_control_characters_draws_its_whole_lattice():
     XML, which forbids the bell) or made `dot` fail; now every node of the window is drawn, the
     bell shown as \\x07, and no exception box appears."""
     from marginal_core import viz
-    from marginal_core.lattice import build_lattice
+    from marginal_core.lattice.graph import build_lattice
     from marginal_core.models import load_tokenizer
 
     OUTPUT.mkdir(parents=True, exist_ok=True)

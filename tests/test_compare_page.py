@@ -8,8 +8,8 @@ import pytest
 
 from bench.support.apptest import app
 from marginal_core import viz
-from marginal_core.comparison import figures
-from marginal_core.estimators import Marginalizer
+from marginal_core.estimators.comparison import figures
+from marginal_core.estimators.marginalizer import Marginalizer
 from pages._app import server
 from tests.app_support import assert_clean, plotly
 from tests.conftest import GEMMA, SMOL

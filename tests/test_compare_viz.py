@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from marginal_core import viz
-from marginal_core.lattice import build_lattice
-from marginal_core.mass_flow import mass_flow
+from marginal_core.estimators.mass_flow import mass_flow
+from marginal_core.lattice.graph import build_lattice
 from marginal_core.models import load_text_tokenizer
 from tests.tokenizer_cases import GEMMA, SMOL, llama_style
 

@@ -9,12 +9,13 @@ import re
 
 import pytest
 
-from marginal_core import analysis, viz
-from marginal_core.beam_width import describe_rounds
-from marginal_core.comparison import figures
+from marginal_core import viz
 from marginal_core.errors import MarginalError
-from marginal_core.estimators import Estimate, Marginalizer
-from marginal_core.lattice import build_lattice, format_count
+from marginal_core.estimators import analysis
+from marginal_core.estimators.beam_width import describe_rounds
+from marginal_core.estimators.comparison import figures
+from marginal_core.estimators.marginalizer import Estimate, Marginalizer
+from marginal_core.lattice.graph import build_lattice, format_count
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 LONG = "A sentence long enough to have very many tokenizations indeed, and then some more words."

@@ -10,10 +10,10 @@ import pytest
 import torch
 from scipy.special import logsumexp
 
-from marginal_core import analysis
 from marginal_core.errors import MarginalError, TooManyPathsError
-from marginal_core.estimators import EstimateOptions, Marginalizer
-from marginal_core.methods import Method
+from marginal_core.estimators import analysis
+from marginal_core.estimators.marginalizer import EstimateOptions, Marginalizer
+from marginal_core.estimators.methods import Method
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 
@@ -158,7 +158,7 @@ def test_options_and_methods_are_checked_before_any_work():
 
 def test_a_small_first_chunk_then_full_ones_keep_the_samples(smollm_model):
     """A first_chunk makes a large run's first estimate come early; the samples stay the same."""
-    from marginal_core.estimators import chunk_sizes
+    from marginal_core.estimators.marginalizer import chunk_sizes
 
     assert list(chunk_sizes(30, 8, 2)) == [2, 8, 8, 8, 4]
     assert list(chunk_sizes(5, 8, 2)) == [2, 3] and list(chunk_sizes(30, None, 4)) == [4, 26]
@@ -177,7 +177,7 @@ def test_a_small_first_chunk_then_full_ones_keep_the_samples(smollm_model):
 def test_texts_beyond_the_context_window_are_refused_before_any_scoring(smollm_model, monkeypatch, capsys):
     """The canonical tokenization (and every sample) must fit the model's context window with
     the context; otherwise a ContextWindowError names the counts before any forward pass."""
-    from marginal_core.cli import main
+    from marginal_core.cli.commands import main
     from marginal_core.errors import ContextWindowError
 
     lm = smollm_model

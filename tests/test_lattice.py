@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 
 from marginal_core.errors import NormalizationError, UnrepresentableTextError
-from marginal_core.lattice import build_lattice
-from marginal_core.sampling import sample_uniform
+from marginal_core.lattice.graph import build_lattice
+from marginal_core.lattice.sampling import sample_uniform
 from tests.tokenizer_cases import (
     UNSEEN_CHARACTERS,
     canonical,

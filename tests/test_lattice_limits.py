@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import pytest
 
 from marginal_core.errors import EmptyTextError, TooManyPathsError, UnknownModelError, UnrepresentableTextError
-from marginal_core.lattice import build_lattice, format_count
+from marginal_core.lattice.graph import build_lattice, format_count
 from tests.tokenizer_cases import EMBEDDED, GEMMA, SMOL, embedded, reference
 
 # --------------------------------------------------------------------------------------------
@@ -27,7 +27,7 @@ def test_empty_text_is_refused(name):
 def test_lone_surrogates_are_refused_with_a_message(name):
     """A command line's bytes that are not UTF-8 reach Python as lone surrogates: a clear error
     for the text and the context, not the tokenizer's TypeError (issue 13, hostile input)."""
-    from marginal_core.context import context_ids
+    from marginal_core.lattice.conditioning import context_ids
 
     with pytest.raises(UnrepresentableTextError, match="character 2 is a lone surrogate U[+]DCFF"):
         build_lattice("a\udcffb", embedded(name))

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from marginal_core.errors import NormalizationError, UnrepresentableTextError
-from marginal_core.lattice import build_lattice
+from marginal_core.lattice.graph import build_lattice
 from tests.tokenizer_cases import (
     GEMMA,
     SMOL,

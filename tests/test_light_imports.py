@@ -38,13 +38,13 @@ print(_json.dumps({{"heavy": _heavy, **result}}))
     "module",
     [
         "marginal_core",
-        "marginal_core.lattice",
-        "marginal_core.cli",
+        "marginal_core.lattice.graph",
+        "marginal_core.cli.commands",
         "marginal_core.models",
-        "marginal_core.sampling",
-        "marginal_core.context",
-        "marginal_core.tokenizer_snapshot",
-        "marginal_core.surprisal_result",
+        "marginal_core.lattice.sampling",
+        "marginal_core.lattice.conditioning",
+        "marginal_core.lattice.tokenizer_snapshot",
+        "marginal_core.estimators.surprisal_result",
         "marginal_core.viz.surprisal",
     ],
 )
@@ -75,7 +75,7 @@ def test_lattice_and_sample_commands_import_neither_torch_nor_transformers(snaps
     out = run_fresh(
         f"""
         import contextlib, io, json
-        from marginal_core.cli import main
+        from marginal_core.cli.commands import main
         buffer = io.StringIO()
         with contextlib.redirect_stdout(buffer):
             code = main({argv!r})

@@ -255,8 +255,8 @@ def test_is_greedy_holds_for_the_greedy_continuation_only(harness, smollm_model)
     for every method, and false once a token the model would not pick follows them."""
     from lm_eval.api.instance import Instance
 
-    from marginal_core.context import context_ids
     from marginal_core.harness.backend import MarginalLM
+    from marginal_core.lattice.conditioning import context_ids
 
     context = "The capital of France is"
     adapter = smollm_model

@@ -360,8 +360,8 @@ def test_warm_command_reports_cached_models():
 
 
 def test_a_random_weights_folder_loads_only_when_allowed(gemma_model, tmp_path, capsys):
-    from marginal_core.cli import main as cli_main
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.cli.commands import main as cli_main
+    from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
     from marginal_core.models.random_weights import random_model, write_random_weights_folder
 

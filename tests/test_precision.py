@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from marginal_core.cli import main as cli_main
+from marginal_core.cli.commands import main as cli_main
 from marginal_core.errors import MarginalError
-from marginal_core.estimators import Marginalizer
+from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.models import devices, load_model, resolve_dtype
-from marginal_core.scoring import score_paths
+from marginal_core.scoring.trie_scoring import score_paths
 from marginal_core.tasks.evaluator import _Run
 from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.qa import QATask
@@ -93,7 +93,7 @@ def test_bfloat16_keeps_log_p_within_a_fiftieth_of_a_nat_and_the_bounds(name, re
     embeddings float32. Over the canonical path and lattice samples of a question's answer its
     |d log p| against float32 stays within a fiftieth of a nat, and exact enumeration keeps the
     bounds in order."""
-    from marginal_core.sampling import lattice_samples
+    from marginal_core.lattice.sampling import lattice_samples
 
     f32 = request.getfixturevalue("smollm_model" if name == "smollm2-135m" else "gemma_model")
     b16 = load_model(name, device="cpu", dtype="bfloat16")
@@ -119,7 +119,7 @@ def test_float16_runs_its_products_in_float16_and_keeps_log_p_within_a_twentieth
     embeddings, rotary angles and head float32. Over the canonical path and lattice samples of a question's answer its mean
     |d log p| against float32 stays within auto's accuracy target, and exact enumeration keeps the
     bounds in order."""
-    from marginal_core.sampling import lattice_samples
+    from marginal_core.lattice.sampling import lattice_samples
 
     f32 = request.getfixturevalue("smollm_model" if name == "smollm2-135m" else "gemma_model")
     f16 = load_model(name, device="cpu", dtype="float16")

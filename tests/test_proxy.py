@@ -1,6 +1,6 @@
 """Proxy importance sampling (docs/design.md point 11) against brute force on real models.
 
-References are independent of marginal_core.proxy: every path of a short text is run through a
+References are independent of marginal_core.estimators.proxy: every path of a short text is run through a
 plain transformers forward (context + path, no cache), which gives its log p and the logits at
 each of its prefixes; q renormalizes those logits over the next tokens that some allowed
 enumerated path takes after the same prefix.
@@ -18,11 +18,11 @@ import torch
 from scipy.special import logsumexp
 from scipy.stats import chisquare
 
-from marginal_core.context import context_ids
-from marginal_core.lattice import build_lattice
+from marginal_core.estimators.proxy import ProxyResult, proxy_sample
+from marginal_core.lattice.conditioning import context_ids
+from marginal_core.lattice.graph import build_lattice
+from marginal_core.lattice.proposal import Proposal, build_proposal
 from marginal_core.lm.adapter import LM
-from marginal_core.proposal import Proposal, build_proposal
-from marginal_core.proxy import ProxyResult, proxy_sample
 
 QUESTION, ANSWER = "Name a fruit:", " apple"  # 27 tokenizations under SmolLM2
 
@@ -260,7 +260,7 @@ def test_text_with_only_the_canonical_tokenization(smollm_model):
 
 
 def test_scorer_agrees_on_log_p(smollm_model, ref):
-    scoring = pytest.importorskip("marginal_core.scoring")
+    scoring = pytest.importorskip("marginal_core.scoring.trie_scoring")
     res = proxy_sample(smollm_model, ref.lattice, 20, ref.ctx, seed=5)
     scored = scoring.score_paths(smollm_model, res.paths, ref.ctx)
     np.testing.assert_allclose(res.log_p, scored, atol=1e-3)

@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from marginal_core import markdown
-from marginal_core.methods import TASK_METHODS
+from marginal_core.estimators.methods import TASK_METHODS
+from marginal_core.tasks import markdown
 from marginal_core.tasks.mt import MTTask
 from marginal_core.tasks.qa import QATask
 from marginal_core.tasks.report import mt_report, qa_report

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from marginal_core import bigint
-from marginal_core.lattice import build_lattice
-from marginal_core.sampling import lattice_samples, num_candidates, sample_uniform
+from marginal_core.lattice import bigint
+from marginal_core.lattice.graph import build_lattice
+from marginal_core.lattice.sampling import lattice_samples, num_candidates, sample_uniform
 from tests.tokenizer_cases import EMBEDDED, GEMMA, SMOL, embedded, examples, reference, spells, texts
 
 P_MIN = 1e-3  # reject uniformity below this p-value

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from bench.support.apptest import app
-from marginal_core.cli import build_parser
+from marginal_core.cli.commands import build_parser
 from marginal_core.errors import MarginalError
 from marginal_core.tasks.report import load_rows
 from marginal_core.tasks.scan import load_texts, model_folder, parse_shard, text_id

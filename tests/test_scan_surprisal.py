@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from marginal_core.errors import MarginalError
-from marginal_core.estimators import Marginalizer
-from marginal_core.surprisal_result import bits_per_byte
+from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.estimators.surprisal_result import bits_per_byte
 from marginal_core.tasks.scan import model_folder
 from marginal_core.tasks.scan_surprisal import COLUMNS, FILE
 from tests.conftest import SMOL

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from marginal_core.context import context_ids
 from marginal_core.errors import MarginalError
-from marginal_core.lattice import PathBatch, build_lattice
+from marginal_core.lattice.conditioning import context_ids
+from marginal_core.lattice.graph import PathBatch, build_lattice
+from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.oom import OutOfMemory
-from marginal_core.plain_scoring import score_paths_plain
-from marginal_core.sampling import lattice_samples
-from marginal_core.scoring import DEFAULT_MAX_BATCH_BYTES, ScoreStats, pass_bytes, score_paths
+from marginal_core.scoring.plain_scoring import score_paths_plain
+from marginal_core.scoring.trie_scoring import DEFAULT_MAX_BATCH_BYTES, ScoreStats, pass_bytes, score_paths
 
 TEXT = "A quick fox."
 QUESTION = "Which animal is quick?"
@@ -93,7 +93,8 @@ def test_a_long_texts_passes_are_bounded_and_score_as_one_pass(fixture, request,
     ancestors again), with a stop heard between passes; the scores equal one whole pass."""
     import threading
 
-    from marginal_core import pass_budget, turns
+    from marginal_core.scoring import pass_budget
+    from marginal_core.serving import turns
 
     loaded = request.getfixturevalue(fixture)
     text = " " + "The committee postponed its decision until the next meeting. " * 8
@@ -173,11 +174,11 @@ OOM_SCRIPT = textwrap.dedent(
     """
     import resource, sys
     import numpy as np
-    from marginal_core.context import context_ids
-    from marginal_core.lattice import build_lattice
+    from marginal_core.lattice.conditioning import context_ids
+    from marginal_core.lattice.graph import build_lattice
     from marginal_core.models import load_model
-    from marginal_core.sampling import lattice_samples
-    from marginal_core.scoring import DEFAULT_MAX_BATCH_BYTES, ScoreStats, pass_bytes, score_paths
+    from marginal_core.lattice.sampling import lattice_samples
+    from marginal_core.scoring.trie_scoring import DEFAULT_MAX_BATCH_BYTES, ScoreStats, pass_bytes, score_paths
 
     lm = load_model("gemma3-270m", device="cpu", dtype="float32")
     lattice = build_lattice("A quick fox.", lm.tokenizer)

@@ -1,4 +1,4 @@
-"""The one seam between a server and the library (marginal_core.serving_hooks): the library asks
+"""The one seam between a server and the library (marginal_core.serving.hooks): the library asks
 only it about runs, and outside a run it changes nothing: the same scores, bit for bit, as the
 library with the seam taken out, and no Turns or Batcher touched."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marginal_core import serving_hooks
-from marginal_core.batching import Batcher
-from marginal_core.turns import Turns
+from marginal_core.serving import hooks as serving_hooks
+from marginal_core.serving.batching import Batcher
+from marginal_core.serving.turns import Turns
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS = ("unit", "aside", "checkpoint", "head_scratch", "batcher")
@@ -73,15 +73,15 @@ def test_the_library_meets_the_server_only_through_the_seam():
     """No module of the library imports turns or batching (the server's machinery) but batching
     itself, the seam imports neither, and no other module keeps a context variable."""
     package = ROOT / "marginal_core"
-    server = {"marginal_core.turns", "marginal_core.batching"}
+    server = {"marginal_core.serving.turns", "marginal_core.serving.batching"}
     for path in package.rglob("*.py"):
         name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
         if name in server:
             continue
         assert not _imports(path) & server, f"{name} reaches the server's machinery past serving_hooks"
-        if name != "marginal_core.serving_hooks":
+        if name != "marginal_core.serving.hooks":
             assert "ContextVar(" not in path.read_text(encoding="utf-8"), f"{name} keeps ambient state"
-    assert not {m for m in _imports(package / "serving_hooks.py") if m.startswith("marginal_core")}
+    assert not {m for m in _imports(package / "serving" / "hooks.py") if m.startswith("marginal_core")}
 
 
 def test_outside_a_run_the_hooks_do_nothing():
@@ -106,8 +106,8 @@ def _everything(model) -> dict[str, np.ndarray]:
     """Every number the library's model paths give on one text: the prefill, the canonical score,
     lattice samples scored in chunks (the trie scorer), proxy draws (the decoder step the beam
     shares, the allowed tokens' head), and a greedy check."""
-    from marginal_core.context import context_ids
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.marginalizer import Marginalizer
+    from marginal_core.lattice.conditioning import context_ids
 
     lm = model
     state = lm.prefill(context_ids(lm.text_tokenizer, QUESTION))  # fresh, not the model's kept one

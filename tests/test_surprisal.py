@@ -20,10 +20,10 @@ from marginal_core.errors import (
     TooManyPathsError,
     UnrepresentableTextError,
 )
-from marginal_core.estimators import Marginalizer
+from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.estimators.prefix_walk import exact_width, prefix_masses
+from marginal_core.estimators.surprisal_result import COLUMNS, region_spans
 from marginal_core.lm.adapter import LM
-from marginal_core.prefix_walk import exact_width, prefix_masses
-from marginal_core.surprisal_result import COLUMNS, region_spans
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 _FLOAT64: dict[str, LM] = {}
@@ -184,7 +184,7 @@ def test_the_canonical_row_gives_a_token_to_its_first_word(smollm_model):
     canonical = list(m.lattice.canonical)
     pieces = [m.lattice.vocab.surface(t) for t in canonical]
     assert pieces == [b"The", b" cat", b" sat", b"."]
-    from marginal_core.surprisal_run import canonical_token_logprobs
+    from marginal_core.estimators.surprisal_run import canonical_token_logprobs
 
     lp = canonical_token_logprobs(smollm_model, canonical, m.context_state())
     for rule in ("trailing", "leading"):

@@ -12,8 +12,8 @@ import sys
 import pandas as pd
 import pytest
 
-from marginal_core.cli import main as cli_main
-from marginal_core.surprisal_result import COLUMNS, bits_per_byte
+from marginal_core.cli.commands import main as cli_main
+from marginal_core.estimators.surprisal_result import COLUMNS, bits_per_byte
 from tests.conftest import SMOL
 
 TEXT = "The cat sat on the mat."

@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 
 from marginal_core.errors import MarginalError
+from marginal_core.lattice.vocab import vocabulary
 from marginal_core.tasks import mt, qa
 from marginal_core.tasks.report import load_rows, qa_accuracy, speedup_and_underestimation
 from marginal_core.tasks.store import ResultStore, read_samples
 from marginal_core.tasks.task_commands import add_commands
-from marginal_core.vocab import vocabulary
 
 # Questions (docs) in the packaged request files, counted from the raw files once by hand.
 PACKAGED_COUNTS = {
@@ -334,8 +334,8 @@ def test_table_1_is_a_task_whose_rho_is_the_librarys(smollm_model, tmp_path):
     """Table 1 (tasks.rank) through the one evaluator: each sentence's rho is Spearman's rho of the
     library's own proxy run; a sentence with fewer than three distinct draws has none; a rerun
     scores nothing again."""
-    from marginal_core.analysis import spearman
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.analysis import spearman
+    from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.tasks.evaluator import evaluate
     from marginal_core.tasks.rank import METHODS, RankTask, rank_options, sentences_by_length
 

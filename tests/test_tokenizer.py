@@ -12,13 +12,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
-from marginal_core.context import context_ids
 from marginal_core.errors import MarginalError
-from marginal_core.lattice import build_lattice, canonical_ids
+from marginal_core.lattice.conditioning import context_ids
+from marginal_core.lattice.graph import build_lattice, canonical_ids
+from marginal_core.lattice.tokenizer import TransformersTokenizer, text_tokenizer
+from marginal_core.lattice.tokenizer_snapshot import TokenizerSnapshot
+from marginal_core.lattice.vocab import Vocabulary, fingerprint, vocabulary
 from marginal_core.models import load_text_tokenizer
-from marginal_core.tokenizer import TransformersTokenizer, text_tokenizer
-from marginal_core.tokenizer_snapshot import TokenizerSnapshot
-from marginal_core.vocab import Vocabulary, fingerprint, vocabulary
 from tests.tokenizer_cases import (
     AWKWARD,
     EMBEDDED,

@@ -1,4 +1,4 @@
-"""The device's turns (marginal_core.turns) with fake units, no model: order, fairness, the cap,
+"""The device's turns (marginal_core.serving.turns) with fake units, no model: order, fairness, the cap,
 stopping while queued, and a failing unit failing only its own run.
 
 Time is a fake clock that moves only when a test moves it: a unit "takes" UNIT_S by advancing
@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import pytest
 
-from marginal_core import serving_hooks
 from marginal_core.errors import MarginalError
-from marginal_core.turns import POLL_S, Place, Run, TurnCancelled, Turns
+from marginal_core.serving import hooks as serving_hooks
+from marginal_core.serving.turns import POLL_S, Place, Run, TurnCancelled, Turns
 
 UNIT_S = 1.0  # fake seconds, exact in binary, so that sums of units meet slices exactly
 

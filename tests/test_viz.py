@@ -15,7 +15,7 @@ import pytest
 
 from marginal_core import viz
 from marginal_core.errors import MarginalError
-from marginal_core.lattice import build_lattice
+from marginal_core.lattice.graph import build_lattice
 from tests.viz_cases import edges
 
 

@@ -10,9 +10,10 @@ import re
 import numpy as np
 import pytest
 
-from marginal_core import analysis, viz
-from marginal_core.estimators import Completion, RunState
-from marginal_core.sampling import lattice_samples
+from marginal_core import viz
+from marginal_core.estimators import analysis
+from marginal_core.estimators.marginalizer import Completion, RunState
+from marginal_core.lattice.sampling import lattice_samples
 from tests.viz_cases import QA_TEXT, fake_estimate
 
 # --------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from marginal_core import viz
-from marginal_core.mass_flow import flow_of, mass_flow
+from marginal_core.estimators.mass_flow import flow_of, mass_flow
 from tests.viz_cases import edges
 
 # --------------------------------------------------------------------------------------------
@@ -19,7 +19,7 @@ from tests.viz_cases import edges
 @pytest.fixture(scope="module")
 def paris(smollm_model):
     """The exact estimate of " Paris" after the capital-of-France question, and a beam's."""
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.marginalizer import Marginalizer
 
     m = Marginalizer(smollm_model, " Paris", "Question: What is the capital of France?\nAnswer:")
     return m.lattice, m.exact(), m.beam(2)

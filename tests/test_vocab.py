@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marginal_core.vocab import Vocabulary, detect_family, fingerprint, load_vocabulary, vocabulary
+from marginal_core.lattice.vocab import Vocabulary, detect_family, fingerprint, load_vocabulary, vocabulary
 from tests.tokenizer_cases import GEMMA, SMOL, embedded, examples, llama_style, texts
 
 
@@ -305,7 +305,7 @@ def test_disk_cache_is_written_reused_and_rebuilt(tmp_path, monkeypatch):
 
 
 def test_an_empty_cache_variable_means_the_default_cache_root(tmp_path, monkeypatch):
-    """MARGINAL_CACHE="" is unset (marginal_core.cache): never the current directory."""
+    """MARGINAL_CACHE="" is unset (marginal_core.models.cache_root): never the current directory."""
     monkeypatch.setenv("MARGINAL_CACHE", "")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "cwd").mkdir()

@@ -6,7 +6,7 @@
   without byte fallback (it needs ``<unk>`` for unseen characters).
 * :class:`Reference`, a deliberately naive lattice written from docs/design.md points 3 and 4 alone:
   a dict from surface bytes to token ids and a recursive enumerator. The library's lattice is
-  checked against it, so it shares no code with ``marginal_core.lattice``.
+  checked against it, so it shares no code with ``marginal_core.lattice.graph``.
 * Hypothesis strategies for awkward Unicode text.
 
 This module is imported as ``tests.tokenizer_cases`` (it was tests/tokenizers.py, whose name
@@ -226,7 +226,7 @@ class Reference:
 
 @functools.cache
 def reference(tokenizer) -> Reference:
-    from marginal_core.vocab import vocabulary
+    from marginal_core.lattice.vocab import vocabulary
 
     return Reference(vocabulary(tokenizer))
 

@@ -7,8 +7,8 @@ import re
 
 import numpy as np
 
-from marginal_core.estimators import Completion, Estimate, RunState
-from marginal_core.sampling import lattice_samples
+from marginal_core.estimators.marginalizer import Completion, Estimate, RunState
+from marginal_core.lattice.sampling import lattice_samples
 
 QA_TEXT = " Paris is the capital of France."
 

@@ -28,13 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from marginal_core.cache import cache_root
-from marginal_core.estimators import Marginalizer
+from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.lattice.paths import Path as TokenPath
+from marginal_core.lattice.tokenizer import TokenizerLike
+from marginal_core.lattice.vocab import vocabulary
 from marginal_core.models import model_cache_dir
-from marginal_core.paths import Path as TokenPath
-from marginal_core.scoring import score_paths
-from marginal_core.tokenizer import TokenizerLike
-from marginal_core.vocab import vocabulary
+from marginal_core.models.cache_root import cache_root
+from marginal_core.scoring.trie_scoring import score_paths
 
 RUNNER = Path(__file__).with_name("genlm_runner.py")
 

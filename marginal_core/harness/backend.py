@@ -27,9 +27,9 @@ from lm_eval.api.model import LM as HarnessLM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
-from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.errors import MarginalError
-from marginal_core.methods import TASK_METHODS
+from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, parse_width
+from marginal_core.estimators.methods import TASK_METHODS
 from marginal_core.tasks.options import EvalOptions
 
 MODEL_ARGS = ("model", "method", "samples", "beam_width", "max_len", "seed", "dtype", "device")
@@ -151,7 +151,7 @@ class MarginalLM(HarnessLM):
         """(index, log marginal, is_greedy) of each (context, continuation) as it is scored,
         grouped by context so that each distinct context is prefilled once. is_greedy is checked
         (on the canonical tokenization, as lm-eval's hf does) only where asked, else False."""
-        from marginal_core.estimators import by_context
+        from marginal_core.estimators.marginalizer import by_context
 
         lm = self.lm
         with tqdm(total=len(pairs), desc=f"marginal {self.method} {what}", disable=disable_tqdm or self.rank != 0) as bar:
@@ -189,7 +189,7 @@ class MarginalLM(HarnessLM):
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
         """Greedy continuations through the LM adapter, cut at the first stop string (``until``)
         and at ``max_gen_toks`` tokens; sampling options are refused."""
-        from marginal_core.context import context_ids
+        from marginal_core.lattice.conditioning import context_ids
 
         lm = self.lm
         out = []

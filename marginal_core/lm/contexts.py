@@ -3,7 +3,7 @@ sessions, within a byte bound (docs/design.md, "Turns").
 
 A class typing texts with no context all condition on BOS, and a class on one Q&A question on
 that question: each model keeps the states it prefilled last, so the next Marginalizer with the
-same context starts at its paths (and the shared passes of ``marginal_core.batching`` can carry
+same context starts at its paths (and the shared passes of ``marginal_core.serving.batching`` can carry
 it with the others). States are never mutated, so one serves any number of readers.
 """
 

@@ -17,7 +17,7 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 from typing import Any, TypeVar
 
-from marginal_core.cache import cache_root
+from marginal_core.models.cache_root import cache_root
 from marginal_core.models.registry import is_embedded, resolve
 
 __all__ = ["DONE_FILE", "cached", "is_done", "model_cache_dir", "publish", "scratch"]

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from marginal_core.errors import MarginalError
+from marginal_core.lattice.tokenizer import TextTokenizer, TransformersTokenizer, file_fingerprint
+from marginal_core.lattice.tokenizer_snapshot import TokenizerSnapshot
 from marginal_core.models.caches import DONE_FILE, cached, is_done, model_cache_dir, publish, scratch
 from marginal_core.models.devices import resolve_device, resolve_dtype
 from marginal_core.models.hub import from_hf
@@ -30,8 +32,6 @@ from marginal_core.models.mixed import make_mixed
 from marginal_core.models.random_weights import random_model, random_weights_folder
 from marginal_core.models.registry import DEFAULT_MODEL, canonical_name, known_models, resolve, unknown_model
 from marginal_core.models.split_bfloat16 import make_split_bfloat16
-from marginal_core.tokenizer import TextTokenizer, TransformersTokenizer, file_fingerprint
-from marginal_core.tokenizer_snapshot import TokenizerSnapshot
 
 if TYPE_CHECKING:  # torch and transformers take seconds to import: only the loaders need them
     import torch

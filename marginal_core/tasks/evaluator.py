@@ -17,17 +17,17 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from marginal_core import serving_hooks
-from marginal_core.beam_width import DEFAULT_BEAM_WIDTH
-from marginal_core.jsonsafe import json_float
+from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH
+from marginal_core.estimators.jsonsafe import json_float
 from marginal_core.progress import StopCheck, tqdm_bar
+from marginal_core.serving import hooks as serving_hooks
 from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.store import ResultStore, done_keys, read_items
 from marginal_core.tasks.task import SCORE_COLUMNS, Item, Request, Task
 from marginal_core.tasks.writer import FolderBusy, RunLock
 
 if TYPE_CHECKING:
-    from marginal_core.estimators import Marginalizer
+    from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.lm.adapter import LM
 
 ItemProgress = Callable[[int, int, Any], None]
@@ -111,7 +111,7 @@ def score_requests(
 ) -> tuple[Rows, Rows]:
     """Rows and sample records of an item's requests by every method (skip(choice, method) to omit),
     in request order; requests that share a context share its prefill."""
-    from marginal_core.estimators import by_context
+    from marginal_core.estimators.marginalizer import by_context
 
     todo = [(req, [m for m in options.methods if not (skip and skip(req.choice, m))]) for req in requests]
     todo = [(req, methods) for req, methods in todo if methods]

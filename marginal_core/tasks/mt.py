@@ -204,7 +204,7 @@ def languages_for(dataset: str, langs: tuple[str, str] | None, target_language: 
 @functools.lru_cache(maxsize=8)
 def _newline_ids(tokenizer: Any) -> tuple[int, ...]:
     """Token ids whose surface holds a newline (the byte-fallback <0x0A> included)."""
-    from marginal_core.vocab import vocabulary
+    from marginal_core.lattice.vocab import vocabulary
 
     vocab = vocabulary(tokenizer)
     ids = {i for i, s in enumerate(vocab.surfaces) if s is not None and b"\n" in s}
@@ -265,7 +265,7 @@ def generate_candidates(
     """
     import torch
 
-    from marginal_core.context import context_ids
+    from marginal_core.lattice.conditioning import context_ids
 
     ids = context_ids(lm.tokenizer, prompt)
     limit = max_new_tokens or (2 * len(ids) + 16)

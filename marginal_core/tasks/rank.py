@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from marginal_core.markdown import table
-from marginal_core.methods import Method
+from marginal_core.estimators.methods import Method
+from marginal_core.tasks.markdown import table
 from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import Request, Task
 
@@ -65,7 +65,7 @@ class RankTask(Task):
         return [Request(0, "", item.text, {"length": item.length, "chars": len(item.text)})]
 
     def report(self, out: Path, items: Sequence[str], methods: Sequence[str]) -> dict[str, Any]:
-        from marginal_core.analysis import rank_correlation
+        from marginal_core.estimators.analysis import rank_correlation
         from marginal_core.tasks.store import read_samples
 
         samples = read_samples(out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from marginal_core import markdown
+from marginal_core.tasks import markdown
 
 Report = dict[str, Any]
 

@@ -208,8 +208,8 @@ def run_scan(file: str | Path, out: str | Path, models: Sequence[str], options: 
     whether it was stopped). Notes go to standard error."""
     from dataclasses import replace
 
+    from marginal_core.estimators.surprisal_result import SPACES, UNITS, check_choice
     from marginal_core.models import load_model
-    from marginal_core.surprisal_result import SPACES, UNITS, check_choice
     from marginal_core.tasks.evaluator import evaluate
     from marginal_core.tasks.scan_report import export
     from marginal_core.tasks.scan_surprisal import walk_texts

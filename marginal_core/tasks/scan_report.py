@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from marginal_core import markdown
-from marginal_core.surprisal_result import bits_per_byte
-from marginal_core.tasks import store
+from marginal_core.estimators.surprisal_result import bits_per_byte
+from marginal_core.tasks import markdown, store
 from marginal_core.tasks.gains import TOP, best_rows, gains, short_text
 from marginal_core.tasks.report import complete_items, load_rows, methods_present, task_report
 from marginal_core.tasks.scan_compare import comparisons
@@ -101,8 +100,8 @@ def texts_table(folder: Path) -> pd.DataFrame:
 def paths_table(folder: Path) -> pd.DataFrame:
     """The stored tokenizations of one model folder, decoded: token strings, log p, share of the
     method's estimate, kind, splits from the canonical and draws."""
-    from marginal_core.analysis import splits_from_canonical
-    from marginal_core.lattice import Lattice, build_lattice
+    from marginal_core.estimators.analysis import splits_from_canonical
+    from marginal_core.lattice.graph import Lattice, build_lattice
     from marginal_core.models import load_text_tokenizer
 
     config, rows = store.read_config(folder), load_rows(folder)

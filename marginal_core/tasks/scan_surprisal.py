@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pandas as pd
 
-from marginal_core import markdown
-from marginal_core.jsonsafe import json_float
+from marginal_core.estimators.jsonsafe import json_float
+from marginal_core.estimators.surprisal_result import Surprisal
 from marginal_core.progress import tqdm_bar
-from marginal_core.surprisal_result import Surprisal
-from marginal_core.tasks import store
+from marginal_core.tasks import markdown, store
 from marginal_core.tasks.gains import short_text
 from marginal_core.tasks.writer import RunLock
 
@@ -81,7 +80,7 @@ def walk_texts(folder: Path, texts: Sequence[Text], load: Callable[[], LM], *, p
                width: int | None = None, show_bar: bool = True) -> int:
     """Walk the prefixes of each text the folder lacks the surprisal of, under the model ``load()``
     gives (called only when one is left), appending each as it ends; returns how many it walked."""
-    from marginal_core.estimators import by_context
+    from marginal_core.estimators.marginalizer import by_context
 
     with RunLock.take(folder, part):
         todo = [t for t in texts if t.id not in walked(folder)]

@@ -12,10 +12,10 @@ import json
 import sys
 from typing import Any
 
-from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.errors import run_cli
-from marginal_core.lattice import DEFAULT_LENGTH_MARGIN
-from marginal_core.methods import TASK_METHODS
+from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, parse_width
+from marginal_core.estimators.methods import TASK_METHODS
+from marginal_core.lattice.graph import DEFAULT_LENGTH_MARGIN
 from marginal_core.models import DEFAULT_MODEL
 from marginal_core.models.model_commands import add_beam_width, add_device_arguments
 from marginal_core.tasks.evaluator import evaluate

@@ -5,7 +5,7 @@ numbers for display), ``arcs`` (which arcs a drawing shows), ``graph`` (graphviz
 colours every view shares in ``style``.
 
 Plain Python, so the app, notebooks and tests use the same figures; nothing here runs a model
-(callers pass lattices and :class:`~marginal_core.estimators.Estimate` objects in). graphviz,
+(callers pass lattices and :class:`~marginal_core.estimators.marginalizer.Estimate` objects in). graphviz,
 plotly and pandas are imported by the functions that need them, so ``import marginal_core.viz``
 works without them. The names below are the package's public face: ``viz.lattice_graph`` etc.
 """

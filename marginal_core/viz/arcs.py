@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from marginal_core.lattice import Lattice
+from marginal_core.lattice.graph import Lattice
 
 # Beyond this many arcs a drawing is an unreadable wall: callers draw a window instead.
 MAX_DRAW_ARCS = 250

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from marginal_core.beam_width import Round
+from marginal_core.estimators.beam_width import Round
 from marginal_core.viz.style import COLORS, KIND_LABELS
 from marginal_core.viz.text import format_small
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
-    from marginal_core.estimators import Estimate
+    from marginal_core.estimators.marginalizer import Estimate
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 360) -> go.Figure:
@@ -117,7 +117,7 @@ def rank_scatter(estimate: Estimate, rho: float | None = None) -> go.Figure:
     """log p against log q for the distinct proxy samples, with Spearman's rho in the title."""
     import plotly.graph_objects as go
 
-    from marginal_core.analysis import spearman
+    from marginal_core.estimators.analysis import spearman
 
     if estimate.log_q is None:
         raise ValueError("a rank scatter needs proxy samples (with log q)")

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from marginal_core.lattice import Lattice, Path
+from marginal_core.lattice.graph import Lattice, Path
 from marginal_core.viz.arcs import arc_roles, arcs_in_bound
 from marginal_core.viz.text import segmented, show_piece
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from marginal_core.estimators import Estimate
+    from marginal_core.estimators.marginalizer import Estimate
 
 
 def arcs_frame(lattice: Lattice, max_len: int | None = None) -> pd.DataFrame:

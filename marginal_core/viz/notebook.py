@@ -7,7 +7,7 @@ import html
 import math
 from typing import TYPE_CHECKING, Any
 
-from marginal_core.lattice import Lattice
+from marginal_core.lattice.graph import Lattice
 from marginal_core.viz.arcs import default_window
 from marginal_core.viz.graph import dot_to_svg, lattice_dot
 from marginal_core.viz.style import COLORS
@@ -15,7 +15,7 @@ from marginal_core.viz.surprisal import strip_html
 from marginal_core.viz.text import count_label, format_log, format_small, segmented, show_piece
 
 if TYPE_CHECKING:
-    from marginal_core.estimators import Estimate
+    from marginal_core.estimators.marginalizer import Estimate
 
 # A card shows this many characters of the text and the context at most.
 SHOWN_CHARS = 200
@@ -70,8 +70,8 @@ def log_p_text(estimate: Estimate) -> str:
 def estimate_html(estimate: Estimate) -> str:
     """An Estimate as a card: method, model, dtype, log p(canonical), log p(text), the mass off the
     canonical, seconds, the five heaviest tokenizations with their shares, an anytime beam's rounds."""
-    from marginal_core.analysis import top_tokenizations
-    from marginal_core.beam_width import describe_rounds
+    from marginal_core.estimators.analysis import top_tokenizations
+    from marginal_core.estimators.beam_width import describe_rounds
 
     source = estimate.source
     facts = []
@@ -113,6 +113,6 @@ def register(shell: Any) -> None:
     Surprisal (its strip) it shows, registered by module and class name: the core's classes know
     nothing of their display."""
     formatter = shell.display_formatter.formatters["text/html"]
-    formatter.for_type_by_name("marginal_core.lattice", "Lattice", lattice_html)
-    formatter.for_type_by_name("marginal_core.estimate_result", "Estimate", estimate_html)
-    formatter.for_type_by_name("marginal_core.surprisal_result", "Surprisal", lambda s: strip_html([s]))
+    formatter.for_type_by_name("marginal_core.lattice.graph", "Lattice", lattice_html)
+    formatter.for_type_by_name("marginal_core.estimators.estimate_result", "Estimate", estimate_html)
+    formatter.for_type_by_name("marginal_core.estimators.surprisal_result", "Surprisal", lambda s: strip_html([s]))

@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from marginal_core.surprisal_result import Region, Surprisal
+from marginal_core.estimators.surprisal_result import Region, Surprisal
 from marginal_core.viz.style import COLORS, MODEL_COLORS
 from marginal_core.viz.text import show_piece
 

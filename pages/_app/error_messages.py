@@ -12,7 +12,7 @@ import streamlit as st
 
 from marginal_core.errors import ContextWindowError, MarginalError, UnknownModelError
 from marginal_core.lm.oom import is_oom
-from marginal_core.turns import TurnCancelled
+from marginal_core.serving.turns import TurnCancelled
 from pages._app import server
 
 _log = logging.getLogger(__name__)

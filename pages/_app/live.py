@@ -26,17 +26,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import streamlit as st
 
-from marginal_core.beam_width import MAX_BEAM_WIDTH
-from marginal_core.methods import Method
+from marginal_core.estimators.beam_width import MAX_BEAM_WIDTH
+from marginal_core.estimators.methods import Method
 from marginal_core.progress import Progress, StopCheck
-from marginal_core.turns import TurnCancelled
+from marginal_core.serving.turns import TurnCancelled
 from pages._app import machine, server, shared_results
 from pages._app.defaults import DEFAULT_SAMPLES
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
-    from marginal_core.estimators import Estimate, Marginalizer
+    from marginal_core.estimators.marginalizer import Estimate, Marginalizer
 
 T = TypeVar("T")
 _TOKEN = "_run_token"
@@ -61,7 +61,7 @@ def live_chunk(k: int) -> int:
 
 def proxy_batch(k: int) -> int:
     """The samples of each batch of a live proxy run of k: a quarter of k, 100 to 1,024."""
-    from marginal_core.proxy import DEFAULT_BATCH_SIZE
+    from marginal_core.estimators.proxy import DEFAULT_BATCH_SIZE
 
     return int(min(DEFAULT_BATCH_SIZE, max(PROXY_BATCH, math.ceil(k / 4))))
 

@@ -1,11 +1,11 @@
-"""Every session's model work takes turns on the server's machine (marginal_core.turns): one
+"""Every session's model work takes turns on the server's machine (marginal_core.serving.turns): one
 Turns per server process, one run per script run, and the message a waiting session sees.
 
 One Turns serves the whole process (all its sessions and pages): a class of 30 shares one CPU or
 GPU, and a unit of work with the whole machine to itself finishes sooner than 30 units fighting
 for the cores. ``$MARGINAL_MAX_RUNS`` (pages/_app/server.py) caps the runs admitted at once;
 the others wait in arrival order and say where they stand. Sessions' scoring after the same
-context (a class's texts, all after BOS) goes in shared passes (marginal_core.batching) unless
+context (a class's texts, all after BOS) goes in shared passes (marginal_core.serving.batching) unless
 ``$MARGINAL_SHARED_PASSES=off``.
 
 Each script run that shows a live result logs, on the server's log, when it first showed one
@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 import streamlit as st
 from streamlit.logger import get_logger
 
-from marginal_core.batching import Batcher
 from marginal_core.progress import StopCheck
-from marginal_core.turns import Place, Run, Turns
+from marginal_core.serving.batching import Batcher
+from marginal_core.serving.turns import Place, Run, Turns
 from pages._app.server import policy
 
 if TYPE_CHECKING:

@@ -41,9 +41,9 @@ def warm(name: str) -> None:
     pass; a failure is left to the page that needs the model to report."""
     started = time.perf_counter()
     try:
-        from marginal_core.estimators import Marginalizer
+        from marginal_core.estimators.marginalizer import Marginalizer
+        from marginal_core.lattice.vocab import vocabulary
         from marginal_core.models import load_model, load_text_tokenizer
-        from marginal_core.vocab import vocabulary
 
         vocabulary(load_text_tokenizer(name))  # the lattice's, before the weights (Home's chips need it first)
         Marginalizer(load_model(name, device=None, dtype="auto"), "A warm-up text.").canonical_score()

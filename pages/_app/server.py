@@ -15,8 +15,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from marginal_core.beam_width import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH
 from marginal_core.errors import MarginalError
+from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH
 from marginal_core.models import EMBEDDED_MODELS, known_models
 from pages._app.defaults import MAX_SAMPLES
 
@@ -54,7 +54,7 @@ class ServerPolicy:
     max_text_chars: int | None = None  # characters of the text and of the context, each
     max_beam_width: int | None = None
     max_runs: int = DEFAULT_MAX_RUNS  # runs taking turns at once; later ones wait in the queue
-    shared_passes: bool = True  # sessions' scoring after the same context shares passes (marginal_core.batching)
+    shared_passes: bool = True  # sessions' scoring after the same context shares passes (marginal_core.serving.batching)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerPolicy:

@@ -1,0 +1,110 @@
+"""`marginal surprisal`: a text's marginal surprisal by region beside the canonical tokenization's
+(docs/design.md, "Surprisal: where in the text"), as a table, CSV (``--csv``) or one JSON object
+(``--json``, always in nats). The choices and the text are checked before the model loads, so a
+mistyped unit costs no load; every refusal is one line and exit status 2 (``errors.run_cli``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+from marginal_core.cli.text_input import read_text
+from marginal_core.estimators.beam_width import parse_width
+from marginal_core.estimators.surprisal_result import SPACES, SURPRISAL_METHODS, UNITS, check_choice, region_spans
+from marginal_core.models import DEFAULT_MODEL
+from marginal_core.models.model_commands import add_device_arguments
+from marginal_core.progress import tqdm_progress
+
+if TYPE_CHECKING:
+    from marginal_core.estimators.surprisal_result import Surprisal
+
+
+def surprisal_command(args: argparse.Namespace) -> Surprisal:
+    """The text's surprisal by region under the model (Ctrl-C ends it as it ends estimate: exit 130)."""
+    from marginal_core.estimators.marginalizer import Marginalizer
+    from marginal_core.models import load_model
+
+    text = read_text(args.text)
+    context = read_text(args.context) if args.context is not None else None
+    region_spans(text, args.unit, args.space)  # the unit, the space rule and the text, checked before the model loads
+    check_choice(args.method, SURPRISAL_METHODS, "surprisal method")
+    width = parse_width(args.width)
+    marginalizer = Marginalizer(load_model(args.model, device=args.device, dtype=args.dtype), text, context)
+    progress, close = tqdm_progress("surprisal")
+    try:
+        return marginalizer.surprisal(args.unit, args.space, args.method, width=width, progress=progress)
+    finally:
+        close()
+
+
+def show(args: argparse.Namespace, s: Surprisal) -> str:
+    """What the command prints: one JSON object, the regions as CSV, or the readable summary."""
+    if args.json:
+        return json.dumps(s.as_dict(), ensure_ascii=False)
+    if args.csv:
+        return s.to_pandas(bits=args.bits).to_csv(index=False).rstrip("\n")
+    return summary(s, args.bits)
+
+
+def summary(s: Surprisal, bits: bool = False) -> str:
+    """The regions with their marginal surprisal, its interval and the canonical one, then the
+    totals and the sentence on what differs between the prefix probability and log p(text)."""
+    from marginal_core.viz.surprisal import difference_sentence
+    from marginal_core.viz.text import show_piece
+
+    scale, unit = (1 / math.log(2), "bits") if bits else (1.0, "nats")
+    context = "no context" if not s.context else f"context {s.context!r}"
+    walk = f"widths {', '.join(map(str, s.widths))}" if s.method == "beam" else "every prefix"
+    regions = s.regions
+    shown = [show_piece(r.text) for r in regions]
+    wide = max(8, *map(len, shown))
+    lines = [f"{s.model} on {s.device} in {s.dtype}, {context}; {s.unit} regions (space {s.space}), "
+             f"method {s.method} ({walk}); surprisal in {unit}", "",
+             f"{'#':>4}  {'bytes':>9}  {'region':<{wide}}  {'marginal':>9}  {'interval':>19}  {'canonical':>9}"]
+    for r, piece in zip(regions, shown, strict=True):
+        interval = "exact" if r.exact else f"[{r.lower * scale:.3f}, {r.upper * scale:.3f}]"
+        lines.append(f"{r.index:>4}  {f'{r.start_byte}-{r.end_byte}':>9}  {piece:<{wide}}  "
+                     f"{r.surprisal * scale:>9.3f}  {interval:>19}  {r.surprisal_canonical * scale:>9.3f}")
+    canonical = -float(s.canonical_log_p.sum())
+    lines += ["", f"sum of regions, -log P(text as a prefix): {s.total * scale:.3f} {unit}",
+              f"sum of the canonical row, -log p(canonical): {canonical * scale:.3f} {unit}",
+              f"log p(text): {_signed(s.log_p_text * scale)} {unit}",
+              f"bits per byte: {s.bits_per_byte:.3f}" if math.isfinite(s.bits_per_byte) else "bits per byte: -",
+              "", difference_sentence(s)]
+    if not s.exact:
+        lines.append("A region's interval is what the walk certifies; 'exact': the walk left nothing out before it.")
+    return "\n".join(lines)
+
+
+def _signed(value: float) -> str:
+    return f"{value:.3f}" if math.isfinite(value) else "-inf"
+
+
+def add_command(subparsers: Any) -> None:
+    """Add `surprisal` to a `marginal` subparsers object."""
+    p = subparsers.add_parser(
+        "surprisal", help="where in the text: marginal surprisal by byte, character or word beside the canonical",
+        description="The surprisal of each region of the text, -log P(the string begins with the region and what "
+                    "precedes it) + log P(it begins with what precedes it), summed over every tokenization, beside "
+                    "the canonical tokenization's (each token's surprisal in the region of its first byte that is "
+                    "not whitespace). The regions sum to -log P(text as a prefix).")
+    p.add_argument("text", help="the text, or - to read it from standard input")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"embedded name, HF id or folder (default: {DEFAULT_MODEL})")
+    p.add_argument("--context", help="text the tokenizations are conditioned on, or - (default: none)")
+    p.add_argument("--unit", default="word", help=f"the regions: {', '.join(UNITS)} (default: word)")
+    p.add_argument("--space", default="trailing",
+                   help=f"{', '.join(SPACES)}: the whitespace after a word in its region, or in the next word's "
+                        "(default: trailing)")
+    p.add_argument("--method", default="beam",
+                   help="beam: the anytime walk (widths 16, 64, 256, 1024 until the bounds meet); exact: every "
+                        "prefix, for short texts (default: beam)")
+    p.add_argument("--width", help="one beam walk of this many prefixes per lattice node, 1 to 1024 (default: auto)")
+    p.add_argument("--bits", action="store_true", help="the table and the CSV in bits (JSON stays in nats)")
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="print one JSON object")
+    shape.add_argument("--csv", action="store_true", help="print the regions as CSV")
+    add_device_arguments(p)
+    p.set_defaults(run=surprisal_command, show=show)

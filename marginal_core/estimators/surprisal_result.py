@@ -1,0 +1,218 @@
+"""Where in the text: the marginal surprisal of every byte, character or word, beside the
+canonical tokenization's (docs/design.md, "Surprisal"). No torch: a :class:`Surprisal` holds the
+prefix probabilities at every byte (``prefix_walk``'s bounds) and the canonical tokens' log p,
+and cuts them into regions of any unit without the model.
+
+A region [a, b) of the text's bytes has the marginal surprisal log P(s<a) - log P(s<b), where
+P(s<j) is the probability that the model's string begins with the first j bytes; the regions'
+surprisals sum to -log P(s) as a prefix. The canonical row gives each canonical token's
+surprisal wholly to the region of its first byte that is not whitespace (a token of whitespace
+alone: its first byte), as token-level tools give a word the tokens that start in it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from marginal_core.errors import EmptyTextError, MarginalError, UnrepresentableTextError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Unit = Literal["byte", "char", "word"]
+Space = Literal["trailing", "leading"]
+UNITS: tuple[str, ...] = ("byte", "char", "word")
+SPACES: tuple[str, ...] = ("trailing", "leading")
+SURPRISAL_METHODS: tuple[str, ...] = ("beam", "exact")
+COLUMNS = ("index", "start_byte", "end_byte", "text", "surprisal", "surprisal_canonical", "lower", "upper", "exact")
+EXACT_NATS = 1e-9  # bounds closer than this are one value (float64 sums of the same terms)
+
+
+@dataclass(frozen=True)
+class Region:
+    """One region of the text: its byte span in the text's own UTF-8 bytes, its text, its marginal
+    surprisal (nats) with the interval the walk certifies, and the canonical tokens' surprisal."""
+
+    index: int
+    start_byte: int
+    end_byte: int
+    text: str
+    surprisal: float
+    surprisal_canonical: float
+    lower: float
+    upper: float
+    exact: bool
+
+    def as_dict(self) -> dict[str, object]:
+        """The region's fields by name (COLUMNS), in order."""
+        return {name: getattr(self, name) for name in COLUMNS}
+
+
+def check_choice(value: str, choices: tuple[str, ...], what: str) -> str:
+    """value if it is one of choices, else one MarginalError naming them."""
+    if value not in choices:
+        raise MarginalError(f"unknown {what} {value!r}: choose one of {', '.join(choices)}")
+    return value
+
+
+def check_text(text: str) -> None:
+    """Refuse a text with nothing to cut into regions (empty, or whitespace alone) or that is not
+    valid Unicode (a lone surrogate)."""
+    UnrepresentableTextError.check_unicode(text)
+    if not text.strip():
+        raise EmptyTextError("the text is empty or only whitespace: type at least one word")
+
+
+def _byte_starts(text: str) -> list[int]:
+    """The byte offset at which each character starts, and the text's length in bytes last."""
+    starts = [0]
+    for ch in text:
+        starts.append(starts[-1] + len(ch.encode("utf-8")))
+    return starts
+
+
+def region_spans(text: str, unit: str = "word", space: str = "trailing") -> list[tuple[int, int]]:
+    """The regions of a text as byte spans [a, b) of its UTF-8 bytes, covering it end to end.
+
+    ``word``: whitespace-delimited words, the whitespace after a word in its region
+    (``trailing``) or in the next word's (``leading``); whitespace before the first word belongs
+    to it, and whitespace after the last to it too."""
+    check_choice(unit, UNITS, "unit")
+    check_choice(space, SPACES, "space rule")
+    check_text(text)
+    starts = _byte_starts(text)
+    if unit == "byte":
+        return [(i, i + 1) for i in range(starts[-1])]
+    if unit == "char":
+        return list(zip(starts[:-1], starts[1:]))
+    words = [(starts[m.start()], starts[m.end()]) for m in re.finditer(r"\S+", text)]
+    if space == "trailing":
+        cuts = [0] + [a for a, _ in words[1:]] + [starts[-1]]
+    else:
+        cuts = [0] + [b for _, b in words[:-1]] + [starts[-1]]
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _space_bytes(text: str) -> np.ndarray:
+    """Per byte of the text: whether it belongs to a whitespace character."""
+    flags = [ch.isspace() for ch in text for _ in ch.encode("utf-8")]
+    return np.array(flags, dtype=bool)
+
+
+@dataclass(frozen=True)
+class Surprisal:
+    """A text's surprisal by region under one model: ``regions`` (see :class:`Region`), with the
+    byte-level prefix bounds behind them, so ``by(unit, space)`` recuts without the model.
+
+    ``prefix_lower``/``prefix_upper``: log P(s<j) at every byte j of the lattice's bytes (which
+    begin with a dummy-prefix space where the tokenizer adds one: ``offset`` bytes);
+    ``canonical_spans`` and ``canonical_log_p``: each canonical token's byte span there and log p.
+    ``log_p_text`` is the text's marginal (tokenizations that end exactly at its end) found."""
+
+    text: str
+    model: str
+    context: str | None
+    dtype: str
+    device: str
+    method: str
+    unit: str
+    space: str
+    offset: int
+    prefix_lower: np.ndarray
+    prefix_upper: np.ndarray
+    canonical_spans: tuple[tuple[int, int], ...]
+    canonical_log_p: np.ndarray
+    log_p_text: float
+    seconds: float
+    widths: tuple[int, ...] = ()
+    cancelled: bool = False
+
+    def __repr__(self) -> str:
+        text = self.text if len(self.text) <= 40 else self.text[:39] + "…"
+        return (f"Surprisal({text!r}, {self.model}, {len(self.regions)} {self.unit} regions, "
+                f"{self.total:.3f} nats, {self.bits_per_byte:.3f} bits/byte)")
+
+    @property
+    def regions(self) -> tuple[Region, ...]:
+        """The regions of ``unit`` and ``space``, in text order."""
+        return _regions(self)
+
+    def by(self, unit: str = "word", space: str = "trailing") -> Surprisal:
+        """The same surprisal cut into other regions (no model needed)."""
+        region_spans(self.text, unit, space)  # checks the choices
+        return replace(self, unit=unit, space=space)
+
+    @property
+    def log_prefix_probability(self) -> float:
+        """log P(s) as a prefix: the string begins with the whole text (covering tokens included)."""
+        return float(self.prefix_lower[-1])
+
+    @property
+    def total(self) -> float:
+        """The regions' marginal surprisals summed: -log P(s) as a prefix, in nats."""
+        return -self.log_prefix_probability
+
+    @property
+    def exact(self) -> bool:
+        """Whether every region's value is exact (the walk left nothing out)."""
+        return bool(np.all(self.prefix_upper - self.prefix_lower <= EXACT_NATS))
+
+    @property
+    def bits_per_byte(self) -> float:
+        """-log2 p(text) per byte of the text: a scale on which models of different vocabularies compare."""
+        return bits_per_byte(self.log_p_text, self.text)
+
+    def to_pandas(self, bits: bool = False) -> pd.DataFrame:
+        """One row a region (COLUMNS); surprisals in nats, or in bits with ``bits``."""
+        import pandas as pd
+
+        frame = pd.DataFrame([r.as_dict() for r in self.regions], columns=list(COLUMNS))
+        if bits:
+            for column in ("surprisal", "surprisal_canonical", "lower", "upper"):
+                frame[column] = frame[column] / math.log(2)
+        return frame
+
+    def as_dict(self, seconds: float | None = None) -> dict[str, object]:
+        """The JSON object of ``marginal surprisal --json`` (non-finite floats as None)."""
+        from marginal_core.estimators.jsonsafe import json_float
+
+        regions = [{k: (json_float(v) if isinstance(v, float) else v) for k, v in r.as_dict().items()}
+                   for r in self.regions]
+        return {"text": self.text, "model": self.model, "context": self.context, "unit": self.unit,
+                "space": self.space, "method": self.method, "dtype": self.dtype, "device": self.device,
+                "regions": regions, "log_prefix_probability": json_float(self.log_prefix_probability),
+                "log_p_text": json_float(self.log_p_text), "bits_per_byte": json_float(self.bits_per_byte),
+                "exact": self.exact, "seconds": self.seconds if seconds is None else seconds}
+
+
+def bits_per_byte(log_p: float, text: str) -> float:
+    """-log2 p per byte of the text's UTF-8 bytes (inf where no mass was found)."""
+    size = len(text.encode("utf-8"))
+    return -log_p / math.log(2) / size if size and math.isfinite(log_p) else math.inf
+
+
+def _regions(s: Surprisal) -> tuple[Region, ...]:
+    """Cut the byte-level bounds and the canonical tokens into s.unit's regions."""
+    spans = region_spans(s.text, s.unit, s.space)
+    data = s.text.encode("utf-8")
+    lattice_at = [0] + [b + s.offset for _, b in spans]  # the first region holds a dummy-prefix space
+    canonical = np.zeros(len(spans))
+    ends = np.array([b for _, b in spans])
+    spaces = _space_bytes(s.text)
+    for (u, v), lp in zip(s.canonical_spans, s.canonical_log_p.tolist(), strict=True):
+        first = next((p for p in range(max(u - s.offset, 0), v - s.offset) if not spaces[p]), max(u - s.offset, 0))
+        canonical[int(np.searchsorted(ends, first, side="right"))] -= lp
+    regions = []
+    with np.errstate(invalid="ignore"):  # a region the walk has not reached yet: -inf - -inf
+        for i, (a, b) in enumerate(spans):
+            lo_a, up_a = s.prefix_lower[lattice_at[i]], s.prefix_upper[lattice_at[i]]
+            lo_b, up_b = s.prefix_lower[lattice_at[i + 1]], s.prefix_upper[lattice_at[i + 1]]
+            exact = up_a - lo_a <= EXACT_NATS and up_b - lo_b <= EXACT_NATS
+            regions.append(Region(i, a, b, data[a:b].decode("utf-8", "backslashreplace"), float(lo_a - lo_b),
+                                  float(canonical[i]), float(max(lo_a - up_b, 0.0)), float(up_a - lo_b), bool(exact)))
+    return tuple(regions)

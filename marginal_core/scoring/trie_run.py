@@ -1,0 +1,247 @@
+"""One run of a prefix trie through the decoder (``marginal_core.scoring.trie_scoring``'s passes): rows that
+carry their ancestors' KV states from pass to pass under tree attention masks, and the LM head
+on their hidden states, pooled across passes into chunks of rows (docs/design.md, "Where the
+time goes"). The trie and the plan of each pass come from ``marginal_core.scoring.trie`` (numpy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from marginal_core.lm.adapter import LM, ContextState
+from marginal_core.lm.oom import halved
+from marginal_core.progress import Progress
+from marginal_core.scoring.pass_budget import pass_pairs
+from marginal_core.scoring.score_stats import ScoreStats
+from marginal_core.scoring.trie import Pass, Shape, Trie, cut, plan_pass, plan_shape, tree_allowed
+from marginal_core.serving import hooks as serving_hooks
+
+
+@dataclass(frozen=True)
+class _Children:
+    """The trie's nodes sorted by the hidden-state row that predicts their token."""
+
+    order: torch.Tensor
+    rows: torch.Tensor
+    tokens: torch.Tensor
+    bounds: list[int]
+
+    @classmethod
+    def of(cls, trie: Trie, device: torch.device) -> _Children:
+        order = np.argsort(trie.parent_row, kind="stable")
+        rows = trie.parent_row[order]
+        bounds = np.searchsorted(rows, np.arange(len(trie.fed) + 2)).tolist()
+        order_t, rows_t, tokens_t = (torch.from_numpy(a).to(device) for a in (order, rows, trie.token[order]))
+        return cls(order_t, rows_t, tokens_t, bounds)
+
+    def score(
+        self,
+        lm: LM,
+        hidden: torch.Tensor,
+        blocks: list[tuple[int, int]],
+        max_rows: int,
+        out: torch.Tensor,
+        scratch: dict[str, torch.Tensor],
+    ) -> None:
+        """Write into out the log-probs of the tokens that hidden predicts.
+
+        hidden holds the rows [first, first + count) of each (first, count) block in turn.
+        """
+        sel, local, tokens, offset = [], [], [], 0
+        for first, count in blocks:
+            lo, hi = self.bounds[first], self.bounds[first + count]
+            sel.append(self.order[lo:hi])
+            local.append(self.rows[lo:hi] - first + offset)
+            tokens.append(self.tokens[lo:hi])
+            offset += count
+        out[torch.cat(sel)] = lm.token_logprobs(hidden, torch.cat(local), torch.cat(tokens), max_rows, scratch)
+
+
+@dataclass
+class _Row:
+    """One batch row's piece: fed indices [start, stop), and the ancestors it carries.
+
+    ``chain`` maps the ancestors of ``fed[start]`` whose KV states the row holds to their index
+    in ``keys`` and ``values`` (one [kv_heads, len(chain), head_dim] tensor per layer).
+    """
+
+    start: int
+    stop: int
+    chain: dict[int, int] = field(default_factory=dict)
+    keys: list[torch.Tensor] = field(default_factory=list)
+    values: list[torch.Tensor] = field(default_factory=list)
+
+
+def _additive(lm: LM, allowed: np.ndarray) -> torch.Tensor:
+    """A boolean [rows, queries, keys] mask as the decoder's additive [rows, 1, queries, keys]
+    one: 0 where allowed, the dtype's minimum elsewhere."""
+    blocked = torch.from_numpy(~allowed)[:, None]
+    dtype = lm.activation_dtype
+    mask = torch.zeros(blocked.shape, dtype=dtype).masked_fill_(blocked, torch.finfo(dtype).min)
+    return mask.to(lm.device)
+
+
+def _mask_argument(lm: LM, masks: dict[str, torch.Tensor]) -> torch.Tensor | dict[str, torch.Tensor]:
+    """What the decoder takes: a mask per layer type where it has several, else one mask."""
+    if lm.layer_types is not None:
+        return {kind: masks[kind] for kind in lm.layer_types}
+    return masks["sliding_attention" if lm.window is not None else "full_attention"]
+
+
+def _with_carried(ctx_part: torch.Tensor, carried: list[torch.Tensor | None], width: int) -> torch.Tensor:
+    """[rows, kv_heads, context + width, head_dim]: the context's states, then each row's
+    carried ones, zero-padded."""
+    batch, heads, ctx_len, dim = len(carried), *ctx_part.shape[1:]
+    out = ctx_part.new_zeros(batch, heads, ctx_len + width, dim)
+    out[:, :, :ctx_len] = ctx_part
+    for r, held in enumerate(carried):
+        if held is not None:
+            out[r, :, ctx_len : ctx_len + held.shape[1]] = held
+    return out
+
+
+def _past(ctx: DynamicCache, rows: list[_Row], width: int) -> DynamicCache:
+    """A cache holding, per row, the context's KV states and then the row's carried ones."""
+    return DynamicCache(
+        (
+            _with_carried(layer.keys, [row.keys[i] if row.chain else None for row in rows], width),  # type: ignore[union-attr, arg-type]
+            _with_carried(layer.values, [row.values[i] if row.chain else None for row in rows], width),  # type: ignore[union-attr, arg-type]
+        )
+        for i, layer in enumerate(ctx.layers)
+    )
+
+
+def _run_pass(
+    lm: LM, trie: Trie, rows: list[_Row], plan: Pass, ctx: DynamicCache
+) -> tuple[torch.Tensor, DynamicCache]:
+    """One forward pass of the planned rows: hidden states [rows, queries, hidden] and the cache."""
+    width_c, width_q = plan.widths
+    ids = torch.zeros(len(rows), width_q, dtype=torch.long)
+    pos = torch.full((len(rows), width_q), plan.ctx_len, dtype=torch.long)
+    for r, queries in enumerate(plan.queries):
+        ids[r, : len(queries)] = torch.from_numpy(trie.token[queries])
+        pos[r, : len(queries)] = torch.from_numpy(plan.ctx_len - 1 + trie.depth[queries])
+    cache = _past(ctx, rows, width_c)
+    masks = {kind: _additive(lm, allowed) for kind, allowed in tree_allowed(trie, plan, lm.window).items()}
+    with lm.masked_attention():
+        out = lm.decoder(
+            input_ids=ids.to(lm.device),
+            attention_mask=_mask_argument(lm, masks),
+            position_ids=pos.to(lm.device),
+            cache=cache,
+            use_cache=True,
+        )
+    return out.last_hidden_state, cache
+
+
+def _advance(trie: Trie, rows: list[_Row], plan: Pass, cache: DynamicCache) -> None:
+    """Move each row past its segment, keeping the KV states its next segment's ancestors need."""
+    for r, row in enumerate(rows):
+        row.start += plan.owned[r]
+        if row.start >= row.stop:
+            continue
+        col, chain = plan.columns(r), trie.ancestors(int(trie.fed[row.start]))
+        index = torch.tensor([col[n] for n in chain], dtype=torch.long, device=cache.layers[0].keys.device)  # type: ignore[union-attr]
+        row.chain = {n: i for i, n in enumerate(chain)}
+        row.keys = [layer.keys[r].index_select(1, index) for layer in cache.layers]  # type: ignore[union-attr, index]
+        row.values = [layer.values[r].index_select(1, index) for layer in cache.layers]  # type: ignore[union-attr, index]
+
+
+@dataclass
+class TrieRun:
+    """One call of score_paths: the trie, the budgets, and the log-prob of every node.
+
+    Hidden states wait in ``pending`` until they fill a chunk of the LM head, which for Gemma
+    costs a pass over 168M weights however few rows it gets.
+    """
+
+    lm: LM
+    trie: Trie
+    context: ContextState
+    budget: int
+    row_tokens: int
+    max_bytes: int
+    stats: ScoreStats
+    progress: Progress | None
+
+    def __post_init__(self) -> None:
+        self.children = _Children.of(self.trie, self.lm.device)
+        self.node_lp = torch.zeros(len(self.trie.token), dtype=self.lm.logit_dtype, device=self.lm.device)
+        self.total, self.done = len(self.context) + len(self.trie.fed), len(self.context)
+        # the paths' first tokens come from the context's last hidden state (row 0)
+        self.pending: list[tuple[torch.Tensor, list[tuple[int, int]]]] = [(self.context.last_hidden, [(0, 1)])]
+        self.scratch: dict[str, torch.Tensor] = {}
+
+    def _halve(self, err: BaseException) -> None:
+        """Halve the token budget after an allocation failure (see marginal_core.lm.oom)."""
+        self.budget = halved(self.budget, err, self.lm.device.type)
+        self.stats.oom_retries += 1
+
+    def _flush(self, min_rows: int) -> None:
+        """Score the pending hidden states if there are at least min_rows of them."""
+        if sum(len(hidden) for hidden, _ in self.pending) < max(min_rows, 1):
+            return
+        hidden = torch.cat([hidden for hidden, _ in self.pending])
+        blocks = [block for _, group in self.pending for block in group]
+        self.children.score(self.lm, hidden, blocks, self.budget, self.node_lp, self.scratch)
+        self.stats.head_rows += len(hidden)
+        self.pending = []
+
+    def finish(self) -> None:
+        """Score whatever hidden states are still pending."""
+        while self.pending:
+            try:
+                with serving_hooks.unit():
+                    self._flush(1)
+            except (RuntimeError, MemoryError) as err:
+                self._halve(err)
+
+    def _counted(self, fed: int, padded: int, done: int) -> None:
+        """Record forward passes and report progress."""
+        self.stats.forward_passes += 1
+        self.stats.tokens_fed += fed
+        self.stats.padded_tokens += padded
+        self.done += done
+        if self.progress:
+            self.progress(self.done, self.total)
+
+    def _plan(self, spans: list[tuple[int, int]]) -> tuple[Shape, list[tuple[int, int]]]:
+        """The shape for the nodes in spans, and the spans cut into pieces for its rows."""
+        size = sum(b - a for a, b in spans)
+        extra_keys = len(self.context) + int(self.trie.depth.max(initial=0))
+        shape = plan_shape(size, self.budget, self.row_tokens, extra_keys, self.max_bytes, self.lm.activation_bytes,
+                           pass_pairs(self.lm))
+        return shape, cut(self.trie, spans, shape.per_row * shape.passes, shape.per_row // 16)
+
+    def run_trie(self) -> None:
+        """Feed every internal node once, in passes of rows that carry their ancestors' KV."""
+        queue = [(0, len(self.trie.fed))] if len(self.trie.fed) else []
+        active: list[_Row] = []
+        while queue or active:
+            if not active:
+                shape, queue = self._plan(queue)
+                passes_left = shape.passes
+            while len(active) < shape.rows and queue:
+                active.append(_Row(*queue.pop(0)))
+            plan = plan_pass(self.trie, active, passes_left, shape.per_row, len(self.context))
+            try:
+                with serving_hooks.unit():
+                    hidden, cache = _run_pass(self.lm, self.trie, active, plan, self.context.cache)
+                    owned = [h[len(q) - k : len(q)] for h, q, k in zip(hidden, plan.queries, plan.owned)]
+                    blocks = [(1 + row.start, k) for row, k in zip(active, plan.owned)]
+                    self.pending.append((torch.cat(owned), blocks))
+                    self._flush(self.lm.head_rows(self.budget))
+            except (RuntimeError, MemoryError) as err:
+                self._halve(err)
+                queue = [(row.start, row.stop) for row in active] + queue
+                active = []
+                continue
+            self._counted(sum(map(len, plan.queries)), len(active) * plan.widths[1], sum(plan.owned))
+            _advance(self.trie, active, plan, cache)
+            del hidden, cache  # the pass's states: a run that waits for its next turn holds only what it carries
+            active = [row for row in active if row.start < row.stop]
+            passes_left -= 1
