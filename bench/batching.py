@@ -21,9 +21,10 @@ from functools import partial
 from typing import TypeVar
 
 from bench.classroom import SENTENCES
-from marginal_core.estimators.marginalizer import Estimate, Marginalizer
+from marginal_core.estimators.estimate_result import Estimate
+from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.models import load_model
-from marginal_core.scoring.trie_scoring import pass_tokens
+from marginal_core.scoring.pass_budget import pass_tokens
 from marginal_core.serving.batching import Batcher
 from marginal_core.serving.turns import Turns
 

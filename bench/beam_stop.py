@@ -20,7 +20,8 @@ import torch
 
 from bench.estimators import text_sets
 from marginal_core.estimators.beam_width import MAX_BEAM_WIDTH
-from marginal_core.estimators.marginalizer import Estimate, Marginalizer
+from marginal_core.estimators.estimate_result import Estimate
+from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.models import load_model
 from marginal_core.tasks.markdown import table
 

@@ -44,7 +44,7 @@ START, END = "<!-- paper-tables:start", "<!-- paper-tables:end -->"
 
 def table1_rows(out: Path, models: Sequence[str], sizes: Sizes) -> list[list[str]]:
     """Ours: mean ± sd of rho per length (n sentences with a rho), then the paper's rows."""
-    from marginal_core.tasks.rank import METHODS as RANK_METHODS
+    from marginal_core.tasks.rank import RANK_METHODS
 
     task, rows = table1_task(sizes), []
     for model in models:

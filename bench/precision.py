@@ -27,7 +27,8 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from bench.estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
-from marginal_core.estimators.marginalizer import EstimateOptions, Marginalizer
+from marginal_core.estimators.estimate_options import EstimateOptions
+from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.estimators.methods import Method
 from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.models import load_model

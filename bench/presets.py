@@ -15,7 +15,8 @@ import time
 import numpy as np
 
 from marginal_core import viz
-from marginal_core.estimators.marginalizer import Estimate, Marginalizer
+from marginal_core.estimators.estimate_result import Estimate
+from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.models import load_model
 from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, exact_feasible
 from pages._app.presets import PRESETS

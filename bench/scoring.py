@@ -35,8 +35,9 @@ from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
 from marginal_core.scoring.plain_scoring import score_paths_plain
+from marginal_core.scoring.score_stats import ScoreStats
 from marginal_core.scoring.trie import distinct_prefixes
-from marginal_core.scoring.trie_scoring import ScoreStats, score_paths
+from marginal_core.scoring.trie_scoring import score_paths
 
 FAR_K = 1000
 

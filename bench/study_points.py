@@ -14,7 +14,8 @@ import numpy as np
 from bench.estimators import text_sets
 from bench.paper_runs import table1_sentences
 from bench.peers.genlm_peer import GenlmPeer
-from marginal_core.estimators.marginalizer import Estimate, Marginalizer
+from marginal_core.estimators.estimate_result import Estimate
+from marginal_core.estimators.marginalizer import Marginalizer
 
 
 @dataclass(frozen=True)

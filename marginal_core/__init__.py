@@ -12,7 +12,7 @@
     mc.Method, mc.EstimateOptions, mc.Estimate, mc.Lattice, mc.MarginalError and the other errors
 
 Importing the package is cheap (no torch): each name is imported on first use. In a Jupyter kernel
-it also has the kernel draw Lattices and Estimates (``viz.notebook.register``).
+it also has the kernel draw Lattices and Estimates (``viz.notebook.register_formatters``).
 """
 
 from __future__ import annotations
@@ -74,12 +74,12 @@ def __dir__() -> list[str]:
 
 
 def _show_in_notebook() -> None:
-    """In an IPython shell, its HTML formatter draws Lattices and Estimates (viz.notebook.register)."""
+    """In an IPython shell, its HTML formatter draws Lattices and Estimates (viz.notebook.register_formatters)."""
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     if shell is not None:
-        from marginal_core.viz.notebook import register
+        from marginal_core.viz.notebook import register_formatters
 
-        register(shell)
+        register_formatters(shell)
 
 
 _show_in_notebook()

@@ -16,7 +16,7 @@ from marginal_core.models.registry import DEFAULT_MODEL
 if TYPE_CHECKING:
     import pandas as pd
 
-    from marginal_core.estimators.marginalizer import Estimate
+    from marginal_core.estimators.estimate_result import Estimate
     from marginal_core.estimators.surprisal_result import Surprisal
     from marginal_core.lm.adapter import LM
 

@@ -20,7 +20,8 @@ from pages._app.error_messages import show_error
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
-    from marginal_core.estimators.marginalizer import Estimate, Marginalizer
+    from marginal_core.estimators.estimate_result import Estimate
+    from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.lattice.graph import Lattice
 
 AS_A = "as model A"  # model B's precision box: the sidebar's precision

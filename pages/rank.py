@@ -85,7 +85,7 @@ def page() -> None:
         run_task(lambda **watch: evaluate(task, folder, rank.rank_options(tk, seed, show_bar=False), lm=lm, **watch),
                  "sentences", "ranking the sentences", lambda s: s.text)
     if sentences and (folder / "rows.csv").is_file():
-        report = task.report(folder, [s.id for s in sentences], rank.METHODS)
+        report = task.report(folder, [s.id for s in sentences], rank.RANK_METHODS)
         if report["sentences"] < len(sentences):
             st.warning(f"{report['sentences']} of {len(sentences)} sentences are ranked; press the button to continue.")
         st.dataframe(pd.DataFrame(report["by_length"]).rename(columns=SUMMARY_COLUMNS)[list(SUMMARY_COLUMNS.values())],

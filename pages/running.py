@@ -14,7 +14,7 @@ from pages._app.defaults import APP_EXACT_BUDGET
 from pages._app.error_messages import guard
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
-    from marginal_core.estimators.marginalizer import Estimate
+    from marginal_core.estimators.estimate_result import Estimate
 
 VIEWS = {"log p(text)": "marginal", "non-canonical mass": "noncanonical"}
 # Below this share of the mass off the canonical, every line of the log p(text) view lies within

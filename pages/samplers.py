@@ -13,7 +13,7 @@ from pages._app import bounds, inputs, live, loaders, projector, shared_results,
 from pages._app.error_messages import guard
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
-    from marginal_core.estimators.marginalizer import Estimate
+    from marginal_core.estimators.estimate_result import Estimate
 
 # Pixels of the tokenization column: with the numbers it fills half the page on a laptop (two
 # tables a row; the proxy's numbers take PROXY_NUMBERS_PX more), and is stretched on wider

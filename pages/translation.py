@@ -32,7 +32,7 @@ def page() -> None:
         st.code(mt.PROMPT.format(src="English", tgt="German", source="{source}") + " {candidate}", language=None)
     c = st.columns([2, 1, 1, 1, 1, 2])
     rules = server.policy()  # a server others reach opens none of its files and caps k
-    choice = c[0].selectbox("Dataset", list(mt.PACKAGED) + ([LOCAL] if rules.shows_server_paths else []),
+    choice = c[0].selectbox("Dataset", list(mt.PACKAGED_PAIRS) + ([LOCAL] if rules.shows_server_paths else []),
                             key="mt_dataset", bind="query-params")
     dataset, target = choice, None
     if choice == LOCAL:

@@ -9,7 +9,8 @@ import pytest
 
 from marginal_core.cli.commands import main as cli_main
 from marginal_core.errors import MarginalError
-from marginal_core.estimators.marginalizer import EstimateOptions, Marginalizer
+from marginal_core.estimators.estimate_options import EstimateOptions
+from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.estimators.methods import Method
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"

@@ -15,7 +15,8 @@ from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
 from marginal_core.scoring.plain_scoring import score_paths_plain
-from marginal_core.scoring.trie_scoring import ScoreStats, score_paths
+from marginal_core.scoring.score_stats import ScoreStats
+from marginal_core.scoring.trie_scoring import score_paths
 
 pytestmark = [
     pytest.mark.cuda,
@@ -114,7 +115,7 @@ def test_the_beam_on_cuda_finds_what_exact_finds(name):
 def test_passes_on_cuda_are_sized_by_the_memory_the_weights_leave():
     """A small model on a GPU of tens of GiB gets more than the CPU's fixed budget, within what is
     free; the scores do not depend on the pass size."""
-    from marginal_core.scoring.trie_scoring import DEFAULT_MAX_BATCH_BYTES, pass_bytes
+    from marginal_core.scoring.pass_budget import DEFAULT_MAX_BATCH_BYTES, pass_bytes
 
     lm = load_model("gemma3-270m", device="cuda", dtype="float32")
     free, _ = torch.cuda.mem_get_info(lm.device)

@@ -14,7 +14,8 @@ from marginal_core.errors import MarginalError
 from marginal_core.estimators import analysis
 from marginal_core.estimators.beam_width import describe_rounds
 from marginal_core.estimators.comparison import figures
-from marginal_core.estimators.marginalizer import Estimate, Marginalizer
+from marginal_core.estimators.estimate_result import Estimate
+from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.lattice.graph import build_lattice, format_count
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
@@ -222,7 +223,7 @@ def test_an_ipython_shell_draws_lattices_and_estimates_once_registered(smollm_mo
     (what `import marginal_core` does in a kernel): the core's classes import no viz."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    from marginal_core.viz.notebook import register
+    from marginal_core.viz.notebook import register_formatters as register
 
     shell = InteractiveShell.instance()
     register(shell)

@@ -12,7 +12,8 @@ from scipy.special import logsumexp
 
 from marginal_core.errors import MarginalError, TooManyPathsError
 from marginal_core.estimators import analysis
-from marginal_core.estimators.marginalizer import EstimateOptions, Marginalizer
+from marginal_core.estimators.estimate_options import EstimateOptions
+from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.estimators.methods import Method
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"

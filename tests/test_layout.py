@@ -1,17 +1,21 @@
 """The house's layout: no import cycle among marginal_core's modules, counting every import
 statement (lazy ones inside functions and TYPE_CHECKING ones too: either way two modules that
 import each other know each other's insides), and no Python module of the project over 450
-lines (one idea a module: a longer one holds several), and no module named like a public name."""
+lines (one idea a module: a longer one holds several), and no module named like a public name.
+The tree shows the pipeline: at most 15 modules at the top of marginal_core (a stage package
+counts once), each name defined in one module and imported from that module."""
 
 from __future__ import annotations
 
 import ast
+from collections import defaultdict
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "marginal_core"
 MAX_LINES = 450
+MAX_TOP_LEVEL = 15
 
 
 def modules() -> dict[str, Path]:
@@ -63,3 +67,61 @@ def test_no_public_name_is_shadowed_by_a_module():
     names = set(marginal_core._LAZY)
     shadowed = sorted(n for n in names if (ROOT / PACKAGE / f"{n}.py").exists() or (ROOT / PACKAGE / n).is_dir())
     assert not shadowed, f"modules named like public names: {shadowed}"
+
+
+def test_the_top_level_holds_at_most_15_modules():
+    """The stages are folders (lattice, scoring, estimators, serving, ...); what stays beside them is
+    the public API, its errors and the few pieces every stage shares."""
+    top = sorted(p.name for p in (ROOT / PACKAGE).iterdir()
+                 if p.suffix == ".py" or (p / "__init__.py").is_file())
+    assert len(top) <= MAX_TOP_LEVEL, top
+
+
+def definitions(path: Path, private: bool = False) -> set[str]:
+    """The names a module defines at its top level (functions, classes, constants; the public ones
+    unless ``private``), looking into its top-level if/try blocks; type variables are local to
+    their module and not counted."""
+    found: set[str] = set()
+    body = list(ast.parse(path.read_text(encoding="utf-8")).body)
+    while body:
+        node = body.pop()
+        if isinstance(node, (ast.If, ast.Try)):
+            body += [*node.body, *node.orelse, *getattr(node, "finalbody", []),
+                     *(s for h in getattr(node, "handlers", []) for s in h.body)]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            value = node.value
+            if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "TypeVar":
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found.update(t.id for t in targets if isinstance(t, ast.Name))
+    return {n for n in found if private or not n.startswith("_")}
+
+
+def test_no_name_is_defined_twice():
+    homes = defaultdict(list)
+    for name, path in modules().items():
+        for defined in definitions(path):
+            homes[defined].append(name)
+    twice = {n: sorted(m) for n, m in homes.items() if len(m) > 1}
+    assert not twice, twice
+
+
+def test_names_are_imported_from_the_module_that_defines_them():
+    """``from marginal_core.a.b import n`` names the module that defines n (or its submodule n):
+    no module re-exports another's names, so each name is imported from one place. A package's
+    ``__init__`` may be a public face (``marginal_core``, ``viz``, ``models``): imports from it pass."""
+    mods = modules()
+    folders = [ROOT / PACKAGE, ROOT / "pages", ROOT / "tests", ROOT / "bench"]
+    wrong = []
+    for path in [ROOT / "app.py", *(p for folder in folders for p in folder.rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and not node.level and node.module in mods):
+                continue
+            source = mods[node.module]
+            if source.name == "__init__.py":
+                continue
+            wrong += [f"{path.relative_to(ROOT)}: {a.name} from {node.module}" for a in node.names
+                      if a.name not in definitions(source, private=True) and f"{node.module}.{a.name}" not in mods]
+    assert not wrong, wrong

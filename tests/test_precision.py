@@ -224,7 +224,7 @@ def test_a_folder_started_in_one_dtype_refuses_to_resume_in_another(tmp_path, mo
 
 @pytest.mark.models
 def test_under_auto_float16_eval_qa_reports_its_dtype(auto_float16, tmp_path, capsys):
-    from marginal_core.tasks.task_commands import main as tasks_main
+    from marginal_core.tasks.task_commands import tasks_main
 
     out = tmp_path / "qa"
     argv = ["eval-qa", "--dataset", "arc-easy", "--model", "smollm2-135m", "--device", "cpu", "--limit", "1",

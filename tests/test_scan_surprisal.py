@@ -14,7 +14,8 @@ from marginal_core.errors import MarginalError
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.estimators.surprisal_result import bits_per_byte
 from marginal_core.tasks.scan import model_folder
-from marginal_core.tasks.scan_surprisal import COLUMNS, FILE
+from marginal_core.tasks.scan_surprisal import CSV_COLUMNS as COLUMNS
+from marginal_core.tasks.scan_surprisal import FILE
 from tests.conftest import SMOL
 from tests.test_scan import run
 

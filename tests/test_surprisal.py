@@ -201,7 +201,7 @@ def test_the_frame_the_json_and_the_notebook_strip(smollm_model):
     assert (s.to_pandas(bits=True)["surprisal"] * math.log(2)).tolist() == pytest.approx(frame["surprisal"].tolist())
     data = s.as_dict()
     assert [r["text"] for r in data["regions"]] == ["The ", "cat ", "sat."] and data["unit"] == "word"
-    from marginal_core.viz.surprisal import strip_html  # what a notebook shows (viz.notebook.register)
+    from marginal_core.viz.surprisal import strip_html  # what a notebook shows (viz.notebook.register_formatters)
 
     html = strip_html([s])
     assert "cat␣" in html and "bits/byte" in html and "canonical" in html

@@ -337,7 +337,8 @@ def test_table_1_is_a_task_whose_rho_is_the_librarys(smollm_model, tmp_path):
     from marginal_core.estimators.analysis import spearman
     from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.tasks.evaluator import evaluate
-    from marginal_core.tasks.rank import METHODS, RankTask, rank_options, sentences_by_length
+    from marginal_core.tasks.rank import RANK_METHODS as METHODS
+    from marginal_core.tasks.rank import RankTask, rank_options, sentences_by_length
 
     texts = {50: [("a", "She sells sea shells by the sea shore every day."), ("b", "Hi")]}
     task = RankTask("test", sentences_by_length(texts))

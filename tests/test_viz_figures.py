@@ -12,7 +12,7 @@ import pytest
 
 from marginal_core import viz
 from marginal_core.estimators import analysis
-from marginal_core.estimators.marginalizer import Completion, RunState
+from marginal_core.estimators.run_state import Completion, RunState
 from marginal_core.lattice.sampling import lattice_samples
 from tests.viz_cases import QA_TEXT, fake_estimate
 

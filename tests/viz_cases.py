@@ -7,7 +7,8 @@ import re
 
 import numpy as np
 
-from marginal_core.estimators.marginalizer import Completion, Estimate, RunState
+from marginal_core.estimators.estimate_result import Estimate
+from marginal_core.estimators.run_state import Completion, RunState
 from marginal_core.lattice.sampling import lattice_samples
 
 QA_TEXT = " Paris is the capital of France."

@@ -29,10 +29,12 @@ from marginal_core.models import DEFAULT_MODEL, load_text_tokenizer
 from marginal_core.models.model_commands import add_beam_width, add_device_arguments
 from marginal_core.progress import tqdm_progress
 from marginal_core.tasks.task_commands import add_commands as add_task_commands
-from marginal_core.tasks.task_commands import summary as task_summary
+from marginal_core.tasks.task_commands import task_summary
 
 if TYPE_CHECKING:  # the estimators import torch: only the commands that run a model import them
-    from marginal_core.estimators.marginalizer import Estimate, EstimateOptions, Marginalizer
+    from marginal_core.estimators.estimate_options import EstimateOptions
+    from marginal_core.estimators.estimate_result import Estimate
+    from marginal_core.estimators.marginalizer import Marginalizer
 
 
 class Timer:
@@ -95,7 +97,7 @@ def sample_command(args: argparse.Namespace) -> dict[str, Any]:
 
 def _options(args: argparse.Namespace) -> EstimateOptions:
     """The estimate options the command's flags give."""
-    from marginal_core.estimators.marginalizer import EstimateOptions
+    from marginal_core.estimators.estimate_options import EstimateOptions
 
     return EstimateOptions(samples=args.samples, max_len=args.max_len, seed=args.seed,
                            beam_width=parse_width(args.beam_width), tolerance=args.tolerance,
@@ -296,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `marginal` console script."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["lm-eval"]:  # every later argument is lm-eval's own
-        from marginal_core.harness.lm_eval_command import main as lm_eval_main
+        from marginal_core.harness.lm_eval_command import lm_eval_main
 
         return run_cli(lambda: lm_eval_main(argv[1:]), "marginal lm-eval")
     args = build_parser().parse_args(argv)

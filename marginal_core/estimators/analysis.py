@@ -14,10 +14,11 @@ import pandas as pd
 from scipy.special import logsumexp
 from scipy.stats import spearmanr
 
-from marginal_core.lattice.graph import Lattice, Path
+from marginal_core.lattice.graph import Lattice
+from marginal_core.lattice.paths import Path
 
 if TYPE_CHECKING:
-    from marginal_core.estimators.marginalizer import Estimate
+    from marginal_core.estimators.estimate_result import Estimate
 
 
 def spearman(estimate: Estimate) -> tuple[float, int]:

@@ -21,7 +21,9 @@ from marginal_core.estimators.surprisal_result import bits_per_byte
 if TYPE_CHECKING:
     import pandas as pd
 
-    from marginal_core.estimators.marginalizer import Estimate, EstimateOptions, Marginalizer
+    from marginal_core.estimators.estimate_options import EstimateOptions
+    from marginal_core.estimators.estimate_result import Estimate
+    from marginal_core.estimators.marginalizer import Marginalizer
 
 DEFAULT_METHODS = ("canonical", "beam")
 # A difference between two models that marginalizing moves by this many nats or more is worth a sentence.

@@ -17,7 +17,8 @@ from marginal_core.estimators.beam_width import Round
 from marginal_core.estimators.jsonsafe import json_float
 from marginal_core.estimators.methods import Method
 from marginal_core.estimators.run_state import BeamRun, RunState
-from marginal_core.lattice.graph import Lattice, PathBatch
+from marginal_core.lattice.graph import Lattice
+from marginal_core.lattice.paths import PathBatch
 
 if TYPE_CHECKING:
     import pandas as pd

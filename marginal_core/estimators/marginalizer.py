@@ -38,18 +38,20 @@ from marginal_core.estimators.proxy import ProxyResult, proxy_stream
 from marginal_core.estimators.run_state import BeamRun, Checkpoints, Completion, RunState
 from marginal_core.estimators.surprisal_result import Surprisal
 from marginal_core.lattice.conditioning import context_ids
-from marginal_core.lattice.graph import Lattice, PathBatch, build_lattice
+from marginal_core.lattice.graph import Lattice, build_lattice
+from marginal_core.lattice.paths import PathBatch
 from marginal_core.lattice.proposal import proposal_of
 from marginal_core.lattice.sampling import lattice_samples
-from marginal_core.lm.adapter import LM, ContextState
+from marginal_core.lm.adapter import LM
+from marginal_core.lm.contexts import ContextState
 from marginal_core.models import dtype_name, load_model
 from marginal_core.progress import Progress, StopCheck
-from marginal_core.scoring.trie_scoring import ScoreStats, score_paths
+from marginal_core.scoring.score_stats import ScoreStats
+from marginal_core.scoring.trie_scoring import score_paths
 from marginal_core.serving import hooks as serving_hooks
 
 # the Marginalizer and what its streams yield (Estimate, its options and run state, re-exported)
-__all__ = ["BeamRun", "CanonicalScore", "Checkpoints", "Completion", "Estimate", "EstimateOptions", "Marginalizer",
-           "RunState", "Source", "by_context", "chunk_sizes"]
+__all__ = ["CanonicalScore", "Marginalizer", "by_context", "chunk_sizes"]
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from marginal_core.lattice.graph import Lattice, Path, PathBatch
+from marginal_core.lattice.graph import Lattice
+from marginal_core.lattice.paths import Path, PathBatch
 
 if TYPE_CHECKING:
-    from marginal_core.estimators.marginalizer import Estimate
+    from marginal_core.estimators.estimate_result import Estimate
 
 __all__ = ["MassFlow", "flow_of", "mass_flow"]
 

@@ -29,7 +29,8 @@ from marginal_core.estimators.beam_width import AUTO_WIDTHS, DEFAULT_TOLERANCE
 from marginal_core.estimators.proxy import Tables
 from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
 from marginal_core.lattice.vocab import Vocabulary
-from marginal_core.lm.adapter import LM, ContextState
+from marginal_core.lm.adapter import LM
+from marginal_core.lm.contexts import ContextState
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.serving import hooks as serving_hooks
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 
-def main(args: list[str]) -> int | None:
+def lm_eval_main(args: list[str]) -> int | None:
     """Run ``lm-eval ARGS`` (exactly lm-eval's arguments) after registering marginal's backend,
     with marginal's task folder as ``--include_path`` unless ARGS give one; returns lm-eval's
     exit status."""

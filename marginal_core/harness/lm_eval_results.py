@@ -34,7 +34,7 @@ class Choice:
 
 
 @dataclass(frozen=True)
-class Question:
+class HarnessQuestion:
     """One multiple-choice document of a run: its context, choices, gold index and metrics."""
 
     doc_id: int
@@ -53,7 +53,7 @@ class Question:
 
 
 @dataclass(frozen=True)
-class Run:
+class HarnessRun:
     """One lm-eval run (one results file) and the samples files beside it."""
 
     results_file: Path
@@ -69,7 +69,7 @@ class Run:
         return f"{self.stamp} · {self.model} {args} · {', '.join(self.metrics)}"
 
 
-def find_runs(folder: str | Path) -> list[Run]:
+def find_runs(folder: str | Path) -> list[HarnessRun]:
     """Every run under an lm-eval output folder, newest first; a MarginalError that says what is
     wrong for a folder that is missing or holds no lm-eval results."""
     root = Path(str(folder).strip()).expanduser()
@@ -86,7 +86,7 @@ def find_runs(folder: str | Path) -> list[Run]:
     return sorted(runs, key=lambda r: r.stamp, reverse=True)
 
 
-def _run(path: Path) -> Run:
+def _run(path: Path) -> HarnessRun:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         results = data["results"]
@@ -102,10 +102,10 @@ def _run(path: Path) -> Run:
         for task, values in results.items()
     }
     samples = {task: f for task in results for f in path.parent.glob(f"samples_{task}_{stamp}.jsonl")}
-    return Run(path, stamp, str(config.get("model", "?")), dict(model_args), metrics, samples)
+    return HarnessRun(path, stamp, str(config.get("model", "?")), dict(model_args), metrics, samples)
 
 
-def read_questions(run: Run, task: str) -> list[Question]:
+def read_questions(run: HarnessRun, task: str) -> list[HarnessQuestion]:
     """The multiple-choice documents of one task of a run, in doc_id order (a MarginalError when
     the run logged no samples for it or they are not multiple-choice log-likelihoods)."""
     path = run.samples.get(task)
@@ -119,7 +119,7 @@ def read_questions(run: Run, task: str) -> list[Question]:
     return sorted(out, key=lambda q: q.doc_id)
 
 
-def _question(sample: dict[str, Any], where: str) -> Question:
+def _question(sample: dict[str, Any], where: str) -> HarnessQuestion:
     try:
         args = [a for _, a in sorted(sample["arguments"].items(), key=lambda kv: int(kv[0].rsplit("_", 1)[-1]))]
         contexts = {a["arg_0"] for a in args}
@@ -134,10 +134,10 @@ def _question(sample: dict[str, Any], where: str) -> Question:
     gold = int(target) if isinstance(target, (int, str)) and str(target).lstrip("-").isdigit() else None
     metrics = {k: float(sample[k]) for k in ("acc", "acc_norm") if isinstance(sample.get(k), (int, float))}
     choices = tuple(Choice(c, v) for c, v in zip(continuations, lls))
-    return Question(int(sample["doc_id"]), contexts.pop(), choices, gold, metrics)
+    return HarnessQuestion(int(sample["doc_id"]), contexts.pop(), choices, gold, metrics)
 
 
-def question_rows(questions: list[Question]) -> list[dict[str, Any]]:
+def question_rows(questions: list[HarnessQuestion]) -> list[dict[str, Any]]:
     """One row per question: its context, gold answer and what acc and acc_norm picked."""
     return [
         {
@@ -152,7 +152,7 @@ def question_rows(questions: list[Question]) -> list[dict[str, Any]]:
     ]
 
 
-def choice_rows(q: Question) -> list[dict[str, Any]]:
+def choice_rows(q: HarnessQuestion) -> list[dict[str, Any]]:
     """One row per answer of a question: its log-likelihood, per character, and the marks."""
     return [
         {

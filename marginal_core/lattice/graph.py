@@ -26,17 +26,7 @@ from marginal_core.lattice.paths import Path, PathBatch, PathIndex
 from marginal_core.lattice.tokenizer import TokenizerLike, text_tokenizer
 from marginal_core.lattice.vocab import SPACE_PIECE, ByteFallback, Vocabulary, vocabulary
 
-__all__ = [
-    "DEFAULT_ENUMERATION_BUDGET",
-    "DEFAULT_LENGTH_MARGIN",
-    "Lattice",
-    "Path",
-    "PathBatch",
-    "PathIndex",
-    "build_lattice",
-    "canonical_ids",
-    "format_count",
-]
+__all__ = ["DEFAULT_ENUMERATION_BUDGET", "DEFAULT_LENGTH_MARGIN", "Lattice", "build_lattice", "canonical_ids", "format_count"]
 
 DEFAULT_LENGTH_MARGIN = 10
 T = TypeVar("T")

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from marginal_core.lattice.graph import Lattice, Path
+from marginal_core.lattice.graph import Lattice
+from marginal_core.lattice.paths import Path
 
 
 @dataclass(frozen=True, eq=False)

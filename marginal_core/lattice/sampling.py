@@ -17,7 +17,8 @@ from typing import Literal
 import numpy as np
 
 from marginal_core.lattice import bigint
-from marginal_core.lattice.graph import Lattice, Path, PathBatch, PathIndex
+from marginal_core.lattice.graph import Lattice
+from marginal_core.lattice.paths import Path, PathBatch, PathIndex
 
 SampleKind = Literal["canonical", "off_by_one", "uniform", "proxy", "beam", "exact"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from marginal_core.models.caches import model_cache_dir
 from marginal_core.models.devices import DTYPES, dtype_name, resolve_device, resolve_dtype
 from marginal_core.models.loading import LoadedModel, load_model, load_text_tokenizer, load_tokenizer, warm
-from marginal_core.models.model_commands import main
+from marginal_core.models.model_commands import models_main
 from marginal_core.models.registry import (
     DEFAULT_MODEL,
     EMBEDDED_MODELS,
@@ -50,5 +50,5 @@ __all__ = [
     "load_text_tokenizer",
     "load_model",
     "warm",
-    "main",
+    "models_main",
 ]

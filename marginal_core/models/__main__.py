@@ -2,7 +2,7 @@
 
 import sys
 
-from marginal_core.models.model_commands import main
+from marginal_core.models.model_commands import models_main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(models_main())

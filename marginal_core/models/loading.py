@@ -124,7 +124,7 @@ def _load_tokenizer_memo(canonical: str) -> PreTrainedTokenizerFast:
         except Exception as exc:
             raise unknown_model(canonical, f"cannot read the tokenizer of {src.gguf}: {exc}") from exc
     try:
-        tok = from_hf(cast(str, src.hf), AutoTokenizer.from_pretrained)  # a Source without gguf has hf
+        tok = from_hf(cast(str, src.hf), AutoTokenizer.from_pretrained)  # a ModelSource without gguf has hf
     except Exception as exc:
         raise unknown_model(canonical, exc) from exc
     if not isinstance(tok, PreTrainedTokenizerFast):

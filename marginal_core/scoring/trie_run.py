@@ -12,7 +12,8 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from marginal_core.lm.adapter import LM, ContextState
+from marginal_core.lm.adapter import LM
+from marginal_core.lm.contexts import ContextState
 from marginal_core.lm.oom import halved
 from marginal_core.progress import Progress
 from marginal_core.scoring.pass_budget import pass_pairs

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from marginal_core.progress import StopCheck
 
 DATA_DIR = Path(__file__).parent / "data"
-PACKAGED = {"en-de": DATA_DIR / "en-de.tsv", "en-cs": DATA_DIR / "en-cs.tsv"}
+PACKAGED_PAIRS = {"en-de": DATA_DIR / "en-de.tsv", "en-cs": DATA_DIR / "en-cs.tsv"}
 WMT24PP_CONFIGS = {"en-de": "en-de_DE", "en-cs": "en-cs_CZ"}
 
 LANGUAGES = {
@@ -169,13 +169,13 @@ def load_pairs(dataset: str, limit: int | None = None) -> tuple[list[Pair], tupl
     name = dataset.strip()
     if name.lower().startswith("wmt24pp:"):
         pairs = load_wmt24pp(name.split(":", 1)[1].strip())
-    elif name.lower() in PACKAGED:
-        pairs = load_local_pairs(PACKAGED[name.lower()])
+    elif name.lower() in PACKAGED_PAIRS:
+        pairs = load_local_pairs(PACKAGED_PAIRS[name.lower()])
     elif Path(name).expanduser().exists():
         pairs = load_local_pairs(Path(name).expanduser())
     else:
         raise MarginalError(
-            f"unknown dataset {dataset!r}: not one of {', '.join(PACKAGED)}, not an existing file, "
+            f"unknown dataset {dataset!r}: not one of {', '.join(PACKAGED_PAIRS)}, not an existing file, "
             "and not wmt24pp:SRC-TGT"
         )
     if limit is not None:

@@ -21,7 +21,7 @@ from marginal_core.tasks.markdown import table
 from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import Request, Task
 
-METHODS = (Method.PROXY.value,)  # what Table 1 runs: the proxy's log q beside the model's log p
+RANK_METHODS = (Method.PROXY.value,)  # what Table 1 runs: the proxy's log q beside the model's log p
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def sentences_by_length(texts: Mapping[int, Sequence[tuple[str, str]]]) -> list[
 
 def rank_options(samples: int, seed: int = 0, **options: Any) -> EvalOptions:
     """The evaluator's options for Table 1: the proxy at k samples a sentence."""
-    return EvalOptions(samples=samples, seed=seed, methods=METHODS, **options)
+    return EvalOptions(samples=samples, seed=seed, methods=RANK_METHODS, **options)
 
 
 class RankTask(Task):

@@ -315,7 +315,7 @@ def combined_markdown(folders: Sequence[str | Path], comet: bool = True) -> str:
     return "\n".join(parts)
 
 
-def main(argv: list[str] | None = None) -> int:
+def report_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m marginal_core.tasks.report",
         description="Print the combined tables of eval-qa / eval-mt results folders.",
@@ -327,4 +327,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(report_main())

@@ -124,7 +124,7 @@ def paths_table(folder: Path) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def top_tokenizations(texts: pd.DataFrame, paths: pd.DataFrame) -> pd.DataFrame:
+def top_tokenizations_table(texts: pd.DataFrame, paths: pd.DataFrame) -> pd.DataFrame:
     """The tidy table with each estimate's heaviest tokenization and its share."""
     if not len(paths):
         return texts.assign(top_tokenization=None, top_share=np.nan)
@@ -144,7 +144,7 @@ def export(out: str | Path) -> dict[str, Any]:
     folders = model_folders(out)
     texts = pd.concat([texts_table(f) for f in folders.values()], ignore_index=True)
     paths = pd.concat([paths_table(f) for f in folders.values()], ignore_index=True)
-    texts = top_tokenizations(texts, paths)
+    texts = top_tokenizations_table(texts, paths)
     for name, frame in (("scan", texts), ("paths", paths)):
         store.write_whole(out / f"{name}.csv", partial(frame.to_csv, index=False))
         store.write_whole(out / f"{name}.parquet", partial(frame.to_parquet, index=False))

@@ -30,11 +30,11 @@ if TYPE_CHECKING:
 
 FILE = "surprisal.jsonl"
 REGIONS_SHOWN = 10  # regions listed in report.md and on the Results page (surprisal.csv holds them all)
-COLUMNS = ["text_id", "model", "index", "start_byte", "end_byte", "region", "surprisal", "surprisal_canonical",
+CSV_COLUMNS = ["text_id", "model", "index", "start_byte", "end_byte", "region", "surprisal", "surprisal_canonical",
            "lower", "upper"]
 
 
-class Text(Protocol):
+class ScanText(Protocol):
     """A text of a scan (scan.Text): its id, its context ('' for none) and itself."""
 
     @property
@@ -76,7 +76,7 @@ def walked(folder: Path) -> set[str]:
     return {r["item"] for r in store.read_jsonl(folder / FILE)}
 
 
-def walk_texts(folder: Path, texts: Sequence[Text], load: Callable[[], LM], *, part: str | None = None,
+def walk_texts(folder: Path, texts: Sequence[ScanText], load: Callable[[], LM], *, part: str | None = None,
                width: int | None = None, show_bar: bool = True) -> int:
     """Walk the prefixes of each text the folder lacks the surprisal of, under the model ``load()``
     gives (called only when one is left), appending each as it ends; returns how many it walked."""
@@ -111,7 +111,7 @@ def absorb(folder: Path, source: Path) -> int:
 
 
 def surprisal_table(folders: dict[str, Path], unit: str = "word", space: str = "trailing") -> pd.DataFrame:
-    """surprisal.csv's rows (COLUMNS): per model folder, each walked text cut into unit's regions
+    """surprisal.csv's rows (CSV_COLUMNS): per model folder, each walked text cut into unit's regions
     (a text walked twice, e.g. by two shards: its last line)."""
     parts = []
     for model, folder in folders.items():
@@ -119,7 +119,7 @@ def surprisal_table(folders: dict[str, Path], unit: str = "word", space: str = "
         for text_id, rec in records.items():
             frame = surprisal_of(rec, unit, space).to_pandas().drop(columns="exact").rename(columns={"text": "region"})
             parts.append(frame.assign(text_id=text_id, model=model))
-    return pd.concat(parts, ignore_index=True)[COLUMNS] if parts else pd.DataFrame(columns=COLUMNS)
+    return pd.concat(parts, ignore_index=True)[CSV_COLUMNS] if parts else pd.DataFrame(columns=CSV_COLUMNS)
 
 
 def differing_regions(table: pd.DataFrame, n: int = REGIONS_SHOWN) -> pd.DataFrame:

@@ -32,7 +32,7 @@ def _result(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def summary(result: dict[str, Any]) -> str:
+def task_summary(result: dict[str, Any]) -> str:
     """A results folder's command result for the terminal: where it ran, the table, the folder."""
     return (f"{result['model']} on {result['device']} in {result['dtype']}\n\n"
             f"{result['table'].strip()}\n\nresults: {result['out']}")
@@ -149,7 +149,7 @@ def add_commands(subparsers: Any) -> None:
     scan.set_defaults(run=scan_command)
 
 
-def main(argv: list[str] | None = None) -> int:
+def tasks_main(argv: list[str] | None = None) -> int:
     """Stand-alone entry: python -m marginal_core.tasks.task_commands eval-qa|eval-mt ..."""
     parser = argparse.ArgumentParser(prog="marginal")
     add_commands(parser.add_subparsers(dest="command", required=True))
@@ -157,10 +157,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def command() -> None:
         result = args.run(args)
-        print(json.dumps(result, ensure_ascii=False) if args.json else summary(result))
+        print(json.dumps(result, ensure_ascii=False) if args.json else task_summary(result))
 
     return run_cli(command)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(tasks_main())

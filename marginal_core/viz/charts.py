@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
-    from marginal_core.estimators.marginalizer import Estimate
+    from marginal_core.estimators.estimate_result import Estimate
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 360) -> go.Figure:

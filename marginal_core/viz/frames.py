@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from marginal_core.lattice.graph import Lattice, Path
+from marginal_core.lattice.graph import Lattice
+from marginal_core.lattice.paths import Path
 from marginal_core.viz.arcs import arc_roles, arcs_in_bound
 from marginal_core.viz.text import segmented, show_piece
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from marginal_core.estimators.marginalizer import Estimate
+    from marginal_core.estimators.estimate_result import Estimate
 
 
 def arcs_frame(lattice: Lattice, max_len: int | None = None) -> pd.DataFrame:

@@ -15,7 +15,7 @@ from marginal_core.viz.surprisal import strip_html
 from marginal_core.viz.text import count_label, format_log, format_small, segmented, show_piece
 
 if TYPE_CHECKING:
-    from marginal_core.estimators.marginalizer import Estimate
+    from marginal_core.estimators.estimate_result import Estimate
 
 # A card shows this many characters of the text and the context at most.
 SHOWN_CHARS = 200
@@ -108,7 +108,7 @@ def estimate_html(estimate: Estimate) -> str:
             f"font-family:sans-serif'><b>Estimate: {estimate.method.value}</b>" + "".join(parts) + "</div>")
 
 
-def register(shell: Any) -> None:
+def register_formatters(shell: Any) -> None:
     """Have an IPython shell draw every Lattice (lattice_html), Estimate (estimate_html) and
     Surprisal (its strip) it shows, registered by module and class name: the core's classes know
     nothing of their display."""

@@ -8,7 +8,8 @@ import math
 import re
 import unicodedata
 
-from marginal_core.lattice.graph import Lattice, Path, format_count
+from marginal_core.lattice.graph import Lattice, format_count
+from marginal_core.lattice.paths import Path
 from marginal_core.viz.style import CHIP_COLORS
 
 # Characters a label shows as an escape (\x07, \u200b, \ud800) instead of as themselves: control

@@ -61,10 +61,10 @@ def scan_table(folder: Path) -> pd.DataFrame:
     tidy = folder / "scan.parquet"
     if tidy.is_file():
         return pd.read_parquet(tidy)
-    from marginal_core.tasks.scan_report import model_folders, paths_table, texts_table, top_tokenizations
+    from marginal_core.tasks.scan_report import model_folders, paths_table, texts_table, top_tokenizations_table
 
     parts = model_folders(folder).values()
-    return top_tokenizations(pd.concat([texts_table(f) for f in parts]), pd.concat([paths_table(f) for f in parts]))
+    return top_tokenizations_table(pd.concat([texts_table(f) for f in parts]), pd.concat([paths_table(f) for f in parts]))
 
 
 def scan_rows(table: pd.DataFrame) -> pd.DataFrame:

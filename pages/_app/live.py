@@ -36,7 +36,8 @@ from pages._app.defaults import DEFAULT_SAMPLES
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
-    from marginal_core.estimators.marginalizer import Estimate, Marginalizer
+    from marginal_core.estimators.estimate_result import Estimate
+    from marginal_core.estimators.marginalizer import Marginalizer
 
 T = TypeVar("T")
 _TOKEN = "_run_token"

@@ -12,7 +12,7 @@ from marginal_core import viz
 from pages._app import projector, wrapped_tables
 
 if TYPE_CHECKING:
-    from marginal_core.estimators.marginalizer import Estimate
+    from marginal_core.estimators.estimate_result import Estimate
     from marginal_core.lattice.graph import Lattice
 
 TOKENIZATION_PX = 520  # one line for a sentence of about 70 characters on a laptop
