@@ -25,7 +25,7 @@ SIZES="gemma3-27b llama2-13b gemma3-12b llama2-7b gemma3-4b gemma3-1b"
 
 step() {
   case "$1" in
-    tests) "$PYTHON" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider ;;
+    tests) "$PYTHON" -m pytest -q -m cuda tests/library/test_cuda.py -p no:cacheprovider ;;
     scoring) "$PYTHON" -m bench.scoring --device cuda --dtypes float32,float16,bfloat16 --samples 256 ;;
     precision) "$PYTHON" -m bench.precision --device cuda --modes float16,bfloat16,autocast,tf32 ;;
     bfloat16) "$PYTHON" -m bench.bfloat16 --device cuda --samples "$K" ;;

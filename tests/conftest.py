@@ -48,15 +48,11 @@ SMOL = "smollm2-135m"
 
 MODEL_FIXTURES = {"gemma_model", "smollm_model", "lm"}
 SLOW_FIXTURES = {"two_processes"}  # test_lm_eval: lm-eval under torchrun with two processes
-# `make test` runs the suite in two processes (pytest-xdist, -n 2 --dist loadgroup), one per group:
-# the app's side (AppTest pages, the servers and Chromium, the notebooks' kernels: mostly waiting
-# on other processes) and the library's (models in this process). Two fixed groups keep a file's
-# module fixtures in one process and bound the memory (the float64 references and the GGUF
-# conversions on one side, the servers on the other).
-APP_SIDE = {"test_app.py", "test_app_estimates.py", "test_app_tasks.py", "test_browser.py", "test_compare_browser.py",
-            "test_compare_page.py", "test_hostile_input.py", "test_lesson.py", "test_notebooks.py",
-            "test_results_page.py", "test_server_policy.py", "test_app_surprisal.py",
-            "test_scan.py"}  # the CLI's scan: here for the balance (each side about 6 minutes of tests)
+# `make test` runs the suite in two processes (pytest-xdist, -n 2 --dist loadgroup), one per folder:
+# tests/app/ (AppTest pages, the servers and Chromium, the notebooks' kernels and the scan CLI: mostly
+# waiting on other processes) and tests/library/ (models in this process). Two fixed groups keep a
+# file's module fixtures in one process and bound the memory (the float64 references and the GGUF
+# conversions on one side, the servers on the other); each side takes about 6 minutes.
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: the derived markers count there
@@ -64,7 +60,7 @@ def pytest_collection_modifyitems(config, items):
     groups = config.pluginmanager.hasplugin("xdist")
     for item in items:
         if groups:
-            item.add_marker(pytest.mark.xdist_group("app" if item.path.name in APP_SIDE else "library"))
+            item.add_marker(pytest.mark.xdist_group(item.path.parent.name))
         used = set(getattr(item, "fixturenames", ()))
         callspec = getattr(item, "callspec", None)  # a model fixture named by a parameter (request.getfixturevalue)
         used |= {v for v in (callspec.params.values() if callspec else ()) if isinstance(v, str)}

@@ -1,7 +1,7 @@
 """The app in a real browser: its server (`python -m pages._app.serve`, as `make app` starts it)
 on a free local port, and Debian's Chromium (/usr/bin/chromium) under Playwright, headless.
 
-Shared by the browser tests (tests/test_browser.py, test_lesson.py, test_compare_browser.py) and
+Shared by the browser tests (tests/app/test_browser.py, test_lesson.py, test_compare_browser.py) and
 the benches that drive the app (bench/app.py, classroom.py, compare.py, compare_render.py,
 stop.py). Logs and screenshots go to test-output/browser/.
 """

@@ -140,7 +140,7 @@ class LM:
         """Decoder calls that pass tree masks run inside this: on CUDA, with SDPA's math kernel
         only, or the memory-efficient one alone where ``tree_kernel`` asks for it (lm/attention.py:
         that kernel silently miscomputed a masked pass over keys that grouped-query attention
-        broadcast, pytorch/pytorch#191937; tests/test_cuda.py pins a sentence it miscomputed)."""
+        broadcast, pytorch/pytorch#191937; tests/library/test_cuda.py pins a sentence it miscomputed)."""
         if self.device.type != "cuda":
             yield
             return

@@ -5,7 +5,7 @@ The memory-efficient kernel miscomputed a tree-masked pass whose keys were a str
 head. So the passes take the math kernel, which materialises every attention score. With
 ``MARGINAL_TREE_ATTENTION=efficient`` a model's attention runs through ``contiguous_sdpa`` (keys
 and values copied whole before SDPA) and the passes may take the memory-efficient kernel: the
-switch a GPU session flips to prove that path on the pinned text (tests/test_cuda.py) before it
+switch a GPU session flips to prove that path on the pinned text (tests/library/test_cuda.py) before it
 becomes the default.
 """
 

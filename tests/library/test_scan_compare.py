@@ -12,7 +12,7 @@ import pytest
 
 from marginal_core.estimators.comparison import Difference
 from marginal_core.tasks.scan_compare import Comparison, differ_most, gain_rho
-from tests.test_scan import COMMON, run
+from tests.app.test_scan import COMMON, run
 
 # (id, model, method, log p(canonical), log marginal): the best bound of each text and model is the
 # highest log marginal; t5 is A's alone; A's lattice on t3 is below its beam.

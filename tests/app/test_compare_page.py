@@ -11,9 +11,9 @@ from marginal_core import viz
 from marginal_core.estimators.comparison import figures
 from marginal_core.estimators.marginalizer import Marginalizer
 from pages._app import server
+from tests.app.test_server_policy import class_mode, loads  # noqa: F401 -- fixtures
 from tests.app_support import assert_clean, plotly
 from tests.conftest import GEMMA, SMOL
-from tests.test_server_policy import class_mode, loads  # noqa: F401 -- fixtures
 
 TEXT = " Tokyo"
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import SMOL
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = 3  # ARC-Easy documents scored by each backend
 TOL = 1e-3  # nats
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}

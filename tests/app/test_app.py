@@ -4,7 +4,7 @@ The pages run with the embedded SmolLM2 135M (fast) and tiny sample sizes set th
 as a shared link would; the home page also runs once with the default Gemma 3 270M. Each test
 checks that numbers and figures appear and that nothing raised. Models are loaded once per
 process (Streamlit's resource cache and the library's own memo), so only the first test pays.
-The other pages' tests are in tests/test_app_estimates.py and tests/test_app_tasks.py; the
+The other pages' tests are in tests/app/test_app_estimates.py and tests/app/test_app_tasks.py; the
 helpers they share are in tests/app_support.py.
 """
 

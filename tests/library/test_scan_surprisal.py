@@ -16,8 +16,8 @@ from marginal_core.estimators.surprisal_result import bits_per_byte
 from marginal_core.tasks.scan import model_folder
 from marginal_core.tasks.scan_surprisal import CSV_COLUMNS as COLUMNS
 from marginal_core.tasks.scan_surprisal import FILE
+from tests.app.test_scan import run
 from tests.conftest import SMOL
-from tests.test_scan import run
 
 TEXTS = ["Hello world", "A cat sat."]
 SETUP = ["--models", SMOL, "--methods", "canonical", "--device", "cpu", "--dtype", "float32"]

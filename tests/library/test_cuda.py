@@ -99,7 +99,7 @@ def test_bfloat16_on_cuda_stays_near_float32_and_keeps_the_bounds(name):
     paths = [m32.lattice.canonical, *lattice_samples(m32.lattice, 200, seed=0).paths.tolist()]
     s32 = score_paths(f32, paths, m32.context_state())
     s16 = score_paths(b16, paths, m16.context_state())
-    assert np.abs(s16 - s32).max() <= 0.05  # float32's answers, as on the CPU (tests/test_precision.py)
+    assert np.abs(s16 - s32).max() <= 0.05  # float32's answers, as on the CPU (tests/library/test_precision.py)
     canonical, lattice = m16.canonical(), m16.lattice_estimate(200, seed=0)
     assert lattice.log_marginal >= canonical.log_marginal
     assert abs(lattice.log_marginal - m32.lattice_estimate(200, seed=0).log_marginal) <= 0.05

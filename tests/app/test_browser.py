@@ -9,7 +9,7 @@ installs it).
 The machinery (server, Chromium, waiting for a page to settle) is bench/support/browser.py, shared
 with the benches. The same machinery makes the README screenshots:
 
-    .venv/bin/python -m tests.test_browser --screenshots docs/screenshots [--only compare]
+    .venv/bin/python -m tests.app.test_browser --screenshots docs/screenshots [--only compare]
 """
 
 from __future__ import annotations

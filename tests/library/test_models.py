@@ -33,7 +33,7 @@ from marginal_core.models import (
 
 GEMMA = "gemma3-270m"
 SMOL = "smollm2-135m"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SAMPLE_TEXTS = [
     "Hello world",
@@ -82,7 +82,7 @@ def test_registry_lists_both_embedded_models_default_first():
 def test_device_and_dtype_resolution():
     assert resolve_device("cpu") == "cpu"
     assert resolve_device(None) in {"cuda", "mps", "cpu"}
-    assert resolve_dtype("float32", "cuda") == torch.float32  # auto's choice: tests/test_precision.py
+    assert resolve_dtype("float32", "cuda") == torch.float32  # auto's choice: tests/library/test_precision.py
     if not torch.cuda.is_available():
         with pytest.raises(MarginalError):
             resolve_device("cuda")

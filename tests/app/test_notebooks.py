@@ -1,5 +1,5 @@
 """The notebooks in docs/notebooks/, executed by a real Jupyter kernel (nbclient): every cell runs
-and no output is an error. Their committed outputs are what `python -m tests.test_notebooks`
+and no output is an error. Their committed outputs are what `python -m tests.app.test_notebooks`
 writes back (each shows the library's own values: the cells call it, nothing is copied)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.models]  # each kernel loads the models again
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "docs" / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "docs" / "notebooks"
 NAMES = ("quickstart", "error_analysis", "compare")
 
 
@@ -49,7 +49,7 @@ def test_the_notebook_runs_in_a_kernel_without_errors(name):
     assert shown, "the notebook shows nothing"
 
 
-if __name__ == "__main__":  # refresh the committed outputs: python -m tests.test_notebooks [names]
+if __name__ == "__main__":  # refresh the committed outputs: python -m tests.app.test_notebooks [names]
     import nbformat
 
     for name in sys.argv[1:] or NAMES:

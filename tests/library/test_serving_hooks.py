@@ -16,7 +16,7 @@ from marginal_core.serving import hooks as serving_hooks
 from marginal_core.serving.batching import Batcher
 from marginal_core.serving.turns import Turns
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HOOKS = ("unit", "aside", "checkpoint", "head_scratch", "batcher")
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 

@@ -12,7 +12,7 @@ from collections import defaultdict
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "marginal_core"
 MAX_LINES = 450
 MAX_TOP_LEVEL = 15
@@ -125,3 +125,11 @@ def test_names_are_imported_from_the_module_that_defines_them():
             wrong += [f"{path.relative_to(ROOT)}: {a.name} from {node.module}" for a in node.names
                       if a.name not in definitions(source, private=True) and f"{node.module}.{a.name}" not in mods]
     assert not wrong, wrong
+
+
+def test_every_test_file_sits_on_one_side():
+    """`make test`'s two processes are the two folders (tests/conftest.py groups by folder): a test
+    file elsewhere would make a third group."""
+    stray = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")
+                   if p.parent.name not in ("app", "library") or p.parent.parent != ROOT / "tests")
+    assert not stray, stray

@@ -12,8 +12,8 @@ import pytest
 
 from bench.support.apptest import app
 from marginal_core.tasks.qa import QATask
-from tests.test_reports import hand_made_folder
-from tests.test_scan_compare import constructed_table
+from tests.library.test_reports import hand_made_folder
+from tests.library.test_scan_compare import constructed_table
 
 pytestmark = pytest.mark.models  # the sidebar loads the default model (all but one test)
 
