@@ -20,7 +20,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
-from bench.classroom import SENTENCES
+from bench.classroom.sentences import SENTENCES
 from marginal_core.estimators.estimate_result import Estimate
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.models import load_model

@@ -6,7 +6,7 @@ after the share of its samples it had drawn when the lattice method finished), e
 gap to exact where exact is feasible, and the share of texts where the proxy underestimates.
 With --peer genlm, a second table puts genlm-bytes' beam (bench/peers/genlm_peer.py, in its own
 virtualenv) beside them: each method's mean bound and total seconds, at each --peer-widths K.
-The study of every method at several settings, against exact and the peer, is bench/study.py.
+The study of every method at several settings, against exact and the peer, is bench/study/.
 Run: .venv/bin/python -m bench.estimators [--samples 1000] [--models gemma3-270m,smollm2-135m]
      [--device cuda] [--dtype auto] [--limit N] [--peer genlm [--peer-widths 4,16]]
 """

@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from bench.estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
-from bench.paper_figures import PAPER_T2
+from bench.paper_tables.figures import PAPER_T2
 from bench.scoring import model_flops, roofline, synchronize
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.lattice.conditioning import context_ids

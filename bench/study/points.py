@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.estimators import text_sets
-from bench.paper_runs import table1_sentences
+from bench.paper_tables.runs import table1_sentences
 from bench.peers.genlm_peer import GenlmPeer
 from marginal_core.estimators.estimate_result import Estimate
 from marginal_core.estimators.marginalizer import Marginalizer
@@ -82,7 +82,7 @@ def run_text(m: Marginalizer, budgets: Budgets, seed: int, peer: GenlmPeer | Non
     return points
 
 
-HARD = Path(__file__).with_name("hard_sentences.txt")
+HARD = Path(__file__).resolve().parents[1] / "hard_sentences.txt"
 
 
 def long_texts(limit: int, paper: int) -> list[tuple[str, str | None, str]]:

@@ -45,10 +45,10 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from bench.classroom_measure import run_size
-from bench.classroom_pages import OUTPUT, SEED
-from bench.classroom_report import print_report
-from bench.classroom_sentences import SENTENCES
+from bench.classroom.measure import run_size
+from bench.classroom.report import print_report
+from bench.classroom.sentences import SENTENCES
+from bench.classroom.sessions import OUTPUT, SEED
 
 
 def sizes(text: str) -> list[int]:

@@ -30,8 +30,8 @@ import time
 
 from bench.estimators import text_sets
 from bench.peers.genlm_peer import GenlmPeer
-from bench.study_points import Budgets, long_texts, run_text
-from bench.study_report import explain, report
+from bench.study.points import Budgets, long_texts, run_text
+from bench.study.report import explain, report
 from marginal_core.errors import TooManyPathsError
 from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.estimators.marginalizer import Marginalizer

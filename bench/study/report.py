@@ -1,7 +1,7 @@
 """The study's report: the tables it prints for each model from the points.
 
 Recall against exact, bounds against the best one found, shortfalls, the beam against
-genlm-bytes, per text, then the worst case (bench.study_worst_case).
+genlm-bytes, per text, then the worst case (bench.study.worst_case).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from bench.study_points import Budgets, Point, best_point, find_point
-from bench.study_worst_case import worst_case
+from bench.study.points import Budgets, Point, best_point, find_point
+from bench.study.worst_case import worst_case
 from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH
 from marginal_core.estimators.marginalizer import Marginalizer
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from bench.study_points import Point, best_point, find_point
+from bench.study.points import Point, best_point, find_point
 from marginal_core.estimators import beam as beam_module
 from marginal_core.estimators.marginalizer import Marginalizer
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from bench.classroom_measure import Size
-from bench.classroom_pages import OUTPUT, SEED
+from bench.classroom.measure import Size
+from bench.classroom.sessions import OUTPUT, SEED
 
 
 def spread(values: list[float]) -> str:

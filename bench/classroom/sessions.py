@@ -21,7 +21,7 @@ import psutil
 
 from bench.support.browser import CHROMIUM, CHROMIUM_ARGS, new_page, settle
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page

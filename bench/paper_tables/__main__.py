@@ -30,8 +30,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from bench.paper_runs import DEFAULT, FULL, MODELS, Part, Sizes, log_time, plan
-from bench.paper_section import RESULTS, section, write_section
+from bench.paper_tables.runs import DEFAULT, FULL, MODELS, Part, Sizes, log_time, plan
+from bench.paper_tables.section import RESULTS, section, write_section
 from marginal_core.models.cache_root import cache_root
 
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.paper_figures import PAPER_T1, PAPER_T2, PAPER_T3, PAPER_T4
-from bench.paper_runs import (
+from bench.paper_tables.figures import PAPER_T1, PAPER_T2, PAPER_T3, PAPER_T4
+from bench.paper_tables.runs import (
     LENGTHS,
     METHODS,
     MODELS,
@@ -32,9 +32,9 @@ from bench.paper_runs import (
 )
 from marginal_core.tasks.markdown import table as markdown_table
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results.md"
-TEMPLATE = Path(__file__).with_name("paper_tables.md")  # the section's prose, with the tables' places
+TEMPLATE = Path(__file__).with_name("section.md")  # the section's prose, with the tables' places
 START, END = "<!-- paper-tables:start", "<!-- paper-tables:end -->"
 
 

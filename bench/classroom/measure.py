@@ -19,7 +19,8 @@ from pathlib import Path
 import psutil
 
 import pages._app  # noqa: F401 -- the app's process settings (OMP_WAIT_POLICY), for the serial reference too
-from bench.classroom_pages import (
+from bench.classroom.sentences import SENTENCES
+from bench.classroom.sessions import (
     SEED,
     Session,
     browser_cpu_seconds,
@@ -30,7 +31,6 @@ from bench.classroom_pages import (
     screenshot_ends,
     wait_for_ends,
 )
-from bench.classroom_sentences import SENTENCES
 from bench.support.browser import cpu_seconds, streamlit_server, wait_until_idle
 
 
