@@ -5,12 +5,12 @@ text, context) in the sidebar, bound to the URL so that a link reproduces a view
 chosen page; a page reads the inputs with ``pages._app.inputs.current()``. Each page shows its
 own errors as friendly messages, never a traceback.
 
-Because a folder named pages/ sits beside this file, Streamlit (1.67) runs the first request of
-a fresh server in its legacy pages/ mode: a subpage URL then executes that page's file as a
-script, without this router. Every page file therefore ends by calling :func:`main` when it is
-run as a script; the router's ``st.navigation`` then turns the legacy mode off for every later
-run of every session. Pages are functions, so the router itself never runs a page file as a
-script.
+The pages are modules of pages/views/ and pages/tasks/ (the navigation's two sections), each a
+``page()`` function; none sits at the top of pages/. A folder named pages/ beside the main script
+puts a fresh Streamlit server (1.67) in its legacy pages/ mode until ``st.navigation`` runs once,
+and in that mode a URL naming a file at the top of pages/ runs that file as a script, without
+this router. With no page file there, every request runs this router, the first included, so no
+page needs to know about it: the pages import the library and pages._app, never app.py.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from __future__ import annotations
 import streamlit as st
 
 from marginal_core.serving.turns import TurnCancelled
-from pages import compare, home, lattice, mass, qa, rank, results, running, samplers, surprisal, translation
 from pages._app import inputs, lesson, links, live, loaders, machine, projector
+from pages.tasks import qa, results, translation
+from pages.views import compare, home, lattice, mass, rank, running, samplers, surprisal
 
 
 def navigation() -> dict[str, list[st.Page]]:
@@ -66,7 +67,7 @@ def main() -> None:
         st.stop()  # stopped while waiting: the newer run of this session shows what was kept
     finally:
         links.report_numbers(notice)
-        lesson.next_link(page.url_path)
+        lesson.next_link(page.url_path, {p.url_path or "home": p for group in sections.values() for p in group})
 
 
 if __name__ == "__main__":

@@ -32,20 +32,43 @@ from marginal_core.errors import (
 
 __version__ = "0.1.0"
 
-# name -> the module that defines it, imported when the name is first read
+# name -> the module that defines it, imported when the name is first read; by stage
 _LAZY = {
-    "load_model": "marginal_core.models",
+    # the lattice: a text's tokenizations, counted and sampled without a model
     "build_lattice": "marginal_core.lattice.graph",
     "Lattice": "marginal_core.lattice.graph",
+    "lattice_samples": "marginal_core.lattice.sampling",
+    "vocabulary": "marginal_core.lattice.vocab",
+    "Vocabulary": "marginal_core.lattice.vocab",
+    "TextTokenizer": "marginal_core.lattice.tokenizer",
+    # models and the one model contract the algorithms use
+    "load_model": "marginal_core.models",
+    "LM": "marginal_core.lm.adapter",
+    # the estimators
     "Marginalizer": "marginal_core.estimators.marginalizer",
     "Estimate": "marginal_core.estimators.estimate_result",
     "EstimateOptions": "marginal_core.estimators.estimate_options",
+    "Method": "marginal_core.estimators.methods",
+    "TASK_METHODS": "marginal_core.estimators.methods",
+    "DEFAULT_BEAM_WIDTH": "marginal_core.estimators.beam_width",
+    "MAX_BEAM_WIDTH": "marginal_core.estimators.beam_width",
+    "auto_widths": "marginal_core.estimators.beam_width",
+    "describe_rounds": "marginal_core.estimators.beam_width",
+    "PROXY_BATCH_SIZE": "marginal_core.estimators.proxy",
+    "on_one_scorer": "marginal_core.scoring.shared_scores",
+    # where in the text
+    "Surprisal": "marginal_core.estimators.surprisal_result",
+    "Region": "marginal_core.estimators.surprisal_result",
+    "UNITS": "marginal_core.estimators.surprisal_result",
+    "SPACES": "marginal_core.estimators.surprisal_result",
+    "SURPRISAL_METHODS": "marginal_core.estimators.surprisal_result",
+    "region_spans": "marginal_core.estimators.surprisal_result",
+    "surprisal_stream": "marginal_core.estimators.surprisal_run",
+    # one call each
     "estimate": "marginal_core.api",
     "scan": "marginal_core.api",
     "surprisal": "marginal_core.api",
-    "Surprisal": "marginal_core.estimators.surprisal_result",
-    "compare": "marginal_core.estimators.comparison",
-    "Method": "marginal_core.estimators.methods",
+    "compare": "marginal_core.tasks.comparison",
 }
 
 __all__ = [

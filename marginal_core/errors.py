@@ -76,6 +76,24 @@ class ContextWindowError(MarginalError):
         )
 
 
+class OutOfMemory(MarginalError):
+    """Even the smallest unit of work does not fit in memory on this device."""
+
+
+def is_oom(err: BaseException) -> bool:
+    """Whether an exception is an allocation failure (CUDA, MPS or the CPU allocator)."""
+    if isinstance(err, MemoryError):
+        return True
+    try:
+        import torch
+    except ImportError:  # no torch, so no torch allocation failure
+        return False
+    if isinstance(err, torch.OutOfMemoryError):
+        return True
+    text = str(err).lower()
+    return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate" in text)
+
+
 def run_cli(command: Callable[[], int | None], prog: str = "marginal") -> int:
     """Run a command-line entry point under the one error policy of every `marginal` command:
     an error the user can fix is one line on standard error and exit status 2; Ctrl-C exits with 130."""

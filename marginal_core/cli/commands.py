@@ -20,7 +20,6 @@ from marginal_core.cli.surprisal_command import add_command as add_surprisal_com
 from marginal_core.cli.text_input import read_text
 from marginal_core.errors import MarginalError, run_cli
 from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE, Round, describe_rounds, parse_width
-from marginal_core.estimators.comparison import difference, figures, labels, parse_sides, run_methods
 from marginal_core.estimators.methods import METHODS, Method, parse_methods
 from marginal_core.lattice.graph import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
 from marginal_core.lattice.sampling import lattice_samples, num_candidates
@@ -28,6 +27,7 @@ from marginal_core.lattice.vocab import vocabulary
 from marginal_core.models import DEFAULT_MODEL, load_text_tokenizer
 from marginal_core.models.model_commands import add_beam_width, add_device_arguments
 from marginal_core.progress import tqdm_progress
+from marginal_core.tasks.comparison import difference, figures, labels, parse_sides, run_methods
 from marginal_core.tasks.task_commands import add_commands as add_task_commands
 from marginal_core.tasks.task_commands import task_summary
 

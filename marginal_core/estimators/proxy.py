@@ -47,7 +47,7 @@ from marginal_core.lm.oom import halved
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.serving import hooks as serving_hooks
 
-DEFAULT_BATCH_SIZE = 1024  # samples per batch: more share more prefixes
+PROXY_BATCH_SIZE = 1024  # samples per batch: more share more prefixes
 
 
 # --------------------------------------------------------------------------------------------
@@ -332,7 +332,7 @@ def proxy_stream(
     *,
     include_canonical: bool = False,
     seed: int | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int = PROXY_BATCH_SIZE,
     first_batch: int | None = None,
     progress: Progress | None = None,
     should_stop: StopCheck | None = None,

@@ -1,27 +1,9 @@
-"""The one out-of-memory policy: recognise an allocation failure, free the accelerator's cache,
-halve the work and retry; a clear error when a single row does not fit."""
+"""The one out-of-memory policy: free the accelerator's cache, halve the work and retry after an
+allocation failure (``errors.is_oom`` recognises one); a clear error when a single row does not fit."""
 
 from __future__ import annotations
 
-from marginal_core.errors import MarginalError
-
-
-class OutOfMemory(MarginalError):
-    """Even the smallest unit of work does not fit in memory on this device."""
-
-
-def is_oom(err: BaseException) -> bool:
-    """Whether an exception is an allocation failure (CUDA, MPS or the CPU allocator)."""
-    if isinstance(err, MemoryError):
-        return True
-    try:
-        import torch
-    except ImportError:  # no torch, so no torch allocation failure
-        return False
-    if isinstance(err, torch.OutOfMemoryError):
-        return True
-    text = str(err).lower()
-    return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate" in text)
+from marginal_core.errors import OutOfMemory, is_oom
 
 
 def free_accelerator_cache(device_type: str) -> None:

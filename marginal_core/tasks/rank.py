@@ -65,8 +65,8 @@ class RankTask(Task):
         return [Request(0, "", item.text, {"length": item.length, "chars": len(item.text)})]
 
     def report(self, out: Path, items: Sequence[str], methods: Sequence[str]) -> dict[str, Any]:
-        from marginal_core.estimators.analysis import rank_correlation
         from marginal_core.tasks.store import read_samples
+        from marginal_core.viz.analysis import rank_correlation
 
         samples = read_samples(out)
         rows = []

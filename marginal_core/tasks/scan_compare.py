@@ -6,7 +6,7 @@ gains over the corpus.
 With three or more models, the report compares every pair (in the scan's model order) and the
 paired CSV stacks the pairs (columns ``model_a``, ``model_b``); the Results page compares the pair
 chosen in two boxes, the first two models by default. The rules of a flip and of a moved difference
-are :class:`marginal_core.estimators.comparison.Difference`'s, so one text reads the same here and on Compare.
+are :class:`marginal_core.tasks.comparison.Difference`'s, so one text reads the same here and on Compare.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from marginal_core.estimators.comparison import MOVED_NATS, flips, moves
 from marginal_core.estimators.jsonsafe import json_float
 from marginal_core.tasks import markdown
+from marginal_core.tasks.comparison import MOVED_NATS, flips, moves
 from marginal_core.tasks.gains import TOP, best_rows, short_text
 
 PER_MODEL = ("log_p_canonical", "log_p_text", "gain_nats", "method")  # a model's columns, suffixed _a / _b

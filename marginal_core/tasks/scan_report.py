@@ -100,9 +100,9 @@ def texts_table(folder: Path) -> pd.DataFrame:
 def paths_table(folder: Path) -> pd.DataFrame:
     """The stored tokenizations of one model folder, decoded: token strings, log p, share of the
     method's estimate, kind, splits from the canonical and draws."""
-    from marginal_core.estimators.analysis import splits_from_canonical
     from marginal_core.lattice.graph import Lattice, build_lattice
     from marginal_core.models import load_text_tokenizer
+    from marginal_core.viz.analysis import splits_from_canonical
 
     config, rows = store.read_config(folder), load_rows(folder)
     tokenizer = load_text_tokenizer(config["model"])

@@ -117,7 +117,7 @@ def rank_scatter(estimate: Estimate, rho: float | None = None) -> go.Figure:
     """log p against log q for the distinct proxy samples, with Spearman's rho in the title."""
     import plotly.graph_objects as go
 
-    from marginal_core.estimators.analysis import spearman
+    from marginal_core.viz.analysis import spearman
 
     if estimate.log_q is None:
         raise ValueError("a rank scatter needs proxy samples (with log q)")

@@ -70,8 +70,8 @@ def log_p_text(estimate: Estimate) -> str:
 def estimate_html(estimate: Estimate) -> str:
     """An Estimate as a card: method, model, dtype, log p(canonical), log p(text), the mass off the
     canonical, seconds, the five heaviest tokenizations with their shares, an anytime beam's rounds."""
-    from marginal_core.estimators.analysis import top_tokenizations
     from marginal_core.estimators.beam_width import describe_rounds
+    from marginal_core.viz.analysis import top_tokenizations
 
     source = estimate.source
     facts = []

@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from marginal_core.estimators.beam_width import describe_rounds
-from marginal_core.estimators.methods import Method
+from marginal_core import Method, describe_rounds
 from marginal_core.viz import format_log, format_small
 from pages._app import shared_results
 
 if TYPE_CHECKING:
-    from marginal_core.estimators.estimate_result import Estimate
+    from marginal_core import Estimate
     from pages._app.inputs import Inputs
 
 # A bound this many nats of log p(text) below the best one found (about 10% of the probability) is
@@ -43,7 +42,7 @@ def best_bound(inp: Inputs) -> tuple[str, Estimate] | None:
     """The finished lower bound with the most mass for these inputs (model, precision, text,
     context) among every stored result, with its label (exact wherever it is known: a bound a
     rounding error above it is no better); None when none is stored."""
-    from marginal_core.estimators.estimate_result import Estimate
+    from marginal_core import Estimate
 
     found = [(setting_label(key[len(inp.key()):]), r) for key, r in shared_results.under(inp.key())
              if isinstance(r, Estimate) and len(key) > len(inp.key()) and r.method.is_bound]

@@ -5,11 +5,11 @@ stop Streamlit draws nothing more, so pages end their normal flows with return."
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Mapping
 
 import streamlit as st
 
-# (URL path = module under pages/, title, what the page shows), in the lesson's order.
+# (URL path, title, what the page shows), in the lesson's order.
 ORDER: tuple[tuple[str, str, str], ...] = (
     ("home", "Home", "the text's tokenizations and its marginal"),
     ("lattice", "Lattice", "every tokenization as a path, and where the mass flows"),
@@ -24,16 +24,16 @@ ORDER: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def next_link(url_path: str) -> None:
-    """A link to the page after url_path in the lesson (back to Home after the last); nothing
-    for a page outside the lesson. Home, the default page, has the URL path ''."""
+def next_link(url_path: str, pages: Mapping[str, st.Page]) -> None:
+    """A link to the page after url_path in the lesson (back to Home after the last), one of the
+    router's pages (by URL path); nothing for a page outside the lesson. Home, the default page,
+    has the URL path ''."""
     paths = [path for path, _, _ in ORDER]
     url_path = url_path or "home"
     if url_path not in paths:
         return
     path, title, what = ORDER[(paths.index(url_path) + 1) % len(ORDER)]
-    module = importlib.import_module(f"pages.{path}")  # at call time: the pages import this package
     st.divider()
     label = f"Next in the lesson: {title} — {what}" if path != "home" else "Back to the start: Home"
-    st.page_link(st.Page(module.page, url_path=path), label=label,
+    st.page_link(pages[path], label=label,
                  icon=":material/arrow_forward:")

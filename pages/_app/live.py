@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import streamlit as st
 
-from marginal_core.estimators.beam_width import MAX_BEAM_WIDTH
-from marginal_core.estimators.methods import Method
+from marginal_core import MAX_BEAM_WIDTH, Method
 from marginal_core.progress import Progress, StopCheck
 from marginal_core.serving.turns import TurnCancelled
 from pages._app import machine, server, shared_results
@@ -36,8 +35,7 @@ from pages._app.defaults import DEFAULT_SAMPLES
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
-    from marginal_core.estimators.estimate_result import Estimate
-    from marginal_core.estimators.marginalizer import Marginalizer
+    from marginal_core import Estimate, Marginalizer
 
 T = TypeVar("T")
 _TOKEN = "_run_token"
@@ -62,9 +60,9 @@ def live_chunk(k: int) -> int:
 
 def proxy_batch(k: int) -> int:
     """The samples of each batch of a live proxy run of k: a quarter of k, 100 to 1,024."""
-    from marginal_core.estimators.proxy import DEFAULT_BATCH_SIZE
+    from marginal_core import PROXY_BATCH_SIZE
 
-    return int(min(DEFAULT_BATCH_SIZE, max(PROXY_BATCH, math.ceil(k / 4))))
+    return int(min(PROXY_BATCH_SIZE, max(PROXY_BATCH, math.ceil(k / 4))))
 
 
 def _requested(m: Marginalizer, method: str, samples: int) -> int:

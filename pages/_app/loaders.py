@@ -15,11 +15,7 @@ from pages._app.error_messages import show_error
 from pages._app.inputs import Inputs, require_text
 
 if TYPE_CHECKING:
-    from marginal_core.estimators.marginalizer import Marginalizer
-    from marginal_core.lattice.graph import Lattice
-    from marginal_core.lattice.tokenizer import TextTokenizer
-    from marginal_core.lattice.vocab import Vocabulary
-    from marginal_core.lm.adapter import LM
+    from marginal_core import LM, Lattice, Marginalizer, TextTokenizer, Vocabulary
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
@@ -35,7 +31,7 @@ def tokenizer(name: str) -> TextTokenizer:
 @st.cache_resource(show_spinner=False, max_entries=6)
 def vocabulary(name: str) -> Vocabulary:
     """The vocabulary index (token surfaces, prefix index) of a model's tokenizer."""
-    from marginal_core.lattice.vocab import vocabulary as build
+    from marginal_core import vocabulary as build
 
     return build(tokenizer(name))
 
@@ -110,7 +106,7 @@ def model(name: str, device: str, dtype: str) -> LM:
 @st.cache_resource(show_spinner=False, max_entries=32)
 def lattice(name: str, text: str) -> Lattice:
     """The tokenization lattice of a text (no model needed, only its tokenizer)."""
-    from marginal_core.lattice.graph import build_lattice
+    from marginal_core import build_lattice
 
     vocabulary(name)
     return build_lattice(text, tokenizer(name))
@@ -119,7 +115,7 @@ def lattice(name: str, text: str) -> Lattice:
 @st.cache_resource(show_spinner=False, max_entries=16)
 def marginalizer_for(name: str, device: str, dtype: str, text: str, context: str) -> Marginalizer:
     """The Marginalizer of a text and context under a model already loaded."""
-    from marginal_core.estimators.marginalizer import Marginalizer
+    from marginal_core import Marginalizer
 
     return Marginalizer(_model(name, device, dtype), text, context or None)
 

@@ -9,7 +9,7 @@ from pages._app import projector
 from pages._app.folders import view_link
 
 if TYPE_CHECKING:
-    from marginal_core.estimators.surprisal_result import Region, Surprisal
+    from marginal_core import Region, Surprisal
     from pages._app.inputs import Inputs
 
 

@@ -41,8 +41,7 @@ def warm(name: str) -> None:
     pass; a failure is left to the page that needs the model to report."""
     started = time.perf_counter()
     try:
-        from marginal_core.estimators.marginalizer import Marginalizer
-        from marginal_core.lattice.vocab import vocabulary
+        from marginal_core import Marginalizer, vocabulary
         from marginal_core.models import load_model, load_text_tokenizer
 
         vocabulary(load_text_tokenizer(name))  # the lattice's, before the weights (Home's chips need it first)

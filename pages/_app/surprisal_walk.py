@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from marginal_core.estimators.beam_width import MAX_BEAM_WIDTH
+from marginal_core import MAX_BEAM_WIDTH
 from pages._app import live, server, shared_results
 from pages._app.defaults import APP_EXACT_BUDGET
 
 if TYPE_CHECKING:
-    from marginal_core.estimators.marginalizer import Marginalizer
-    from marginal_core.estimators.surprisal_result import Surprisal
+    from marginal_core import Marginalizer, Surprisal
 
 _STOPPED = "_surprisal_stopped"  # (key, Surprisal) of the session's last stopped walk
 
@@ -24,7 +23,7 @@ def walk(key: Hashable, m: Marginalizer, method: str, width: int | None, label: 
          on_update: Callable[[Surprisal], None]) -> Surprisal:
     """The text's surprisal under m (the beam's anytime walk, or one of ``width``; or exact, up to
     APP_EXACT_BUDGET prefixes), each step passed to on_update; a finished walk is cached."""
-    from marginal_core.estimators.surprisal_run import surprisal_stream
+    from marginal_core import surprisal_stream
 
     done = shared_results.cached(key)
     if done is not None:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from marginal_core.estimators.methods import TASK_METHODS
+from marginal_core import TASK_METHODS
 from marginal_core.tasks.report import complete_items, load_rows, methods_present, mt_selection, per_question, picks
 from marginal_core.tasks.store import read_items
 

@@ -12,15 +12,14 @@ from marginal_core import viz
 from pages._app import projector, wrapped_tables
 
 if TYPE_CHECKING:
-    from marginal_core.estimators.estimate_result import Estimate
-    from marginal_core.lattice.graph import Lattice
+    from marginal_core import Estimate, Lattice
 
 TOKENIZATION_PX = 520  # one line for a sentence of about 70 characters on a laptop
 
 
 def top_table(lat: Lattice, est: Estimate, n: int = 5) -> None:
     """A table of the n most probable tokenizations found, with log p and share of the found mass in %."""
-    from marginal_core.estimators import analysis  # scipy: imported when a page shows an estimate
+    from marginal_core.viz import analysis  # scipy: imported when a page shows an estimate
 
     top = analysis.top_tokenizations(lat, est, n)
     frame = pd.DataFrame({

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH, auto_widths
+from marginal_core import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH, auto_widths
 from marginal_core.viz import count_label
 from pages._app import server
 from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, MAX_SAMPLES, exact_feasible
@@ -15,7 +15,7 @@ from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, MAX_SAMPLES, 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
-    from marginal_core.lattice.graph import Lattice
+    from marginal_core import Lattice
 
 _L_DEFAULT = "_L_default"  # the default L last put in the length-bound widget (see length_bound)
 

@@ -104,7 +104,7 @@ def test_the_exact_count_of_a_20000_character_text_is_shown():
     assert lifted.stdout.split() == ["4300", "0"]
     count = build_lattice(text, load_tokenizer(SMOL)).count()
     started = time.perf_counter()
-    at = app("pages/lattice.py", model=SMOL, text=text)
+    at = app("pages/views/lattice.py", model=SMOL, text=text)
     print(f"lattice page of a 20,000-character text in {time.perf_counter() - started:.1f} s", flush=True)
     assert_clean(at)
     digits = str(count)
@@ -115,7 +115,7 @@ def test_the_exact_count_of_a_20000_character_text_is_shown():
     assert digits in [c.value for c in at.code]
     assert any(b.proto.label == f"Download the {len(digits):,} digits" for b in at.get("download_button"))
     # A small count shows every digit in the metric and needs no expander.
-    at = app("pages/lattice.py", model=SMOL, text=SHORT)
+    at = app("pages/views/lattice.py", model=SMOL, text=SHORT)
     assert metrics(at)["Tokenizations"] == "30" and not at.code
 
 
@@ -136,13 +136,13 @@ def test_texts_beyond_the_context_window_get_a_message_before_any_scoring(monkey
     assert "context window of 6 tokens" in error and "Lattice page" in error
     assert "Something went wrong" not in error
     assert "Tokenizations" in metrics(at) and "log p(canonical)" not in metrics(at)
-    at = app("pages/running.py", model=SMOL, text=text, context="", k="5", methods="lattice")
+    at = app("pages/views/running.py", model=SMOL, text=text, context="", k="5", methods="lattice")
     click(at, "run")
     assert not at.exception and any("context window of 6 tokens" in e.value for e in at.error)
     at.run()  # e.g. a Stop click: a refused run is not a stopped one
     assert not any("Stopped" in w.value for w in at.warning)
     assert lm.prefills == before  # nothing was scored, not even the context
-    at = app("pages/lattice.py", model=SMOL, text=text, context="")
+    at = app("pages/views/lattice.py", model=SMOL, text=text, context="")
     assert_clean(at)
     assert at.get("graphviz_chart")
 
@@ -204,7 +204,7 @@ def test_a_text_too_long_for_a_link_stays_in_the_session_and_out_of_the_url():
 
     text = ("漢字かな交じり文の例です。" * 2000)[:15_000]
     assert len(quote(text)) > MAX_LINKED_CHARS
-    at = app("pages/lattice.py", model=SMOL, text=" Paris.")
+    at = app("pages/views/lattice.py", model=SMOL, text=" Paris.")
     assert at.query_params["text"] == " Paris."
     at.sidebar.text_area(key="text").input(text).run()
     assert_clean(at)
@@ -220,7 +220,7 @@ def test_a_text_too_long_for_a_link_stays_in_the_session_and_out_of_the_url():
 
 
 def test_lattice_page_draws_the_lattice_with_downloads_and_arcs():
-    at = app("pages/lattice.py", model=SMOL, text=SHORT)
+    at = app("pages/views/lattice.py", model=SMOL, text=SHORT)
     assert_clean(at)
     (chart,) = at.get("graphviz_chart")
     dot = chart.proto.spec
@@ -239,7 +239,7 @@ def test_lattice_page_draws_the_lattice_with_downloads_and_arcs():
 def test_lattice_page_mass_flow_mode():
     """Issue 11 item 5: arcs drawn by their share of the mass: exact on a small lattice, the
     beam's paths (a lower bound) on one past the exact budget."""
-    at = app("pages/lattice.py", model=SMOL, text=SHORT, dtype="float32", arcs_by="mass flow")
+    at = app("pages/views/lattice.py", model=SMOL, text=SHORT, dtype="float32", arcs_by="mass flow")
     assert_clean(at)
     if any(b.key == "flow_score" for b in at.button):  # not there when an earlier test scored it exactly
         click(at, "flow_score")
@@ -249,7 +249,7 @@ def test_lattice_page_mass_flow_mode():
     arcs = at.dataframe[0].value
     assert arcs["mass_share"].between(0, 1).all() and arcs["best_path"].notna().all()
     long_text = " The capital of France is Paris."  # past the exact budget under SmolLM2
-    at = app("pages/lattice.py", model=SMOL, text=long_text, dtype="float32", arcs_by="mass flow", W="1", Wauto="false")
+    at = app("pages/views/lattice.py", model=SMOL, text=long_text, dtype="float32", arcs_by="mass flow", W="1", Wauto="false")
     assert_clean(at)
     assert at.segmented_control(key="flow_source").value == "beam"
     if any(b.key == "flow_score" for b in at.button):
@@ -268,7 +268,7 @@ def test_the_length_bound_follows_the_text_unless_set_by_hand():
 
     long_text = (" The committee postponed its decision until the next meeting." * 10)[:600]
     short, long = (build_lattice(t, load_tokenizer(SMOL)) for t in (SHORT, long_text))
-    at = app("pages/lattice.py", model=SMOL, text=SHORT)
+    at = app("pages/views/lattice.py", model=SMOL, text=SHORT)
     assert_clean(at)
     assert at.number_input(key="L").value == short.default_max_len()
     at.sidebar.text_area(key="text").set_value(long_text).run()
@@ -287,13 +287,13 @@ def test_the_length_bound_follows_the_text_unless_set_by_hand():
     at.sidebar.text_area(key="text").set_value(SHORT).run()
     assert at.number_input(key="L").value == long.min_len
     # A shared link's L is kept as well.
-    at = app("pages/lattice.py", model=SMOL, text=long_text, L="5")
+    at = app("pages/views/lattice.py", model=SMOL, text=long_text, L="5")
     assert at.number_input(key="L").value == 5 and any("No tokenization" in w.value for w in at.warning)
 
 
 def test_lattice_page_windows_a_long_text():
     text = " ".join(["The committee postponed its decision until the next meeting."] * 5)
-    at = app("pages/lattice.py", model=SMOL, text=text)
+    at = app("pages/views/lattice.py", model=SMOL, text=text)
     assert_clean(at)
     assert at.toggle(key="whole").disabled  # too many arcs for a whole drawing
     dot = at.get("graphviz_chart")[0].proto.spec

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.models  # every page opens with the sidebar's model loa
 
 def test_samplers_page_shows_four_samplers_scored():
     """Off-by-one, uniform, proxy and (issue 11 item 1) the beam's complete paths with their log p."""
-    at = app("pages/samplers.py", model=SMOL, text=SHORT, k="12", pk="10", W="2", dtype="float32", Wauto="false")
+    at = app("pages/views/samplers.py", model=SMOL, text=SHORT, k="12", pk="10", W="2", dtype="float32", Wauto="false")
     assert_clean(at)
     off, uni = at.dataframe[0].value, at.dataframe[1].value
     assert len(off) == 4 and (off["tokens"] == 3).all()  # " Paris." has 4 one-token splits
@@ -46,7 +46,7 @@ def test_sample_tables_show_long_tokenizations_whole():
 
     from pages._app import wrapped_tables
 
-    at = app("pages/samplers.py", model=SMOL, text=" The committee postponed its decision until the next meeting.",
+    at = app("pages/views/samplers.py", model=SMOL, text=" The committee postponed its decision until the next meeting.",
              k="12")
     assert_clean(at)
     off = at.dataframe[0]
@@ -55,7 +55,7 @@ def test_sample_tables_show_long_tokenizations_whole():
     assert longest > 60 and off.proto.row_height >= wrapped_tables.WRAP_FROM_PX  # Streamlit wraps only rows over 4rem
     lines = (off.proto.row_height - wrapped_tables.PAD_PX) // wrapped_tables.LINE_PX
     assert lines * width / wrapped_tables.CHAR_PX >= longest
-    at = app("pages/samplers.py", model=SMOL, text=SHORT, k="12")
+    at = app("pages/views/samplers.py", model=SMOL, text=SHORT, k="12")
     assert at.dataframe[0].proto.row_height == 0  # one line holds " Paris." whole: default rows
 
 
@@ -63,20 +63,20 @@ def test_sample_tables_show_long_tokenizations_whole():
 def test_a_link_with_numbers_a_page_cannot_take_says_which_and_what_it_uses(bad):
     """Issue 13 item 5g: k=-5, k=abc, k=1e8 and L=0 silently became defaults, and an infinite
     number raised OverflowError inside Streamlit before any page code ran."""
-    at = app("pages/samplers.py", model=SMOL, text=SHORT, **bad)
+    at = app("pages/views/samplers.py", model=SMOL, text=SHORT, **bad)
     assert_clean(at)
     (warning,) = [w.value for w in at.warning if "The link holds numbers" in w.value]
     for key, text in bad.items():
         assert f"`{key}={text}` (using {key} = {at.session_state[key]:,})" in warning, warning
     at.run()  # the widgets rule from now on: no more word about the link
     assert not [w.value for w in at.warning if "The link holds numbers" in w.value]
-    at = app("pages/samplers.py", model=SMOL, text=SHORT, k="12", L="0")
+    at = app("pages/views/samplers.py", model=SMOL, text=SHORT, k="12", L="0")
     (warning,) = [w.value for w in at.warning if "The link holds numbers" in w.value]
     assert "`L=0`" in warning and "k=" not in warning and at.session_state["k"] == 12
 
 
 def test_mass_page_exact_on_a_short_text():
-    at = app("pages/mass.py", model=SMOL, text=SHORT)
+    at = app("pages/views/mass.py", model=SMOL, text=SHORT)
     assert_clean(at)
     assert at.toggle(key="exact").value
     if any(b.key == "compute" for b in at.button):  # not there when an earlier test scored these paths
@@ -92,7 +92,7 @@ def test_mass_page_exact_on_a_short_text():
 
 def test_mass_page_shares_of_the_beams_paths():
     """Issue 11 item 1: the mass found by the beam, beside the exact mass once both are known."""
-    at = app("pages/mass.py", model=SMOL, text=SHORT, dtype="float32", exact="false", source="beam", W="2", Wauto="false")
+    at = app("pages/views/mass.py", model=SMOL, text=SHORT, dtype="float32", exact="false", source="beam", W="2", Wauto="false")
     assert_clean(at)
     assert at.number_input(key="k").disabled and not at.number_input(key="W").disabled
     if any(b.key == "compute" for b in at.button):  # not there when an earlier test ran this beam
@@ -112,19 +112,19 @@ def test_mass_page_shares_of_the_beams_paths():
 def test_a_link_keeps_the_exact_toggle_and_the_arcs_filter():
     """Issue 13 item 5h: the mass page's Exact toggle and the lattice page's "only arcs inside
     the window" were not in the URL, so a shared link showed another view."""
-    at = app("pages/mass.py", model=SMOL, text=SHORT, exact="false")
+    at = app("pages/views/mass.py", model=SMOL, text=SHORT, exact="false")
     assert_clean(at)
     assert not at.toggle(key="exact").value and not at.number_input(key="k").disabled  # sampled, not exact
     text = " ".join(["The committee postponed its decision until the next meeting."] * 5)
-    at = app("pages/lattice.py", model=SMOL, text=text)
+    at = app("pages/views/lattice.py", model=SMOL, text=text)
     inside = len(at.dataframe[0].value)
-    at = app("pages/lattice.py", model=SMOL, text=text, only_window="false")
+    at = app("pages/views/lattice.py", model=SMOL, text=text, only_window="false")
     assert_clean(at)
     assert not at.toggle(key="only_window").value and len(at.dataframe[0].value) > inside
 
 
 def test_rank_page_scatter_and_table():
-    at = app("pages/rank.py", model=SMOL, text=" Paris is the capital of France.", pk="20",
+    at = app("pages/views/rank.py", model=SMOL, text=" Paris is the capital of France.", pk="20",
              lengths="50", per="1", tk="6", dtype="float32")
     assert_clean(at)
     if any(b.key == "draw" for b in at.button):  # not there when an earlier test drew them
@@ -138,9 +138,9 @@ def test_rank_page_scatter_and_table():
     summary, rows = at.dataframe[0].value, at.dataframe[1].value
     assert summary["sentences"].tolist() == [1] and len(rows) == 1 and rows["draws"].tolist() == [6]
     # Table 1's task (the evaluator's stored samples) gives the rho of the library's own proxy run
-    from marginal_core.estimators.analysis import spearman
     from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
+    from marginal_core.viz.analysis import spearman
     from pages._app.table1 import RANK_SENTENCES
 
     est = Marginalizer(load_model(SMOL, dtype="float32", device="cpu"), RANK_SENTENCES[50][0]).proxy(6, seed=0)
@@ -150,7 +150,7 @@ def test_rank_page_scatter_and_table():
 
 
 def test_running_page_plots_lattice_proxy_and_exact():
-    at = app("pages/running.py", model=SMOL, text=SHORT, k="15", seed="3", y="log p(text)")
+    at = app("pages/views/running.py", model=SMOL, text=SHORT, k="15", seed="3", y="log p(text)")
     assert_clean(at)
     before = plotly(at)  # the axes before Run (the exact line if another page computed it): the browser
     assert len(before) == 2 and before[1].layout.xaxis.title.text == "seconds"  # loads its plotting code early
@@ -173,7 +173,7 @@ def test_running_page_opens_on_the_non_canonical_mass_where_the_marginal_is_flat
     """Issue 24: with nothing known the page opens on the non-canonical mass and says why; once a
     finished result shows most of the mass off the canonical (" Tokyo" under SmolLM2: 99%), a
     page opened on that text shows log p(text). The table speaks in words, not field names."""
-    at = app("pages/running.py", model=SMOL, text=" Tokyo", context="", dtype="float32", k="8", methods="lattice")
+    at = app("pages/views/running.py", model=SMOL, text=" Tokyo", context="", dtype="float32", k="8", methods="lattice")
     assert_clean(at)
     assert at.segmented_control(key="y").value == "non-canonical mass"
     assert any(c.value.startswith("Opened on the non-canonical mass") for c in at.caption)
@@ -186,7 +186,7 @@ def test_running_page_opens_on_the_non_canonical_mass_where_the_marginal_is_flat
     at.run()
     assert at.segmented_control(key="y").value == "non-canonical mass"  # a run does not move the view
     # Results are shared by every session: a link opened now knows 99% of the mass is off the canonical.
-    fresh = app("pages/running.py", model=SMOL, text=" Tokyo", context="", dtype="float32", k="8", methods="lattice")
+    fresh = app("pages/views/running.py", model=SMOL, text=" Tokyo", context="", dtype="float32", k="8", methods="lattice")
     assert fresh.segmented_control(key="y").value == "log p(text)"
     assert not any(c.value.startswith("Opened on the non-canonical mass") for c in fresh.caption)
 
@@ -194,7 +194,8 @@ def test_running_page_opens_on_the_non_canonical_mass_where_the_marginal_is_flat
 def test_running_page_plots_the_beam_beside_exact():
     """Issue 11 item 1: the beam on the running page, keyed by its width (URL key W), its points
     the paths completed, a row in the summary table, a lower bound of the exact marginal."""
-    at = app("pages/running.py", model=SMOL, text=SHORT, dtype="float32", methods="beam", W="2", y="log p(text)", Wauto="false")
+    at = app("pages/views/running.py", model=SMOL, text=SHORT, dtype="float32", methods="beam", W="2", y="log p(text)",
+             Wauto="false")
     assert_clean(at)
     assert at.number_input(key="W").value == 2 and at.multiselect(key="methods").value == ["beam"]
     click(at, "run")
@@ -216,7 +217,7 @@ def test_the_anytime_beam_draws_its_rounds_and_a_far_lower_bound_is_warned_about
     the lattice sampler's bound at k = 4, some 10 nats below the exact value on "Entschuldigung"
     (where what W = 16 pruned cannot hold 0.01 nats more: one round), comes with a warning naming
     exact, the best there is (on this page and on the mass page)."""
-    widened = app("pages/running.py", model=SMOL, text="Donaudampfschiff", dtype="float32", methods=["beam"])
+    widened = app("pages/views/running.py", model=SMOL, text="Donaudampfschiff", dtype="float32", methods=["beam"])
     assert widened.toggle(key="Wauto").value and widened.number_input(key="W").disabled
     click(widened, "run")
     assert_clean(widened)
@@ -226,13 +227,13 @@ def test_the_anytime_beam_draws_its_rounds_and_a_far_lower_bound_is_warned_about
     assert any(c.value.startswith("Anytime beam: widths 16 → 64; what it pruned could hold at most")
                for c in widened.caption)
     text = "Entschuldigung"
-    at = app("pages/running.py", model=SMOL, text=text, dtype="float32", methods=["lattice", "beam"], k="4")
+    at = app("pages/views/running.py", model=SMOL, text=text, dtype="float32", methods=["lattice", "beam"], k="4")
     click(at, "run")
     assert_clean(at)
     assert any(c.value.startswith("Anytime beam: width 16; what it pruned could hold at most") for c in at.caption)
     (warning,) = [w.value for w in at.warning]
     assert warning.startswith("The lattice bound is") and "nats below the best bound found for this text, exact:" in warning
-    mass = app("pages/mass.py", model=SMOL, text=text, dtype="float32", exact="false", source="lattice", k="4")
+    mass = app("pages/views/mass.py", model=SMOL, text=text, dtype="float32", exact="false", source="lattice", k="4")
     assert_clean(mass)
     assert any("nats below the best bound found for this text" in w.value for w in mass.warning)
 
@@ -303,7 +304,7 @@ def test_the_first_live_update_of_a_large_run_comes_after_a_few_samples(monkeypa
 
     monkeypatch.setattr(live, "live_stream", first_update_then_stop)
     text = " ".join(["The committee postponed its decision until the next meeting."] * 2)
-    at = app("pages/running.py", model=SMOL, text=text, k="5000", methods="lattice")
+    at = app("pages/views/running.py", model=SMOL, text=text, k="5000", methods="lattice")
     click(at, "run")
     print(f"first update after {updates[0][1]:.1f} s", flush=True)
     assert updates[0][0] == live.FIRST_CHUNK
@@ -331,7 +332,7 @@ def test_stop_ends_a_live_run_within_a_forward_pass_and_says_so(monkeypatch):
 
     monkeypatch.setattr(live.Bar, "progress", spy)
     text = " ".join(["The committee postponed its decision until the next meeting."] * 2)
-    at = app("pages/running.py", model=SMOL, text=text, k="5000", methods="lattice")
+    at = app("pages/views/running.py", model=SMOL, text=text, k="5000", methods="lattice")
     assert_clean(at)
     assert not at.toggle(key="exact").value  # too many tokenizations: lattice only
     at.button(key="run").click()

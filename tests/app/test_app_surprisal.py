@@ -33,7 +33,7 @@ def test_run_draws_the_strip_the_bars_and_the_totals():
     from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
 
-    at = app("pages/surprisal.py", **LINK)
+    at = app("pages/views/surprisal.py", **LINK)
     assert_clean(at)
     assert at.segmented_control(key="unit").value == "word" and at.segmented_control(key="space").value == "trailing"
     (empty,) = plotly(at)  # the axes before Run
@@ -58,19 +58,19 @@ def test_run_draws_the_strip_the_bars_and_the_totals():
 
 
 def test_the_unit_and_the_space_rule_come_from_the_url():
-    at = app("pages/surprisal.py", **LINK, unit="char", space="leading")
+    at = app("pages/views/surprisal.py", **LINK, unit="char", space="leading")
     assert_clean(at)
     assert at.segmented_control(key="unit").value == "char" and at.segmented_control(key="space").value == "leading"
     click(at, "run")  # the walk of the first test, recut by character
     assert_clean(at)
     assert regions(at) == len(TEXT)
-    at = app("pages/surprisal.py", **LINK, unit="word", space="leading")
+    at = app("pages/views/surprisal.py", **LINK, unit="word", space="leading")
     click(at, "run")
     assert re.findall(r"title='smollm2-135m · bytes (\d+)–(\d+)", strip(at)) == [("0", "6"), ("6", "9"), ("9", "15")]
 
 
 def test_a_second_model_adds_its_row_on_the_same_regions():
-    at = app("pages/surprisal.py", **LINK, model_b="gemma3-270m")
+    at = app("pages/views/surprisal.py", **LINK, model_b="gemma3-270m")
     assert_clean(at)
     click(at, "run")
     assert_clean(at)
@@ -86,7 +86,7 @@ def test_a_second_model_adds_its_row_on_the_same_regions():
      "prefixes to score, over the budget"),
 ])
 def test_bad_input_gives_one_message_and_no_traceback(params, said):
-    at = app("pages/surprisal.py", **{**LINK, **params})
+    at = app("pages/views/surprisal.py", **{**LINK, **params})
     if any(b.key == "run" for b in at.button):
         click(at, "run")
     assert not at.exception
@@ -96,9 +96,9 @@ def test_bad_input_gives_one_message_and_no_traceback(params, said):
 def test_surprisal_comes_after_lattice_in_the_navigation_and_the_lesson():
     paths = [path for path, _, _ in lesson.ORDER]
     assert paths.index("surprisal") == paths.index("lattice") + 1
-    at = app("pages/lattice.py", model=SMOL, text=TEXT, context="")
+    at = app("pages/views/lattice.py", model=SMOL, text=TEXT, context="")
     assert any("Next in the lesson: Surprisal" in link.label for link in at.get("page_link"))
-    at = app("pages/surprisal.py", **LINK)
+    at = app("pages/views/surprisal.py", **LINK)
     assert any("Next in the lesson: Probability mass" in link.label for link in at.get("page_link"))
 
 
@@ -118,7 +118,7 @@ def test_stop_keeps_the_steps_walked_and_says_so(monkeypatch):
 
     monkeypatch.setattr(surprisal_run, "surprisal_stream", first_step_then_stop)
     text = " The committee postponed its decision."  # walked by no other test: nothing cached
-    at = app("pages/surprisal.py", **{**LINK, "text": text})
+    at = app("pages/views/surprisal.py", **{**LINK, "text": text})
     click(at, "run")
     at.run()
     assert_clean(at)

@@ -35,7 +35,7 @@ def test_qa_page_is_honest_about_time_and_a_link_keeps_the_chosen_item(task_fold
     from marginal_core.tasks import qa
 
     url = dict(model=SMOL, qa_limit="2", qa_k="3", qa_methods=["canonical", "lattice"])
-    at = app("pages/qa.py", **url)
+    at = app("pages/tasks/qa.py", **url)
     assert_clean(at)
     (note,) = [c.value for c in at.caption if "questions ×" in c.value]
     assert "expect minutes per question on a CPU" in note and "seconds" not in note, note
@@ -44,20 +44,20 @@ def test_qa_page_is_honest_about_time_and_a_link_keeps_the_chosen_item(task_fold
     (note,) = [c.value for c in at.caption if "questions ×" in c.value]
     assert "every question is scored" in note, note
     samples = at.dataframe[-1]
-    more = app("pages/qa.py", **{**url, "qa_limit": "3"})
+    more = app("pages/tasks/qa.py", **{**url, "qa_limit": "3"})
     (note,) = [c.value for c in more.caption if "questions ×" in c.value]
     assert re.search(r"earlier runs here took \d+ (s|min) per question, so the 1 left take about \d", note), note
     assert json.loads(samples.proto.columns)["tokenization"]["width"] > 0  # wrapped, not cut
     # A link that names the second question, its second answer and the lattice samples shows them.
     second = qa.load_questions(at.selectbox(key="qa_dataset").value, 2)[1]
-    at = app("pages/qa.py", **url, qa_pick=at.selectbox(key="qa_pick").options[1], qa_answer=second.choices[1],
+    at = app("pages/tasks/qa.py", **url, qa_pick=at.selectbox(key="qa_pick").options[1], qa_answer=second.choices[1],
              qa_sample_method="lattice")
     assert_clean(at)
     assert at.selectbox(key="qa_pick").value.id == second.id
     assert at.selectbox(key="qa_answer").value == 1 and at.selectbox(key="qa_sample_method").value == "lattice"
     assert second.question in "".join(m.value for m in at.markdown)
     # the answer's index works too (issue 25: qa_answer=3 was ignored)
-    at = app("pages/qa.py", **url, qa_pick=at.selectbox(key="qa_pick").options[1], qa_answer="1")
+    at = app("pages/tasks/qa.py", **url, qa_pick=at.selectbox(key="qa_pick").options[1], qa_answer="1")
     assert_clean(at)
     assert at.selectbox(key="qa_answer").value == 1
 
@@ -71,7 +71,7 @@ def test_a_qa_run_that_another_session_is_writing_is_followed_not_repeated(task_
     from marginal_core.tasks.writer import RunLock
     from pages._app import live
 
-    at = app("pages/qa.py", model=SMOL, qa_limit="1", qa_k="2", qa_methods=["canonical"])
+    at = app("pages/tasks/qa.py", model=SMOL, qa_limit="1", qa_k="2", qa_methods=["canonical"])
     note = next(c.value for c in at.caption if "results in `" in c.value)
     folder = Path(note.split("results in `")[1].rstrip("`"))
     held, free, shown = threading.Event(), threading.Event(), []
@@ -105,19 +105,19 @@ def test_translation_page_is_honest_about_time_and_a_link_keeps_the_chosen_item(
     """Issue 13 items 5h and 5j on the translation page: the chosen sentence, candidate and
     method go into the URL; the caption gives minutes, then the time measured here."""
     url = dict(model=SMOL, mt_limit="2", mt_candidates="2", mt_k="3", mt_methods=["canonical", "lattice"])
-    at = app("pages/translation.py", **url)
+    at = app("pages/tasks/translation.py", **url)
     assert_clean(at)
     (note,) = [c.value for c in at.caption if "sentences ×" in c.value]
     assert "expect minutes per sentence on a CPU" in note, note
     click(at, "mt_run")
     assert_clean(at)
-    more = app("pages/translation.py", **{**url, "mt_limit": "3"})
+    more = app("pages/tasks/translation.py", **{**url, "mt_limit": "3"})
     (note,) = [c.value for c in more.caption if "sentences ×" in c.value]
     assert re.search(r"earlier runs here took \d+ (s|min) per sentence, so the 1 left take about \d", note), note
     second = at.selectbox(key="mt_pick").options[1]  # as the URL holds it
-    at = app("pages/translation.py", **url, mt_pick=second, mt_sample_method="lattice")
+    at = app("pages/tasks/translation.py", **url, mt_pick=second, mt_sample_method="lattice")
     assert_clean(at)
     assert at.selectbox(key="mt_pick").value.index == 1
     cands = at.selectbox(key="mt_cand").options
-    at = app("pages/translation.py", **url, mt_pick=second, mt_cand=cands[1], mt_sample_method="lattice")
+    at = app("pages/tasks/translation.py", **url, mt_pick=second, mt_cand=cands[1], mt_sample_method="lattice")
     assert at.selectbox(key="mt_cand").value == 1 and at.selectbox(key="mt_sample_method").value == "lattice"

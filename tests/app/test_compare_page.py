@@ -1,4 +1,4 @@
-"""The Compare page (pages/compare.py), headless: both models' figures equal the single-model
+"""The Compare page (pages/views/compare.py), headless: both models' figures equal the single-model
 estimates, one side's failure leaves the other working, class mode refuses a model B off its list
 with one message and nothing loaded, and the "Two models disagree" example opens the page."""
 
@@ -8,8 +8,8 @@ import pytest
 
 from bench.support.apptest import app
 from marginal_core import viz
-from marginal_core.estimators.comparison import figures
 from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.tasks.comparison import figures
 from pages._app import server
 from tests.app.test_server_policy import class_mode, loads  # noqa: F401 -- fixtures
 from tests.app_support import assert_clean, plotly
@@ -23,7 +23,7 @@ def metric_values(at) -> list[tuple[str, str]]:
 
 
 def test_both_models_figures_equal_their_single_model_estimates(gemma_model, smollm_model):
-    at = app("pages/compare.py", model=SMOL, model_b=GEMMA, text=TEXT, context="", dtype="float32")
+    at = app("pages/views/compare.py", model=SMOL, model_b=GEMMA, text=TEXT, context="", dtype="float32")
     assert_clean(at)
     assert "Canonical tokenizations on one byte axis" in [h.value for h in at.subheader]
     at.button(key="run").click().run()
@@ -49,7 +49,7 @@ def test_both_models_figures_equal_their_single_model_estimates(gemma_model, smo
 
 def test_one_model_failing_leaves_the_other_side_working(gemma_model, smollm_model):
     """U+2581 is a space to Gemma 3's SentencePiece tokenizer (refused) and plain bytes to SmolLM2."""
-    at = app("pages/compare.py", model=SMOL, model_b=GEMMA, text="\u2581x", context="", dtype="float32")
+    at = app("pages/views/compare.py", model=SMOL, model_b=GEMMA, text="\u2581x", context="", dtype="float32")
     assert not at.exception
     (error,) = [e.value for e in at.error]
     assert "U+2581" in error or "▁" in error
@@ -59,7 +59,7 @@ def test_one_model_failing_leaves_the_other_side_working(gemma_model, smollm_mod
 
 
 def test_the_same_model_in_two_precisions_compares_them(smollm_model):
-    at = app("pages/compare.py", model=SMOL, model_b=SMOL, dtype_b="bfloat16", text=TEXT, context="", dtype="float32")
+    at = app("pages/views/compare.py", model=SMOL, model_b=SMOL, dtype_b="bfloat16", text=TEXT, context="", dtype="float32")
     assert_clean(at)
     at.button(key="run").click().run()
     assert_clean(at)
@@ -70,7 +70,7 @@ def test_the_same_model_in_two_precisions_compares_them(smollm_model):
 
 @pytest.mark.models
 def test_model_b_the_same_as_a_asks_for_another():
-    at = app("pages/compare.py", model=SMOL, model_b=SMOL, text=TEXT, context="", dtype="float32")
+    at = app("pages/views/compare.py", model=SMOL, model_b=SMOL, text=TEXT, context="", dtype="float32")
     assert_clean(at)
     assert any("Model B is model A" in i.value for i in at.info)
 
@@ -78,7 +78,7 @@ def test_model_b_the_same_as_a_asks_for_another():
 def test_class_mode_refuses_a_model_b_off_its_list_with_one_message_and_loads_nothing(class_mode, loads,  # noqa: F811
                                                                                        monkeypatch):
     monkeypatch.setenv(server.ALLOWED_MODELS, f"{SMOL},{GEMMA}")
-    at = app("pages/compare.py", model=SMOL, model_b="meta-llama/Llama-2-7b", text=TEXT, context="")
+    at = app("pages/views/compare.py", model=SMOL, model_b="meta-llama/Llama-2-7b", text=TEXT, context="")
     assert not at.exception
     (error,) = [e.value for e in at.error]
     assert "does not offer" in error and "Llama-2-7b" in error and "nothing was loaded" in error

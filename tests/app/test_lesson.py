@@ -150,7 +150,7 @@ def test_projector_mode_folds_introduction_and_settings_and_shows_small_tables_l
     the projector's style sets in larger text."""
     from bench.support.apptest import app
 
-    at = app("pages/running.py", model="smollm2-135m", text=" unbelievably", context="", dtype="float32", k="7",
+    at = app("pages/views/running.py", model="smollm2-135m", text=" unbelievably", context="", dtype="float32", k="7",
              methods="lattice", exact="false", projector="true")  # results are shared: none other tests read
     assert not at.exception and not at.error
     assert at.toggle(key="projector").value is True

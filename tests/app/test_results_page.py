@@ -21,7 +21,7 @@ pytestmark = pytest.mark.models  # the sidebar loads the default model (all but 
 def test_qa_folder_lists_changed_picks_with_links(tmp_path):
     folder = hand_made_folder(tmp_path / "qa", QATask("x"), ("canonical", "lattice"),
                      lambda item, c: {"question_index": 0, "gold": 0, "answer": f"answer {c}"})
-    at = app("pages/results.py", folder=str(folder))
+    at = app("pages/tasks/results.py", folder=str(folder))
     assert not at.exception and not at.error
     assert [s.value for s in at.subheader] == ["1 questions whose pick differs by method"]
     row = at.dataframe[0].value.iloc[0]
@@ -31,7 +31,7 @@ def test_qa_folder_lists_changed_picks_with_links(tmp_path):
 
 
 def test_not_a_results_folder_is_one_message(tmp_path):
-    at = app("pages/results.py", folder=str(tmp_path))
+    at = app("pages/tasks/results.py", folder=str(tmp_path))
     assert not at.exception
     assert "is not a results folder" in at.error[0].value
 
@@ -39,7 +39,7 @@ def test_not_a_results_folder_is_one_message(tmp_path):
 def test_class_server_offers_only_its_own_folders(tmp_path, monkeypatch):
     monkeypatch.setenv("MARGINAL_SERVE", "class")
     monkeypatch.setenv("MARGINAL_CACHE", str(tmp_path))
-    at = app("pages/results.py", folder="/etc")
+    at = app("pages/tasks/results.py", folder="/etc")
     assert not at.exception and not at.error and not at.text_input
     assert "No results here yet" in at.info[0].value
 
@@ -56,7 +56,7 @@ def scan_folder(path, table: pd.DataFrame):
 
 def test_two_model_scan_compares_them(tmp_path):
     """The constructed corpus of test_scan_compare: rho -0.339 by hand, t1 and t3 flip."""
-    at = app("pages/results.py", folder=str(scan_folder(tmp_path / "scan", constructed_table())))
+    at = app("pages/tasks/results.py", folder=str(scan_folder(tmp_path / "scan", constructed_table())))
     assert not at.exception and not at.error
     assert [s.value for s in at.subheader] == ["7 texts, largest gain first", "Compare models"]
     metrics = {m.label: m.value for m in at.metric}
@@ -77,7 +77,7 @@ def test_two_model_scan_compares_them(tmp_path):
 def test_three_model_scan_compares_the_chosen_pair(tmp_path):
     table = constructed_table()
     table = pd.concat([table, table[table["model"] == "A"].assign(model="C")], ignore_index=True)
-    at = app("pages/results.py", folder=str(scan_folder(tmp_path / "scan", table)))
+    at = app("pages/tasks/results.py", folder=str(scan_folder(tmp_path / "scan", table)))
     assert not at.exception and not at.error
     assert at.selectbox(key="scan_a").value == "A" and at.selectbox(key="scan_b").value == "B"
     assert {m.label: m.value for m in at.metric}["Texts that flip"] == "2 of 6"
@@ -97,7 +97,7 @@ def test_scan_with_surprisal_lists_the_regions_that_differ_most(tmp_path):
                   "end_byte": range(1, 13), "region": [f"w{i} " for i in range(12)], "surprisal": 5.0,
                   "surprisal_canonical": [5.0 - g for g in gaps], "lower": 5.0, "upper": 5.0}).to_csv(
         folder / "surprisal.csv", index=False)
-    at = app("pages/results.py", folder=str(folder))
+    at = app("pages/tasks/results.py", folder=str(folder))
     assert not at.exception and not at.error
     assert "Where marginal and canonical surprisal differ most" in [s.value for s in at.subheader]
     shown = at.dataframe[1].value

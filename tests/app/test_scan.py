@@ -81,7 +81,7 @@ def test_scan_two_models_exports_and_equals_estimate(smollm_model, gemma_model, 
     report = (out / "report.md").read_text()
     assert "Texts ranked by their largest gain under any model" in report and "Entschuldigung" in report
     # the app's Results page lists the texts, largest gain first, linked to their mass flow
-    at = app("pages/results.py", folder=str(out))
+    at = app("pages/tasks/results.py", folder=str(out))
     assert not at.exception and not at.error
     listed = at.dataframe[0].value
     assert list(listed["gain (nats)"]) == sorted(listed["gain (nats)"], reverse=True) and len(listed) == 6

@@ -110,7 +110,7 @@ def test_a_bad_variable_stops_the_app_with_one_message(monkeypatch):
 @pytest.mark.parametrize("asked", ["/etc", "meta-llama/Llama-2-7b"])
 def test_class_mode_refuses_another_model_with_one_message_and_loads_nothing(class_mode, loads, asked, monkeypatch):
     monkeypatch.setenv(server.ALLOWED_MODELS, f"{SMOL},gemma3-270m")  # SmolLM2 first: the next run loads it fast
-    at = app("pages/lattice.py", model=asked, text=SHORT)
+    at = app("pages/views/lattice.py", model=asked, text=SHORT)
     assert not at.exception
     (error,) = [e.value for e in at.error]
     assert "offers only these models: smollm2-135m, gemma3-270m" in error and asked in error
@@ -127,7 +127,7 @@ def test_class_mode_refuses_another_model_with_one_message_and_loads_nothing(cla
 
 @pytest.mark.models
 def test_class_mode_offers_its_models(class_mode, loads):
-    at = app("pages/lattice.py", model=SMOL, text=SHORT)
+    at = app("pages/views/lattice.py", model=SMOL, text=SHORT)
     assert not at.exception and not at.error
     assert at.session_state["model"] == SMOL and "Tokenizations" in [m.label for m in at.metric]
     assert set(loads) <= {SMOL}
@@ -150,7 +150,7 @@ def test_the_local_default_still_takes_any_id_or_folder(monkeypatch, loads):
 
 @pytest.mark.models
 def test_class_mode_caps_k_and_w_and_a_link_past_them_is_named(class_mode):
-    at = app("pages/samplers.py", model=SMOL, text=SHORT, k="5000", W="500", pk="20")
+    at = app("pages/views/samplers.py", model=SMOL, text=SHORT, k="5000", W="500", pk="20")
     assert not at.exception and not at.error
     assert at.number_input(key="k").max == 1_000 and at.number_input(key="pk").max == 1_000
     assert at.number_input(key="W").max == 64
@@ -164,7 +164,7 @@ def test_class_mode_caps_k_and_w_and_a_link_past_them_is_named(class_mode):
 def test_a_cap_set_alone_limits_k_and_nothing_else(monkeypatch, loads):
     monkeypatch.delenv(server.SERVE, raising=False)
     monkeypatch.setenv(server.MAX_SAMPLES_ENV, "20")
-    at = app("pages/samplers.py", model=SMOL, text=SHORT, k="50", W="5000")
+    at = app("pages/views/samplers.py", model=SMOL, text=SHORT, k="50", W="5000")
     assert not at.exception and not at.error
     assert at.number_input(key="k").max == 20 and at.session_state["k"] == 20  # the default, within the cap
     (warning,) = [w.value for w in at.warning if "The link holds numbers" in w.value]
@@ -177,7 +177,7 @@ def test_a_cap_set_alone_limits_k_and_nothing_else(monkeypatch, loads):
 def test_class_mode_caps_the_text_and_says_so(class_mode, monkeypatch):
     monkeypatch.setenv(server.MAX_TEXT_CHARS_ENV, "12")
     text = " Paris is the capital of France."
-    at = app("pages/lattice.py", model=SMOL, text=text, context="")
+    at = app("pages/views/lattice.py", model=SMOL, text=text, context="")
     assert not at.exception and not at.error
     assert at.sidebar.text_area(key="text").proto.max_chars == 12
     assert at.session_state["text"] == text[:12]
@@ -217,7 +217,7 @@ def test_describe_error_masks_paths_in_class_mode_only(monkeypatch):
 
 @pytest.mark.models
 def test_class_mode_task_pages_open_no_server_file(class_mode):
-    at = app("pages/qa.py", model=SMOL)
+    at = app("pages/tasks/qa.py", model=SMOL)
     assert not at.exception
     assert not at.radio and "local file…" not in at.selectbox(key="qa_dataset").options
     assert at.number_input(key="qa_k").max == 1_000

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from marginal_core import viz
-from marginal_core.estimators.mass_flow import mass_flow
 from marginal_core.lattice.graph import build_lattice
 from marginal_core.models import load_text_tokenizer
+from marginal_core.viz.mass_flow import mass_flow
 from tests.tokenizer_cases import GEMMA, SMOL, llama_style
 
 TEXTS = ("naïve café 東京", "hi 🦜 there", " Paris is the capital of France.", "<b>&amp;</b> x")

@@ -11,12 +11,12 @@ import pytest
 
 from marginal_core import viz
 from marginal_core.errors import MarginalError
-from marginal_core.estimators import analysis
 from marginal_core.estimators.beam_width import describe_rounds
-from marginal_core.estimators.comparison import figures
 from marginal_core.estimators.estimate_result import Estimate
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.lattice.graph import build_lattice, format_count
+from marginal_core.tasks.comparison import figures
+from marginal_core.viz import analysis
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 LONG = "A sentence long enough to have very many tokenizations indeed, and then some more words."

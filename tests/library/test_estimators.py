@@ -11,10 +11,10 @@ import torch
 from scipy.special import logsumexp
 
 from marginal_core.errors import MarginalError, TooManyPathsError
-from marginal_core.estimators import analysis
 from marginal_core.estimators.estimate_options import EstimateOptions
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.estimators.methods import Method
+from marginal_core.viz import analysis
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 

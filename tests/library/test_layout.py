@@ -18,10 +18,10 @@ MAX_LINES = 450
 MAX_TOP_LEVEL = 15
 
 
-def modules() -> dict[str, Path]:
-    """Every module of the package by dotted name (a package by its own name)."""
+def modules(folder: str = PACKAGE) -> dict[str, Path]:
+    """Every module under a top-level folder by dotted name (a package by its own name)."""
     out = {}
-    for path in (ROOT / PACKAGE).rglob("*.py"):
+    for path in (ROOT / folder).rglob("*.py"):
         parts = path.relative_to(ROOT).with_suffix("").parts
         out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return out
@@ -44,12 +44,19 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
 
 
 def test_no_import_cycle():
-    mods = modules()
+    """None in marginal_core, and none through the app: app.py imports the pages, which never import it."""
+    mods = {**modules(), **modules("pages"), "app": ROOT / "app.py"}
     graph = {name: imports(name, path, set(mods)) for name, path in mods.items()}
     try:
         TopologicalSorter(graph).prepare()
     except CycleError as err:
-        raise AssertionError(f"import cycle in {PACKAGE}: {' -> '.join(err.args[1])}") from None
+        raise AssertionError(f"import cycle: {' -> '.join(err.args[1])}") from None
+
+
+def test_no_page_file_sits_at_the_top_of_pages():
+    """A .py file at the top of pages/ is what a fresh Streamlit server runs as a script, without
+    the router, in its legacy pages/ mode (app.py): the pages live in pages/views/ and pages/tasks/."""
+    assert sorted(p.name for p in (ROOT / "pages").glob("*.py")) == ["__init__.py"]
 
 
 def test_no_module_is_over_450_lines():
@@ -133,3 +140,23 @@ def test_every_test_file_sits_on_one_side():
     stray = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")
                    if p.parent.name not in ("app", "library") or p.parent.parent != ROOT / "tests")
     assert not stray, stray
+
+
+# What the app (app.py and pages/) may import of the library: its public names (``marginal_core``),
+# the errors and progress types, and the stages whose modules are the app's to use.
+PAGE_IMPORTS = ("marginal_core", "marginal_core.errors", "marginal_core.progress")
+PAGE_STAGES = ("marginal_core.viz", "marginal_core.tasks", "marginal_core.serving", "marginal_core.models",
+               "marginal_core.harness")
+
+
+def test_the_pages_use_the_library_through_its_public_names():
+    """The app reads the lattice, scoring and estimator stages only through ``mc.*`` names (the
+    package's lazy public API), so those stages can change inside without touching a page."""
+    wrong = []
+    for path in [ROOT / "app.py", *(ROOT / "pages").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            named = ([node.module] if isinstance(node, ast.ImportFrom) and node.module else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            wrong += [f"{path.relative_to(ROOT)}: {m}" for m in named if m.split(".")[0] == PACKAGE
+                      and m not in PAGE_IMPORTS and not any(m == s or m.startswith(f"{s}.") for s in PAGE_STAGES)]
+    assert not wrong, wrong

@@ -218,7 +218,7 @@ def test_the_app_opens_an_lm_eval_folder(two_processes):
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
         for key, value in {"model": SMOL, "qa_source": "an lm-eval results folder", "qa_lm_eval": folder}.items():
             at.query_params[key] = value
-        at.switch_page("pages/qa.py")
+        at.switch_page("pages/tasks/qa.py")
         return at.run()
 
     at = page(str(two_processes))

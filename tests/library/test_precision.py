@@ -252,7 +252,7 @@ def test_under_auto_float16_the_app_runs_float16_and_matches_the_library(auto_fl
     from bench.support.apptest import app
     from pages._app import live
 
-    at = app("pages/running.py", model="smollm2-135m", text=" Paris.", context="", k="15", seed="3")
+    at = app("pages/views/running.py", model="smollm2-135m", text=" Paris.", context="", k="15", seed="3")
     assert "Runs on: **CPU (float16," in " ".join(c.value for c in at.sidebar.caption)
     at.button(key="run").click().run()
     assert not at.exception and not at.error
@@ -271,7 +271,7 @@ def test_under_auto_bfloat16_a_samplers_page_shows_one_log_p_per_tokenization(mo
 
     monkeypatch.setenv("MARGINAL_AUTO_DTYPE", "bfloat16")
 
-    at = app("pages/samplers.py", model="smollm2-135m", text=" unbelievably", context="", k="20", pk="20", W="4")
+    at = app("pages/views/samplers.py", model="smollm2-135m", text=" unbelievably", context="", k="20", pk="20", W="4")
     at.button(key="score").click().run()
     assert not at.exception and not at.error
     seen: dict[str, set[float]] = {}

@@ -10,7 +10,7 @@ import math
 import pandas as pd
 import pytest
 
-from marginal_core.estimators.comparison import Difference
+from marginal_core.tasks.comparison import Difference
 from marginal_core.tasks.scan_compare import Comparison, differ_most, gain_rho
 from tests.app.test_scan import COMMON, run
 

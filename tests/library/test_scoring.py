@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from marginal_core.errors import MarginalError
+from marginal_core.errors import MarginalError, OutOfMemory
 from marginal_core.lattice.conditioning import context_ids
 from marginal_core.lattice.graph import build_lattice
 from marginal_core.lattice.paths import PathBatch
 from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.lm.adapter import LM
-from marginal_core.lm.oom import OutOfMemory
 from marginal_core.scoring.pass_budget import DEFAULT_MAX_BATCH_BYTES, pass_bytes
 from marginal_core.scoring.plain_scoring import score_paths_plain
 from marginal_core.scoring.score_stats import ScoreStats

@@ -334,11 +334,11 @@ def test_table_1_is_a_task_whose_rho_is_the_librarys(smollm_model, tmp_path):
     """Table 1 (tasks.rank) through the one evaluator: each sentence's rho is Spearman's rho of the
     library's own proxy run; a sentence with fewer than three distinct draws has none; a rerun
     scores nothing again."""
-    from marginal_core.estimators.analysis import spearman
     from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.tasks.evaluator import evaluate
     from marginal_core.tasks.rank import RANK_METHODS as METHODS
     from marginal_core.tasks.rank import RankTask, rank_options, sentences_by_length
+    from marginal_core.viz.analysis import spearman
 
     texts = {50: [("a", "She sells sea shells by the sea shore every day."), ("b", "Hi")]}
     task = RankTask("test", sentences_by_length(texts))

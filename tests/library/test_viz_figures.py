@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from marginal_core import viz
-from marginal_core.estimators import analysis
 from marginal_core.estimators.run_state import Completion, RunState
 from marginal_core.lattice.sampling import lattice_samples
+from marginal_core.viz import analysis
 from tests.viz_cases import QA_TEXT, fake_estimate
 
 # --------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from marginal_core import viz
-from marginal_core.estimators.mass_flow import flow_of, mass_flow
+from marginal_core.viz.mass_flow import flow_of, mass_flow
 from tests.viz_cases import edges
 
 # --------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ SUMMARY_COLUMNS = {"length": "length ≈ (chars)", "sentences": "sentences", "wi
 
 def page() -> None:
     """The rank correlation page."""
-    from marginal_core.estimators import analysis  # scipy: imported when this page is opened, not at start
+    from marginal_core.viz import analysis  # scipy: imported when this page is opened, not at start
 
     inp = inputs.current()
     st.title("Rank correlation between p and q")
@@ -92,8 +92,3 @@ def page() -> None:
                      hide_index=True)
         st.dataframe(pd.DataFrame(report["rows"]).drop(columns="item"), hide_index=True)
 
-
-if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
-    from app import main
-
-    main()

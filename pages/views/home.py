@@ -110,8 +110,3 @@ def page() -> None:
             st.caption(f"{words.NATS} {words.precision(inp)} Compare with the proxy baseline and the exact value on "
                        "*Running estimates*.")
 
-
-if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
-    from app import main
-
-    main()

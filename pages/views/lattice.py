@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import viz
-from marginal_core.estimators.mass_flow import MassFlow, flow_of
+from marginal_core.viz.mass_flow import MassFlow, flow_of
 from pages._app import bounds, counts, inputs, live, loaders, projector, shared_results, widgets
 from pages._app.defaults import APP_EXACT_BUDGET, exact_feasible
 from pages._app.error_messages import guard, show_error
 
 if TYPE_CHECKING:
-    from marginal_core.lattice.graph import Lattice
+    from marginal_core import Lattice
 
 
 # The smallest scale a drawing is shown at: arc labels (11 pt, 17 CSS pixels high at natural
@@ -205,8 +205,3 @@ def page() -> None:
         frame = frame[(frame["start"] >= window[0]) & (frame["end"] <= window[1])]
     st.dataframe(frame, hide_index=True, height=320)
 
-
-if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
-    from app import main
-
-    main()

@@ -6,7 +6,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from marginal_core.estimators.methods import TASK_METHODS
+from marginal_core import TASK_METHODS
 from marginal_core.tasks import qa
 from marginal_core.tasks.report import load_rows, qa_report
 from pages._app import inputs, loaders, server
@@ -166,8 +166,3 @@ def lm_eval_page(sidebar_model: str) -> None:
     )
     st.markdown(f"Each answer's tokenizations on the Lattice page: {links}")
 
-
-if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
-    from app import main
-
-    main()

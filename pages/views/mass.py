@@ -15,7 +15,7 @@ from pages._app.top import top_table
 
 def page() -> None:
     """The probability mass page."""
-    from marginal_core.estimators import analysis  # scipy: imported when this page is opened, not at start
+    from marginal_core.viz import analysis  # scipy: imported when this page is opened, not at start
 
     inp = inputs.current()
     st.title("Where the probability mass sits")
@@ -95,8 +95,3 @@ def page() -> None:
             for name, r in found.items()) + ".")
     st.caption(f"{words.NATS} {words.precision(inp)}")
 
-
-if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
-    from app import main
-
-    main()

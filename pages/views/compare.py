@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import viz
-from marginal_core.estimators.comparison import Figures, difference, figures
 from marginal_core.models import DTYPES, EMBEDDED_MODELS, known_models
+from marginal_core.tasks.comparison import Figures, difference, figures
 from marginal_core.viz.compare import byte_axis_chips_html, flows_figure
 from marginal_core.viz.style import MODEL_COLORS
 from pages._app import bounds, device_choices, inputs, live, loaders, projector, server, shared_results, widgets, words
@@ -20,9 +20,7 @@ from pages._app.error_messages import show_error
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
-    from marginal_core.estimators.estimate_result import Estimate
-    from marginal_core.estimators.marginalizer import Marginalizer
-    from marginal_core.lattice.graph import Lattice
+    from marginal_core import Estimate, Lattice, Marginalizer
 
 AS_A = "as model A"  # model B's precision box: the sidebar's precision
 
@@ -264,7 +262,7 @@ def _running(spot: DeltaGenerator, sides: list[Side], n: int) -> None:
 
 def _flows(spot: DeltaGenerator, sides: list[Side]) -> None:
     """Both mass flows on one byte axis: model A above the text, model B below."""
-    from marginal_core.estimators.mass_flow import flow_of
+    from marginal_core.viz.mass_flow import flow_of
 
     shown = [s for s in sides if s.ok and s.beam is not None]
     if len(shown) < 2:
@@ -277,8 +275,3 @@ def _flows(spot: DeltaGenerator, sides: list[Side]) -> None:
                                projector=projector.on())
         st.plotly_chart(fig, key="flows")
 
-
-if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
-    from app import main
-
-    main()

@@ -14,7 +14,7 @@ from pages._app.defaults import APP_EXACT_BUDGET
 from pages._app.error_messages import guard
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
-    from marginal_core.estimators.estimate_result import Estimate
+    from marginal_core import Estimate
 
 VIEWS = {"log p(text)": "marginal", "non-canonical mass": "noncanonical"}
 # Below this share of the mass off the canonical, every line of the log p(text) view lies within
@@ -169,8 +169,3 @@ def _opening_view(inp: inputs.Inputs, keys: list[tuple]) -> tuple[str, str]:
                 "of the canonical line."))
     return opened[inp.key()]
 
-
-if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
-    from app import main
-
-    main()

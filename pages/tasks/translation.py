@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from marginal_core.estimators.methods import TASK_METHODS
+from marginal_core import TASK_METHODS
 from marginal_core.tasks import mt
 from marginal_core.tasks.report import load_rows, mt_report
 from marginal_core.tasks.store import read_items
@@ -111,8 +111,3 @@ def page() -> None:
     samples_view(folder, p.id, "Candidate", items[p.id]["candidates"], methods, ("mt_cand", "mt_sample_method"),
                  inp.model)
 
-
-if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
-    from app import main
-
-    main()

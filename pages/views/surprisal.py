@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from marginal_core import viz
-from marginal_core.estimators.surprisal_result import SPACES, SURPRISAL_METHODS, UNITS, region_spans
+from marginal_core import SPACES, SURPRISAL_METHODS, UNITS, region_spans, viz
 from marginal_core.viz.surprisal import bars_figure, difference_sentence, strip_html
 from pages._app import (
     inputs,
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
 
     from streamlit.delta_generator import DeltaGenerator
 
-    from marginal_core.estimators.surprisal_result import Surprisal
+    from marginal_core import Surprisal
 
 
 def page() -> None:
@@ -164,8 +163,3 @@ def _totals(shown: list[Surprisal]) -> None:
 def _nats(value: float) -> str:
     return viz.format_log(value) if math.isfinite(value) else "—"
 
-
-if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
-    from app import main
-
-    main()

@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
-from marginal_core import viz
-from marginal_core.lattice.sampling import lattice_samples
+from marginal_core import lattice_samples, viz
 from pages._app import bounds, inputs, live, loaders, projector, shared_results, widgets, words, wrapped_tables
 from pages._app.error_messages import guard
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
-    from marginal_core.estimators.estimate_result import Estimate
+    from marginal_core import Estimate
 
 # Pixels of the tokenization column: with the numbers it fills half the page on a laptop (two
 # tables a row; the proxy's numbers take PROXY_NUMBERS_PX more), and is stretched on wider
@@ -154,7 +153,7 @@ def _one_score(inp: inputs.Inputs, scored: Estimate, proxy: Estimate | None, bea
                keys: tuple) -> tuple[Estimate | None, Estimate | None]:
     """The proxy's and the beam's estimates with their paths' log p from the lattice's scorer
     (one log p per tokenization on the page; cached with the three results)."""
-    from marginal_core.scoring.shared_scores import on_one_scorer
+    from marginal_core import on_one_scorer
 
     key = ("one scorer", *keys, proxy is not None and proxy.run.done, beam is not None and beam.run.done)
     pair = shared_results.cached(key)
@@ -166,8 +165,3 @@ def _one_score(inp: inputs.Inputs, scored: Estimate, proxy: Estimate | None, bea
             shared_results.store(key, pair)
     return pair if pair is not None else (proxy, beam)
 
-
-if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
-    from app import main
-
-    main()

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from marginal_core.estimators.comparison import MOVED_NATS
+from marginal_core.tasks.comparison import MOVED_NATS
 from marginal_core.tasks.scan_compare import Comparison, differ_most
 from marginal_core.viz.charts import paired_scatter
 from pages._app import folders, server, wrapped_tables
@@ -143,8 +143,3 @@ def _changed(folder: folders.Folder) -> None:
     links = {c: st.column_config.LinkColumn(display_text="mass flow") for c in rows.columns if c.endswith("mass flow")}
     wrapped_tables.wrapped_dataframe(rows, {}, column_config=links)
 
-
-if __name__ == "__main__":  # a fresh server's first request, in Streamlit's legacy pages/ mode (see app.py)
-    from app import main
-
-    main()
