@@ -89,11 +89,14 @@ test-fast: setup
 typecheck: python-deps
 	$(PY) -m mypy
 
-# Every bench, each as a module (python -m bench.NAME): the modules with a command (a __main__
-# block); the rest of bench/ and bench/support/ are their shared pieces.
+# Every bench, each as a module (python -m bench.NAME): a module at the top of bench/ (bench/NAME.py)
+# or a package with a __main__.py (bench/NAME/__main__.py) is a command, and nothing else is; what
+# they share lives in bench/support/, bench/peers/ or inside a bench's own package
+# (tests/library/test_bench_layout.py holds them to that).
+BENCHES := $(sort $(filter-out __init__,$(basename $(notdir $(wildcard bench/*.py)))) \
+  $(patsubst bench/%/__main__.py,%,$(wildcard bench/*/__main__.py)))
 bench: setup
-	@for script in bench/*.py; do name=$$(basename "$$script" .py); grep -q '__main__' "$$script" || continue; \
-	  echo "== python -m bench.$$name"; $(PY) -m "bench.$$name" || exit 1; done
+	@for name in $(BENCHES); do echo "== python -m bench.$$name"; $(PY) -m "bench.$$name" || exit 1; done
 
 # The paper's Tables 1-4 on the embedded models, into docs/results.md (under an hour on a 2-core
 # CPU; `make paper-tables PAPER_ARGS=--full` takes the paper's sizes).

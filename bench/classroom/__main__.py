@@ -63,7 +63,8 @@ def sizes(text: str) -> list[int]:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m bench.classroom", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", dest="sizes", type=sizes, default="8", metavar="N[,N...]",
                         help=f"Sizes N, comma-separated (e.g. 1,8,16,32), each 1 to {len(SENTENCES)}.")
     parser.add_argument("--model", default="gemma3-270m")

@@ -70,7 +70,7 @@ def run_parts(out: Path, parts: Sequence[Part], loads: list[float]) -> bool:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.paper_tables", description=__doc__.split("\n")[0])
     p.add_argument("--full", action="store_true", help="the paper's sizes (days on a CPU)")
     p.add_argument("--models", default=",".join(MODELS), help="models of Tables 1-3 (default: both embedded)")
     p.add_argument("--mt-models", default="gemma3-270m", help="models of Table 4 (default: gemma3-270m, as the paper)")

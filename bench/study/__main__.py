@@ -45,7 +45,8 @@ def _machine() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m bench.study", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="gemma3-270m,smollm2-135m")
     parser.add_argument("--short-limit", type=int, default=None, help="Q&A answers per model (default all)")
     parser.add_argument("--long-limit", type=int, default=5,
