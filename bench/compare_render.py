@@ -76,7 +76,7 @@ def main() -> None:
     page = []
     for _ in range(args.runs):
         start = time.perf_counter()
-        at = app("pages/results.py", folder=str(args.folder))
+        at = app("pages/tasks/results.py", folder=str(args.folder))
         page.append(time.perf_counter() - start)
         if at.exception or at.error or "Compare models" not in [s.value for s in at.subheader]:
             raise SystemExit(f"the page did not show the comparison: {at.exception or at.error}")

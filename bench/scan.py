@@ -81,7 +81,7 @@ def main() -> None:
         model_args = ["--dtype", args.dtype, "--beam-width", args.beam_width]
         scan_s, _ = timed([py, "-m", "marginal_core", "scan", str(file), "--out", f"{tmp}/scan", "--models", args.model,
                            "--methods", METHODS, *model_args, "--json"])
-        loop_s, _ = timed([py, __file__, "--loop", str(file), "--model", args.model, "--dtype", args.dtype,
+        loop_s, _ = timed([py, "-m", "bench.scan", "--loop", str(file), "--model", args.model, "--dtype", args.dtype,
                            "--beam-width", args.beam_width])
         cli_s, worst = 0.0, 0.0
         import pandas as pd

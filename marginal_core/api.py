@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from marginal_core.estimators.methods import Method, parse_methods
-from marginal_core.models.cache_root import cache_root
+from marginal_core.models.caches import cache_root
 from marginal_core.models.registry import DEFAULT_MODEL
 
 if TYPE_CHECKING:

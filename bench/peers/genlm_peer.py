@@ -33,7 +33,7 @@ from marginal_core.lattice.paths import Path as TokenPath
 from marginal_core.lattice.tokenizer import TokenizerLike
 from marginal_core.lattice.vocab import vocabulary
 from marginal_core.models import model_cache_dir
-from marginal_core.models.cache_root import cache_root
+from marginal_core.models.caches import cache_root
 from marginal_core.scoring.trie_scoring import score_paths
 
 RUNNER = Path(__file__).with_name("genlm_runner.py")

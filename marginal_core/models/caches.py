@@ -1,4 +1,6 @@
-"""The models' on-disk caches under the cache root: one folder per model, written into a private
+"""The one place marginal keeps what it builds once (converted tokenizers, models, vocabulary
+indexes, the app's results): the cache root, ``$MARGINAL_CACHE`` or ``~/.cache/marginal`` when
+unset or empty. Under it, the models' caches: one folder per model, written into a private
 scratch folder, marked complete last and moved into place atomically.
 
 A folder's name holds what invalidates it: for GGUF sources the file's size and mtime, and
@@ -17,16 +19,20 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 from typing import Any, TypeVar
 
-from marginal_core.models.cache_root import cache_root
 from marginal_core.models.registry import is_embedded, resolve
 
-__all__ = ["DONE_FILE", "cached", "is_done", "model_cache_dir", "publish", "scratch"]
+__all__ = ["DONE_FILE", "cache_root", "cached", "is_done", "model_cache_dir", "publish", "scratch"]
 
 T = TypeVar("T")
 
 # Bump when the on-disk layout of the caches changes, so old caches are ignored.
 _CACHE_FORMAT = 1
 DONE_FILE = "marginal-cache.json"
+
+
+def cache_root() -> Path:
+    """The cache root; an empty ``$MARGINAL_CACHE`` counts as unset."""
+    return Path(os.environ.get("MARGINAL_CACHE") or Path.home() / ".cache" / "marginal")
 
 
 def _slug(text: str) -> str:

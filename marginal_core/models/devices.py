@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from marginal_core.errors import MarginalError
-from marginal_core.models.cache_root import cache_root
+from marginal_core.models.caches import cache_root
 
 if TYPE_CHECKING:
     import torch

@@ -12,7 +12,7 @@ loop (:func:`marginal_core.tasks.evaluator.evaluate`) runs every task.
   each method, scored with chrF (COMET-22 where available).
 * :mod:`marginal_core.tasks.rank`: the paper's Table 1, Spearman's rho of log p and log q over
   each sentence's distinct proxy samples, by sentence length (the app's Rank correlation page
-  and ``bench/paper_tables.py`` run it).
+  and ``bench/paper_tables/`` run it).
 * :mod:`marginal_core.tasks.scan`: the texts of a .txt/.jsonl/.csv file, each scored as it is
   (after its optional context); :mod:`marginal_core.tasks.scan_report`: the gains, tidy exports.
 * :mod:`marginal_core.tasks.report` and :mod:`marginal_core.tasks.report_tables`: Tables 2, 3 and 4

@@ -3,7 +3,7 @@
 Each sentence is scored by the proxy alone; its metric is Spearman's rho between log p and log q
 over the distinct tokenizations drawn (NaN where fewer than three were), and the table is the
 mean and standard deviation of rho by nominal sentence length. The app's Rank correlation page
-and ``bench/paper_tables.py`` run it through the one evaluator, each with its own sentences.
+and ``bench/paper_tables/`` run it through the one evaluator, each with its own sentences.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # The server's memory: glibc gives every thread that allocates an arena of its own (up to 8 per
 # core) and keeps what is freed there, so each session's script thread would keep its share of
 # the working set after its run. Two arenas, and blocks of 4 MiB or more mapped (given back when
-# freed), bound that (bench/classroom.py); other C libraries are left as they are.
+# freed), bound that (bench/classroom/); other C libraries are left as they are.
 _malloc.tune()
 
 # Exact path counts of long texts pass Python's 4,300-digit limit on int-to-str conversion (a

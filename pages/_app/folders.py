@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import pandas as pd
 
 from marginal_core.errors import MarginalError
-from marginal_core.models.cache_root import cache_root
+from marginal_core.models.caches import cache_root
 from marginal_core.tasks import store
 
 KINDS = {"scan": "a `marginal scan`", "qa": "an `eval-qa` run", "mt": "an `eval-mt` run", "lm-eval": "an lm-eval run"}

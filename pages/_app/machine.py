@@ -10,7 +10,7 @@ context (a class's texts, all after BOS) goes in shared passes (marginal_core.se
 
 Each script run that shows a live result logs, on the server's log, when it first showed one
 and when it ended (seconds after the click that started it, epoch time too): what a class's
-server operator reads, and what bench/classroom.py times on the server's side.
+server operator reads, and what bench/classroom/ times on the server's side.
 """
 
 from __future__ import annotations

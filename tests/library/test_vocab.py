@@ -305,7 +305,7 @@ def test_disk_cache_is_written_reused_and_rebuilt(tmp_path, monkeypatch):
 
 
 def test_an_empty_cache_variable_means_the_default_cache_root(tmp_path, monkeypatch):
-    """MARGINAL_CACHE="" is unset (marginal_core.models.cache_root): never the current directory."""
+    """MARGINAL_CACHE="" is unset (marginal_core.models.caches.cache_root): never the current directory."""
     monkeypatch.setenv("MARGINAL_CACHE", "")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "cwd").mkdir()
