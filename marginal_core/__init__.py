@@ -11,6 +11,11 @@
     mc.load_model(name, device=None, dtype="auto")  # a loaded model, kept for later calls
     mc.Method, mc.EstimateOptions, mc.Estimate, mc.Lattice, mc.MarginalError and the other errors
 
+The package is the pipeline's stages as folders: ``lattice/`` (no model), ``scoring/`` (batched
+passes), ``estimators/`` (the marginal by each method) and ``serving/`` (a room on one machine),
+beside ``models/``, ``lm/``, ``viz/``, ``tasks/``, ``harness/`` and ``cli/`` (docs/design.md,
+"Architecture"). The names below are the public ones, the app's pages included.
+
 Importing the package is cheap (no torch): each name is imported on first use. In a Jupyter kernel
 it also has the kernel draw Lattices and Estimates (``viz.notebook.register_formatters``).
 """
