@@ -80,7 +80,7 @@ serve-class: app
 test: setup
 	$(PY) -m ruff check .
 	$(MAKE) typecheck
-	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadscope $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m ruff check .

@@ -6,11 +6,12 @@ chosen page; a page reads the inputs with ``pages._app.inputs.current()``. Each 
 own errors as friendly messages, never a traceback.
 
 The pages are modules of pages/views/ and pages/tasks/ (the navigation's two sections), each a
-``page()`` function; none sits at the top of pages/. A folder named pages/ beside the main script
-puts a fresh Streamlit server (1.67) in its legacy pages/ mode until ``st.navigation`` runs once,
-and in that mode a URL naming a file at the top of pages/ runs that file as a script, without
-this router. With no page file there, every request runs this router, the first included, so no
-page needs to know about it: the pages import the library and pages._app, never app.py.
+``page()`` function that this router runs; no page imports app.py. A folder named pages/ beside
+the main script puts a fresh Streamlit server (1.67) in its legacy pages/ mode until
+``st.navigation`` first runs, and in that mode a URL naming a file at the top of pages/ would run
+that file as a script, without this router: none sits there, so every request runs the router.
+``make app`` (pages/_app/serve.py) also records before the first request what ``st.navigation``
+records, so that a fresh server's first request for a subpage is not told "Page not found".
 """
 
 from __future__ import annotations

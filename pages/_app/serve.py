@@ -58,7 +58,13 @@ def main(argv: list[str]) -> int:
         return 2
     names = preloads(server.policy())
     threading.Thread(target=lambda: [warm(n) for n in names], name="preload", daemon=True).start()
+    from streamlit.runtime.pages_manager import PagesManager
     from streamlit.web import cli
+
+    # The app navigates with st.navigation (app.py): what its first call records, recorded before
+    # the first request, so that a fresh server never enters the legacy pages/ mode (whose first
+    # subpage request would say "Page not found" above the right page).
+    PagesManager.uses_pages_directory = False
 
     sys.argv = ["streamlit", "run", str(APP), *argv]
     return cli.main()
