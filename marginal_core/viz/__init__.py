@@ -1,11 +1,11 @@
 """Figures and tables of lattices and estimates, in small modules: ``text`` (pieces, chips,
-numbers for display), ``arcs`` (which arcs a drawing shows), ``graph`` (graphviz drawings),
+numbers for display), ``arcs`` (which arcs a drawing shows), ``drawing`` (graphviz drawings),
 ``frames`` (pandas tables), ``charts`` (plotly), ``compare`` (two models on one byte axis) and
 ``notebook`` (how a Lattice and an Estimate show themselves in Jupyter), with the
 colours every view shares in ``style``.
 
 Plain Python, so the app, notebooks and tests use the same figures; nothing here runs a model
-(callers pass lattices and :class:`~marginal_core.estimators.marginalizer.Estimate` objects in). graphviz,
+(callers pass lattices and :class:`~marginal_core.estimators.estimate_result.Estimate` objects in). graphviz,
 plotly and pandas are imported by the functions that need them, so ``import marginal_core.viz``
 works without them. The names below are the package's public face: ``viz.lattice_graph`` etc.
 """
@@ -34,8 +34,7 @@ from marginal_core.viz.charts import (
     top_n_figure,
 )
 from marginal_core.viz.compare import MIN_FLOW_SHARE, byte_axis_chips_html, differing_cuts, flows_figure
-from marginal_core.viz.frames import arcs_frame, samples_frame
-from marginal_core.viz.graph import (
+from marginal_core.viz.drawing import (
     FLOW_FLOOR,
     RenderError,
     TooLargeToDrawError,
@@ -44,6 +43,7 @@ from marginal_core.viz.graph import (
     lattice_dot,
     lattice_graph,
 )
+from marginal_core.viz.frames import arcs_frame, samples_frame
 from marginal_core.viz.notebook import estimate_html, lattice_html
 from marginal_core.viz.style import COLORS, KIND_LABELS
 from marginal_core.viz.text import chips_html, code_span, count_label, format_log, format_small, segmented, show_piece

@@ -160,3 +160,14 @@ def test_the_pages_use_the_library_through_its_public_names():
             wrong += [f"{path.relative_to(ROOT)}: {m}" for m in named if m.split(".")[0] == PACKAGE
                       and m not in PAGE_IMPORTS and not any(m == s or m.startswith(f"{s}.") for s in PAGE_STAGES)]
     assert not wrong, wrong
+
+
+def test_no_two_library_modules_share_a_file_name():
+    """A module's file name says what it holds, once: `graph.py` in two stages would be two ideas
+    under one name (packages' __init__ and __main__ aside)."""
+    names = defaultdict(list)
+    for path in (ROOT / PACKAGE).rglob("*.py"):
+        if path.name not in ("__init__.py", "__main__.py"):
+            names[path.name].append(str(path.relative_to(ROOT)))
+    shared = {n: p for n, p in names.items() if len(p) > 1}
+    assert not shared, shared
