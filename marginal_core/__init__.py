@@ -89,12 +89,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The public names, each imported on first use (so ``import marginal_core`` loads no torch)."""
+    """The public names, each imported on first use (so ``import marginal_core`` loads no torch) and
+    read from its defining module at every use, never copied here: ``mc.X`` is always that
+    module's ``X``, also when a test patches it there."""
     if name not in _LAZY:
         raise AttributeError(f"module 'marginal_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+    return getattr(importlib.import_module(_LAZY[name]), name)
 
 
 def __dir__() -> list[str]:

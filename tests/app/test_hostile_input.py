@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -25,6 +26,7 @@ from bench.support.apptest import APP
 
 pytestmark = pytest.mark.models  # the pages load the sidebar's model (all but two tests)
 SMOL = "smollm2-135m"
+ROOT = Path(APP).parent
 PAGES = ("home", "lattice", "samplers", "mass", "rank", "running", "qa", "translation")
 # What shows that a page rendered, besides a specific message: element kinds, or its main button.
 RENDERS = {
@@ -97,7 +99,7 @@ def open_page(page: str, **params: str) -> AppTest:
     for key, value in params.items():
         at.query_params[key] = value
     if page != "home":
-        at.switch_page(f"pages/{page}.py")
+        at.switch_page(next(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob(f"*/{page}.py")))
     return at.run()
 
 

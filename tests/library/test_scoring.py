@@ -180,7 +180,9 @@ OOM_SCRIPT = textwrap.dedent(
     from marginal_core.lattice.graph import build_lattice
     from marginal_core.models import load_model
     from marginal_core.lattice.sampling import lattice_samples
-    from marginal_core.scoring.trie_scoring import DEFAULT_MAX_BATCH_BYTES, ScoreStats, pass_bytes, score_paths
+    from marginal_core.scoring.pass_budget import DEFAULT_MAX_BATCH_BYTES, pass_bytes
+    from marginal_core.scoring.score_stats import ScoreStats
+    from marginal_core.scoring.trie_scoring import score_paths
 
     lm = load_model("gemma3-270m", device="cpu", dtype="float32")
     lattice = build_lattice("A quick fox.", lm.tokenizer)
