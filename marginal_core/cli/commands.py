@@ -26,7 +26,7 @@ from marginal_core.lattice.sampling import lattice_samples, num_candidates
 from marginal_core.lattice.vocab import vocabulary
 from marginal_core.models import DEFAULT_MODEL, load_text_tokenizer
 from marginal_core.models.model_commands import add_beam_width, add_device_arguments
-from marginal_core.progress import tqdm_progress
+from marginal_core.progress import Progress, tqdm_progress
 from marginal_core.tasks.comparison import difference, figures, labels, parse_sides, run_methods
 from marginal_core.tasks.task_commands import add_commands as add_task_commands
 from marginal_core.tasks.task_commands import task_summary
@@ -119,6 +119,11 @@ def _estimate_json(model: str, marginalizer: Marginalizer, estimates: dict[str, 
     }
 
 
+def method_bar(name: str) -> tuple[Progress, Callable[[], None]]:
+    """A method's bar on a terminal (progress.tqdm_progress): its samples, or the beam's rounds."""
+    return tqdm_progress(name, Method.parse(name).progress_unit)
+
+
 def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
     """Estimate the marginal with each requested method."""
     from marginal_core.estimators.marginalizer import Marginalizer
@@ -128,7 +133,7 @@ def estimate_command(args: argparse.Namespace) -> dict[str, Any]:
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     context = read_text(args.context) if args.context is not None else None
     marginalizer = Marginalizer(lm, read_text(args.text), context)
-    return _estimate_json(args.model, marginalizer, run_methods(marginalizer, methods, _options(args), tqdm_progress))
+    return _estimate_json(args.model, marginalizer, run_methods(marginalizer, methods, _options(args), method_bar))
 
 
 def compare_command(args: argparse.Namespace) -> dict[str, Any]:
@@ -147,7 +152,7 @@ def compare_command(args: argparse.Namespace) -> dict[str, Any]:
     for label, side in zip(names, sides):
         try:
             marginalizer = Marginalizer(load_model(side.name, device=side.device, dtype=side.dtype), text, context)
-            estimates = run_methods(marginalizer, methods, options, tqdm_progress)
+            estimates = run_methods(marginalizer, methods, options, method_bar)
         except MarginalError as err:
             models[label] = {"model": side.name, "error": str(err)}
             continue

@@ -33,7 +33,7 @@ def surprisal_command(args: argparse.Namespace) -> Surprisal:
     check_choice(args.method, SURPRISAL_METHODS, "surprisal method")
     width = parse_width(args.width)
     marginalizer = Marginalizer(load_model(args.model, device=args.device, dtype=args.dtype), text, context)
-    progress, close = tqdm_progress("surprisal")
+    progress, close = tqdm_progress("surprisal", "steps")  # the walk's steps, a bar of its rounds
     try:
         return marginalizer.surprisal(args.unit, args.space, args.method, width=width, progress=progress)
     finally:

@@ -38,7 +38,7 @@ from marginal_core.lattice.paths import PathBatch
 from marginal_core.lattice.proposal import proposal_of
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
-from marginal_core.progress import Progress, StopCheck
+from marginal_core.progress import Progress, StopCheck, round_hook, steps_only
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,6 +72,10 @@ class BeamResult:
     def log_mass(self) -> float:
         """log of the non-canonical mass found (-inf for none)."""
         return float(np.logaddexp.reduce(self.log_p)) if len(self.log_p) else -math.inf
+
+    def as_round(self) -> Round:
+        """This walk as one finished round (its certified gap, for one walk of a fixed width)."""
+        return Round(self.width, self.log_mass, self.pruned, self.seconds, len(self.log_p), self.log_missed)
 
 
 @dataclass
@@ -187,7 +191,8 @@ def beam_stream(
     """The complete paths found so far after each step that found some; the last result is final.
 
     context is token ids (prefilled here) or a ContextState to share. progress gets (steps done,
-    most steps); should_stop is polled before every pass, and a stopped walk keeps its paths.
+    most steps), and its round hook (progress.RoundHook) this walk as one round; should_stop is
+    polled before every pass, and a stopped walk keeps its paths.
     A text whose only tokenization is the canonical one gets no paths and no passes. A memo
     (shared by the anytime beam's rounds) spares the head the prefixes an earlier walk scored.
     """
@@ -217,6 +222,8 @@ def beam_stream(
     beam = _Beam(torch.tensor([proposal.start], device=device), torch.zeros(1, dtype=torch.float64, device=device),
                  torch.zeros((1, 0), dtype=torch.long, device=device))
     cache, hidden = copy.deepcopy(ctx.cache), ctx.last_hidden
+    if (on_round := round_hook(progress)) is not None:
+        on_round(0, 1, width, None)
     with torch.inference_mode():
         while True:
             tok = tables.tokens[beam.state]
@@ -239,7 +246,10 @@ def beam_stream(
                 yield result(False)
             beam, hidden = advance(lm, cache, beam, tok, (parent, cols, states, values), f"a beam of width {width}", step)
             passes += 1
-    yield result(True)
+    final = result(True)
+    if on_round is not None:
+        on_round(1, 1, width, final.as_round().certified_gap)
+    yield final
 
 
 def anytime_beam(
@@ -257,7 +267,8 @@ def anytime_beam(
     ``tolerance`` nats to the mass found (nothing pruned: the bound is exact), a widening adds
     less than that, the time budget (seconds) runs out, or should_stop; the best bound found so
     far after every step that found paths. Its paths are the union over the rounds (each scored exactly), so the bound never
-    falls from one round to the next; ``rounds`` lists each finished :class:`Round`."""
+    falls from one round to the next; ``rounds`` lists each finished :class:`Round`. progress hears
+    each round's walk steps, and its round hook (progress.RoundHook) the rounds."""
     started = time.perf_counter()
     rounds: list[Round] = []
     memo: Memo = {}
@@ -266,6 +277,7 @@ def anytime_beam(
     ctx = lm.state_of(context)
     earlier = 0 if ctx is context else ctx.passes  # passes of finished rounds (and of a prefill made here)
     deadline = None if time_budget is None else started + time_budget
+    on_round, steps = round_hook(progress), steps_only(progress)
 
     def user_stop() -> bool:
         return should_stop is not None and should_stop()
@@ -289,7 +301,9 @@ def anytime_beam(
 
     for i, width in enumerate(widths):
         before = mass()
-        for last in beam_stream(lm, lattice, width, ctx, progress=progress, should_stop=stop, memo=memo):
+        if on_round is not None:
+            on_round(i, len(widths), width, rounds[-1].certified_gap if rounds else None)
+        for last in beam_stream(lm, lattice, width, ctx, progress=steps, should_stop=stop, memo=memo):
             if not last.completion.done and not last.completion.cancelled:
                 yield best(last, False)
         if last.completion.cancelled:  # Stop or the time budget inside the round: what it found is kept
@@ -299,6 +313,8 @@ def anytime_beam(
         rounds.append(Round(width, mass(), last.pruned, time.perf_counter() - started, len(found), last.log_missed))
         converged = last.pruned == 0 or rounds[-1].certified_gap < tolerance or rounds[-1].log_mass - before < tolerance
         if converged or i == len(widths) - 1 or stop():
+            if on_round is not None:
+                on_round(len(rounds), len(rounds), width, rounds[-1].certified_gap)
             yield best(last, True, user_stop())
             return
         earlier, scored = earlier + last.forward_passes, scored + last.scored

@@ -31,7 +31,7 @@ from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
 from marginal_core.lattice.vocab import Vocabulary
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
-from marginal_core.progress import Progress, StopCheck
+from marginal_core.progress import Progress, StopCheck, round_hook
 from marginal_core.serving import hooks as serving_hooks
 
 Pending = tuple[torch.Tensor, torch.Tensor] | None  # a walk's rows still to score: (states, log p)
@@ -355,7 +355,8 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
     """The bounds after every step of walks widened round by round (``widths``) until every
     byte's bounds lie within ``tolerance`` nats, a widening raised no lower bound by that much,
     the time budget ran out, or should_stop; the last is final. The rounds share what they
-    scored, so each bound is over every prefix any round scored. One width: one walk."""
+    scored, so each bound is over every prefix any round scored. One width: one walk. progress
+    hears each walk's steps, and its round hook (progress.RoundHook) the rounds."""
     started = time.perf_counter()
     deadline = None if time_budget is None else started + time_budget
     found, ctx = _Found(lattice, lm.device), lm.state_of(context)
@@ -375,7 +376,11 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
         return PrefixMasses(lower, up, text, text_upper, finished, steps, len(found.memo),
                             time.perf_counter() - started, done, cancelled)
 
+    on_round = round_hook(progress)
+    gap: float | None = None  # the last finished round's (PrefixMasses.gap)
     for i, width in enumerate(widths):
+        if on_round is not None:
+            on_round(i, len(widths), width, gap)
         found.missed.fill_(-math.inf)  # a round's own left-out mass bounds what it did not score
         before = found.lower.cpu().numpy()
         stopped = False
@@ -387,8 +392,10 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
             return
         finished = finished + (width,)
         last = masses(steps, False)
-        upper = last.upper
+        upper, gap = last.upper, last.gap
         widened = i > 0 and float(np.max(last.lower[1:] - before[1:])) < tolerance
         if last.gap < tolerance or widened or i == len(widths) - 1 or stop():
+            if on_round is not None:
+                on_round(len(finished), len(finished), width, gap)
             yield masses(steps, True, user_stop())
             return
