@@ -17,7 +17,10 @@ class EstimateOptions:
     seed, the exact method's path budget, whether the proxy covers the canonical path, the
     samples per streamed update (None: everything at once, which shares the most prefixes), and
     the first update's samples (then full chunks, so a large run's first estimate comes early;
-    None: every chunk is ``chunk``); the beam's width (None: the anytime beam, widened until a
+    None: every chunk is ``chunk``), and the seconds of work past which a chunk after the first
+    need not grow (None: chunks of ``chunk`` samples; else a chunk grows past ``chunk`` to about
+    that much work at the rate of the chunk before, so a fast device needs few passes: the
+    lattice and exact methods); the beam's width (None: the anytime beam, widened until a
     widening adds less than ``tolerance`` nats or ``time_budget`` seconds have passed, its
     widest round ``max_beam_width``)."""
 
@@ -28,6 +31,7 @@ class EstimateOptions:
     include_canonical: bool = False
     chunk: int | None = None
     first_chunk: int | None = None
+    chunk_seconds: float | None = None
     beam_width: int | None = DEFAULT_BEAM_WIDTH
     tolerance: float = DEFAULT_TOLERANCE
     time_budget: float | None = None
@@ -46,6 +50,8 @@ class EstimateOptions:
             (self.chunk is None or self.chunk >= 1, f"chunks must hold at least 1 sample, not {self.chunk}"),
             (self.first_chunk is None or self.first_chunk >= 1,
              f"the first chunk must hold at least 1 sample, not {self.first_chunk}"),
+            (self.chunk_seconds is None or self.chunk_seconds > 0,
+             f"a chunk's seconds must be above 0, not {self.chunk_seconds}"),
         ]
         for ok, message in checks:
             if not ok:

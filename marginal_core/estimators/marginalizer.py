@@ -51,7 +51,7 @@ from marginal_core.scoring.trie_scoring import score_paths
 from marginal_core.serving import hooks as serving_hooks
 
 # the Marginalizer and what its streams yield (Estimate, its options and run state, re-exported)
-__all__ = ["CanonicalScore", "Marginalizer", "by_context", "chunk_sizes"]
+__all__ = ["CanonicalScore", "Marginalizer", "by_context", "chunk_sizes", "timed_chunk_sizes"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,22 @@ def chunk_sizes(total: int, chunk: int | None, first: int | None = None) -> Iter
         yield size
         done += size
         size = cap
+
+
+def timed_chunk_sizes(total: int, chunk: int | None, first: int | None, seconds: float,
+                      spent: Sequence[tuple[int, float]]) -> Iterator[int]:
+    """chunk_sizes, where a chunk after the first grows past ``chunk`` samples to hold about
+    ``seconds`` of work at the rate of the chunk before (``spent``: (samples, seconds scoring
+    them) per chunk, appended by the stream as it goes): a GPU takes a run in a few passes, a CPU
+    keeps its chunks and their steady updates."""
+    base = max(1, chunk or total)
+    size, done = min(base, first or base), 0
+    while done < total:
+        size = min(size, total - done)
+        yield size
+        done += size
+        samples, took = spent[-1] if spent else (size, 0.0)
+        size = max(base, int(seconds * samples / took)) if took > 0 else base
 
 
 def _handing_on(stream: Iterator[Estimate]) -> Iterator[Estimate]:
@@ -173,7 +189,9 @@ class Marginalizer:
 
         progress gets (paths scored, paths), fractional within a chunk (from tokens fed)."""
         total, stats, canonical = len(paths), ScoreStats(), self.canonical_score().log_p
-        sizes = chunk_sizes(total, options.chunk, options.first_chunk)
+        spent: list[tuple[int, float]] = []  # (samples, seconds scoring them) per chunk
+        sizes = (chunk_sizes(total, options.chunk, options.first_chunk) if options.chunk_seconds is None else
+                 timed_chunk_sizes(total, options.chunk, options.first_chunk, options.chunk_seconds, spent))
         scores: list[np.ndarray] = [np.zeros(0)]
         checkpoints: list[tuple[int, float]] = []
         stop = 0
@@ -182,8 +200,9 @@ class Marginalizer:
             if not cancelled and stop < total:
                 start, stop = stop, stop + next(sizes)
                 within = _scaled(progress, start, stop - start, total)
-                head = _head(paths, start, stop)
+                head, began = _head(paths, start, stop), time.perf_counter()
                 scores.append(score_paths(self.lm, head, self.context_state(), stats=stats, progress=within))
+                spent.append((stop - start, time.perf_counter() - began))
             log_p = np.concatenate(scores)
             running = np.logaddexp.accumulate(log_p) if len(log_p) else log_p
             seconds = time.perf_counter() - started
@@ -339,7 +358,7 @@ class Marginalizer:
         """The estimate of one method after each chunk; the last is the result.
 
         Options come as an EstimateOptions, or as its fields by keyword (samples, max_len, seed,
-        budget, include_canonical, chunk, first_chunk, beam_width); a method ignores those it does
+        budget, include_canonical, chunk, first_chunk, chunk_seconds, beam_width); a method ignores those it does
         not use.
         Samples do not depend on chunking. should_stop is polled between chunks (and between proxy passes);
         progress gets (samples done, samples requested) as work goes on.

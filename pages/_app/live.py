@@ -1,8 +1,9 @@
 """Live runs: an estimator's stream drawn as it goes, with a Stop that stops the work.
 
 A lattice or exact run goes in a first chunk of a few samples and then chunks of about a tenth
-of k, so its first estimate comes within a second whatever k is, its plots grow, and a
-stopped run keeps the chunks it finished (in the session; a finished result is kept for every
+of k, grown to about CHUNK_S seconds of work where the device is fast (a GPU then takes a run
+of k = 1,000 in about three passes, not ten), so its first estimate comes within a second
+whatever k is, its plots grow, and a stopped run keeps the chunks it finished (in the session; a finished result is kept for every
 session). A proxy run goes in a few large batches: each batch costs one sweep of sequential
 passes almost whatever its size, so a small first batch would not come sooner, only add a sweep.
 
@@ -43,8 +44,10 @@ _UNFINISHED = "_unfinished_runs"
 # Seconds between redraws of a progress bar from within a chunk (each redraw is sent to the
 # browser, and is where Streamlit can end a script run).
 REDRAW_S = 0.25
-# Samples in a live lattice or exact run's first chunk; later chunks are live_chunk(k).
+# Samples in a live lattice or exact run's first chunk; later chunks are live_chunk(k), grown to
+# hold about CHUNK_S seconds of work at the rate of the chunk before (the library's chunk_seconds).
 FIRST_CHUNK = 4
+CHUNK_S = 1.0
 # A live proxy run's batches: a quarter of k, at least PROXY_BATCH (one batch for the default k)
 # and at most the library's default batch.
 PROXY_BATCH = 100
@@ -80,11 +83,12 @@ def live_stream(
     **options: Any,
 ) -> Iterator[Estimate]:
     """``m.stream`` in chunks sized for a live plot (FIRST_CHUNK samples, then chunks of
-    :func:`live_chunk`; the proxy in batches of :func:`proxy_batch`; chunk and first_chunk in
+    :func:`live_chunk` grown to CHUNK_S seconds of work; the proxy in batches of :func:`proxy_batch`; chunk and first_chunk in
     options override these), the anytime beam's widest round the server's cap; same samples as
     ``m.estimate`` with the same options."""
     k = _requested(m, method, samples)
-    chunks = {"chunk": proxy_batch(k)} if method == "proxy" else {"chunk": live_chunk(k), "first_chunk": FIRST_CHUNK}
+    chunks = ({"chunk": proxy_batch(k)} if method == "proxy" else
+              {"chunk": live_chunk(k), "first_chunk": FIRST_CHUNK, "chunk_seconds": CHUNK_S})
     widest = {"max_beam_width": server.policy().cap_beam_width(MAX_BEAM_WIDTH)}  # the anytime beam's, on this server
     return m.stream(method, samples=samples, should_stop=should_stop, progress=progress, **{**chunks, **widest, **options})
 

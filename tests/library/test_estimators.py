@@ -175,6 +175,34 @@ def test_a_small_first_chunk_then_full_ones_keep_the_samples(smollm_model):
         EstimateOptions(first_chunk=0)
 
 
+def test_chunks_grow_to_the_seconds_of_work_asked_and_keep_the_samples(smollm_model):
+    """Issue 44 item 2: with chunk_seconds, a chunk after the first grows past ``chunk`` to about
+    that much work at the rate of the chunk before (never below ``chunk``); the samples and the
+    estimate stay those of any other chunking."""
+    from marginal_core.estimators.marginalizer import timed_chunk_sizes
+
+    spent: list[tuple[int, float]] = []
+    sizes = timed_chunk_sizes(1000, 100, 4, 1.0, spent)
+    assert next(sizes) == 4
+    spent.append((4, 0.02))  # a fast device: 4 samples in 20 ms
+    assert next(sizes) == 200  # 1 s at that rate
+    spent.append((200, 0.05))
+    assert next(sizes) == 796  # the rest: 4,000 would fit in 1 s
+    slow: list[tuple[int, float]] = []
+    sizes = timed_chunk_sizes(300, 100, 4, 1.0, slow)
+    assert next(sizes) == 4
+    slow.append((4, 0.5))  # a slow one: chunks stay at ``chunk``
+    assert [next(sizes), next(sizes), next(sizes)] == [100, 100, 96]
+    m = Marginalizer(smollm_model, " Paris is the capital", None)
+    parts = list(m.stream("lattice", samples=30, chunk=4, first_chunk=2, chunk_seconds=1e6))
+    assert [p.num_samples for p in parts] == [2, 30]  # any rate: the rest in one chunk
+    whole = m.lattice_estimate(30)
+    assert parts[-1].paths.tolist() == whole.paths.tolist()
+    assert parts[-1].log_marginal == pytest.approx(whole.log_marginal, abs=1e-4)
+    with pytest.raises(MarginalError, match="seconds"):
+        EstimateOptions(chunk_seconds=0)
+
+
 def test_texts_beyond_the_context_window_are_refused_before_any_scoring(smollm_model, monkeypatch, capsys):
     """The canonical tokenization (and every sample) must fit the model's context window with
     the context; otherwise a ContextWindowError names the counts before any forward pass."""
