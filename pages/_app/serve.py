@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pages._app import server
+from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
 
 PRELOAD_ENV = "MARGINAL_PRELOAD"
 APP = Path(__file__).resolve().parent.parent.parent / "app.py"
@@ -40,12 +41,17 @@ def warm(name: str) -> None:
     """Load a model as the app's pages load it (default device and dtype) and run one forward
     pass; a failure is left to the page that needs the model to report."""
     started = time.perf_counter()
+    print(f"marginal app: warming {name} (a page that needs it shows its load until then)", file=sys.stderr, flush=True)
     try:
-        from marginal_core import Marginalizer, vocabulary
-        from marginal_core.models import load_model, load_text_tokenizer
+        from marginal_core import vocabulary
+        from marginal_core.models import load_text_tokenizer
 
-        vocabulary(load_text_tokenizer(name))  # the lattice's, before the weights (Home's chips need it first)
-        Marginalizer(load_model(name, device=None, dtype="auto"), "A warm-up text.").canonical_score()
+        vocabulary(load_text_tokenizer(name))  # the lattice's, before torch's import (Home's chips need it first)
+        from marginal_core import Marginalizer
+        from marginal_core.models import load_model
+
+        # Home's own text after its context: the model keeps the context's prefill for the page
+        Marginalizer(load_model(name, device=None, dtype="auto"), DEFAULT_TEXT, DEFAULT_CONTEXT).canonical_score()
     except Exception as exc:  # noqa: BLE001 -- the page's own load shows the error
         print(f"marginal app: could not preload {name}: {exc}", file=sys.stderr, flush=True)
         return
