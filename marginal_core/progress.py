@@ -63,8 +63,8 @@ def tqdm_bar(total: int | None, desc: str, initial: int = 0, leave: bool = True,
                 disable=not draws_bars(), **options)
 
 
-def _gap(gap: float | None) -> str:
-    """A certified gap in the bar's words."""
+def describe_gap(gap: float | None) -> str:
+    """A certified gap in a bar's words ('' before the first round, 'exact', 'gap 0.003 nats')."""
     if gap is None:
         return ""
     if gap == 0:
@@ -113,7 +113,7 @@ class _Bar:
             bar.refresh()  # the last count is drawn, however soon after the one before
 
     def on_round(self, done: int, planned: int, width: int, gap: float | None) -> None:
-        self.width, self.gap, self.step = width, _gap(gap), ""
+        self.width, self.gap, self.step = width, describe_gap(gap), ""
         bar = self._open(planned, "rounds", ROUND_FORMAT, self._words())
         _set_total(bar, planned)
         bar.n = min(done, planned)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import streamlit as st
 
 from marginal_core import MAX_BEAM_WIDTH, Method
-from marginal_core.progress import Progress, StopCheck
+from marginal_core.progress import Progress, StopCheck, describe_gap
 from marginal_core.serving.turns import TurnCancelled
 from pages._app import machine, server, shared_results
 from pages._app.defaults import DEFAULT_SAMPLES
@@ -112,11 +112,14 @@ class Bar:
     library takes. Superseded by a newer run of the session, it ends this script run.
 
     It counts ``unit`` (samples, or tokens for a canonical score); with ``now=False`` it shows
-    only once the computation has taken REDRAW_S (a quick one shows nothing).
+    only once the computation has taken REDRAW_S (a quick one shows nothing). Passed as the
+    progress callback itself, it hears a run's rounds too (the anytime beam's): it then counts
+    rounds, each walk's steps moving it within one, and says the width and the certified gap.
     """
 
     def __init__(self, label: str, unit: str = "samples", *, now: bool = True) -> None:
         self.label, self.unit = label, unit
+        self.round: tuple[int, int, int, float | None] | None = None  # (done, planned, width, gap)
         self.token: threading.Event = st.session_state.setdefault(_TOKEN, threading.Event())
         self.started = self.drawn = time.perf_counter()
         self.fraction, self.message = 0.0, f"{label}…"
@@ -133,8 +136,23 @@ class Bar:
         """The library's progress callback (units done, of total), redrawn a few times a second."""
         if self.token.is_set() or time.perf_counter() - self.drawn >= REDRAW_S:
             seconds = time.perf_counter() - self.started
-            self.update(done / max(total, 1),
-                        f"{self.label}: {int(done):,} of {total:,} {self.unit} scored in {seconds:.1f} s")
+            if self.round is None:
+                self.update(done / max(total, 1),
+                            f"{self.label}: {int(done):,} of {total:,} {self.unit} scored in {seconds:.1f} s")
+                return
+            finished, planned, width, gap = self.round
+            said = ", ".join(w for w in (f"width {width}", describe_gap(gap)) if w)
+            self.update((finished + done / max(total, 1)) / max(planned, 1),
+                        f"{self.label}: round {finished + 1} of {planned} ({said}), step {int(done)} of {total} "
+                        f"in {seconds:.1f} s")
+
+    def __call__(self, done: float, total: int) -> None:
+        """The bar itself is a progress callback, with a round hook (on_round)."""
+        self.progress(done, total)
+
+    def on_round(self, done: int, planned: int, width: int, gap: float | None) -> None:
+        """The library's round hook (progress.RoundHook): a round starts, or the run ends."""
+        self.round = (min(done, planned - 1), planned, width, gap)
 
     def should_stop(self) -> bool:
         """The library's stop check; it also keeps the bar's clock going while nothing finishes."""
@@ -217,7 +235,7 @@ def run_live(
         else:
             runs[key] = Unfinished(requested, est, unit)
 
-    stream = live_stream(m, method, should_stop=bar.should_stop, progress=bar.progress, **options)
+    stream = live_stream(m, method, should_stop=bar.should_stop, progress=bar, **options)
     return follow(key, stream, bar, show, keep, lambda est: est.run.cancelled)
 
 

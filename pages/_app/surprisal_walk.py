@@ -31,7 +31,7 @@ def walk(key: Hashable, m: Marginalizer, method: str, width: int | None, label: 
     bar = live.Bar(label, "bytes")
     widest = server.policy().cap_beam_width(MAX_BEAM_WIDTH)  # the anytime walk's widest round, on this server
     stream = surprisal_stream(m, method=method, width=width, max_width=widest, budget=APP_EXACT_BUDGET,
-                              should_stop=bar.should_stop, progress=bar.progress)
+                              should_stop=bar.should_stop, progress=bar)
     return live.follow(key, stream, bar, on_update, lambda s: _keep(key, s), lambda s: s.cancelled)
 
 
