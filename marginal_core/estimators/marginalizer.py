@@ -51,7 +51,7 @@ from marginal_core.scoring.trie_scoring import score_paths
 from marginal_core.serving import hooks as serving_hooks
 
 # the Marginalizer and what its streams yield (Estimate, its options and run state, re-exported)
-__all__ = ["CanonicalScore", "Marginalizer", "by_context", "chunk_sizes", "timed_chunk_sizes"]
+__all__ = ["CanonicalScore", "Marginalizer", "by_context", "chunk_sizes"]
 
 
 @dataclass(frozen=True)
@@ -73,33 +73,22 @@ def _scaled(progress: Progress | None, start: int, size: int, total: int) -> Pro
     return lambda done, of: progress(start + size * done / max(of, 1), total)
 
 
-def chunk_sizes(total: int, chunk: int | None, first: int | None = None) -> Iterator[int]:
+def chunk_sizes(total: int, chunk: int | None, first: int | None = None, seconds: float | None = None,
+                spent: Sequence[tuple[int, float]] = ()) -> Iterator[int]:
     """The sizes of a stream's chunks over total samples: ``chunk`` each (None: all at once),
     after a ``first`` one where given (a small first chunk brings the first estimate early;
-    full chunks after it share the most prefixes, which doubling up to ``chunk`` did not)."""
-    cap = max(1, chunk or total)
-    size, done = min(cap, first or cap), 0
-    while done < total:
-        size = min(size, total - done)
-        yield size
-        done += size
-        size = cap
-
-
-def timed_chunk_sizes(total: int, chunk: int | None, first: int | None, seconds: float,
-                      spent: Sequence[tuple[int, float]]) -> Iterator[int]:
-    """chunk_sizes, where a chunk after the first grows past ``chunk`` samples to hold about
-    ``seconds`` of work at the rate of the chunk before (``spent``: (samples, seconds scoring
-    them) per chunk, appended by the stream as it goes): a GPU takes a run in a few passes, a CPU
-    keeps its chunks and their steady updates."""
+    full chunks after it share the most prefixes, which doubling up to ``chunk`` did not). With
+    ``seconds``, a chunk after the first grows past ``chunk`` to hold about that much work at the
+    rate of the chunk before (``spent``: (samples, seconds scoring them) per chunk, appended by
+    the stream as it goes): a GPU takes a run in a few passes, a CPU keeps its steady updates."""
     base = max(1, chunk or total)
     size, done = min(base, first or base), 0
     while done < total:
         size = min(size, total - done)
         yield size
         done += size
-        samples, took = spent[-1] if spent else (size, 0.0)
-        size = max(base, int(seconds * samples / took)) if took > 0 else base
+        samples, took = spent[-1] if seconds and spent else (size, 0.0)
+        size = max(base, int((seconds or 0) * samples / took)) if took > 0 else base
 
 
 def _handing_on(stream: Iterator[Estimate]) -> Iterator[Estimate]:
@@ -190,8 +179,7 @@ class Marginalizer:
         progress gets (paths scored, paths), fractional within a chunk (from tokens fed)."""
         total, stats, canonical = len(paths), ScoreStats(), self.canonical_score().log_p
         spent: list[tuple[int, float]] = []  # (samples, seconds scoring them) per chunk
-        sizes = (chunk_sizes(total, options.chunk, options.first_chunk) if options.chunk_seconds is None else
-                 timed_chunk_sizes(total, options.chunk, options.first_chunk, options.chunk_seconds, spent))
+        sizes = chunk_sizes(total, options.chunk, options.first_chunk, options.chunk_seconds, spent)
         scores: list[np.ndarray] = [np.zeros(0)]
         checkpoints: list[tuple[int, float]] = []
         stop = 0

@@ -179,17 +179,17 @@ def test_chunks_grow_to_the_seconds_of_work_asked_and_keep_the_samples(smollm_mo
     """Issue 44 item 2: with chunk_seconds, a chunk after the first grows past ``chunk`` to about
     that much work at the rate of the chunk before (never below ``chunk``); the samples and the
     estimate stay those of any other chunking."""
-    from marginal_core.estimators.marginalizer import timed_chunk_sizes
+    from marginal_core.estimators.marginalizer import chunk_sizes
 
     spent: list[tuple[int, float]] = []
-    sizes = timed_chunk_sizes(1000, 100, 4, 1.0, spent)
+    sizes = chunk_sizes(1000, 100, 4, 1.0, spent)
     assert next(sizes) == 4
     spent.append((4, 0.02))  # a fast device: 4 samples in 20 ms
     assert next(sizes) == 200  # 1 s at that rate
     spent.append((200, 0.05))
     assert next(sizes) == 796  # the rest: 4,000 would fit in 1 s
     slow: list[tuple[int, float]] = []
-    sizes = timed_chunk_sizes(300, 100, 4, 1.0, slow)
+    sizes = chunk_sizes(300, 100, 4, 1.0, slow)
     assert next(sizes) == 4
     slow.append((4, 0.5))  # a slow one: chunks stay at ``chunk``
     assert [next(sizes), next(sizes), next(sizes)] == [100, 100, 96]
