@@ -14,7 +14,7 @@ Every method is a stream: ``Marginalizer.stream`` yields the estimate after each
 samples (the app draws it live and keeps it when stopped); ``Marginalizer.estimate`` runs the
 stream to its end. The canonical score is computed once, before any method's clock starts.
 An Estimate, its options and its run's state are defined in ``estimate_result``,
-``estimate_options`` and ``run_state`` (no torch), and re-exported here.
+``estimate_options`` and ``run_state`` (no torch), and imported from there.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from marginal_core.scoring.score_stats import ScoreStats
 from marginal_core.scoring.trie_scoring import score_paths
 from marginal_core.serving import hooks as serving_hooks
 
-# the Marginalizer and what its streams yield (Estimate, its options and run state, re-exported)
 __all__ = ["CanonicalScore", "Marginalizer", "by_context", "chunk_sizes"]
 
 
@@ -87,8 +86,8 @@ def chunk_sizes(total: int, chunk: int | None, first: int | None = None, seconds
         size = min(size, total - done)
         yield size
         done += size
-        samples, took = spent[-1] if seconds and spent else (size, 0.0)
-        size = max(base, int((seconds or 0) * samples / took)) if took > 0 else base
+        samples, took = spent[-1] if spent else (size, 0.0)
+        size = max(base, int(seconds * samples / took)) if seconds and took > 0 else base
 
 
 def _handing_on(stream: Iterator[Estimate]) -> Iterator[Estimate]:

@@ -3,9 +3,10 @@
 A lattice or exact run goes in a first chunk of a few samples and then chunks of about a tenth
 of k, grown to about CHUNK_S seconds of work where the device is fast (a GPU then takes a run
 of k = 1,000 in about three passes, not ten), so its first estimate comes within a second
-whatever k is, its plots grow, and a stopped run keeps the chunks it finished (in the session; a finished result is kept for every
-session). A proxy run goes in a few large batches: each batch costs one sweep of sequential
-passes almost whatever its size, so a small first batch would not come sooner, only add a sweep.
+whatever k is, its plots grow, and a stopped run keeps the chunks it finished (in the
+session; a finished result is kept for every session). A proxy run goes in a few large batches:
+each batch costs one sweep of sequential passes almost whatever its size, so a small first batch
+would not come sooner, only add a sweep.
 
 How a run learns that it must stop: app.py calls :func:`begin_script_run` at the top of every
 script run, which sets the previous run's token. A Stop click, a widget change or a page switch
@@ -83,7 +84,8 @@ def live_stream(
     **options: Any,
 ) -> Iterator[Estimate]:
     """``m.stream`` in chunks sized for a live plot (FIRST_CHUNK samples, then chunks of
-    :func:`live_chunk` grown to CHUNK_S seconds of work; the proxy in batches of :func:`proxy_batch`; chunk and first_chunk in
+    :func:`live_chunk` grown to CHUNK_S seconds of work; the proxy in batches of
+    :func:`proxy_batch`; chunk and first_chunk in
     options override these), the anytime beam's widest round the server's cap; same samples as
     ``m.estimate`` with the same options."""
     k = _requested(m, method, samples)
