@@ -3,6 +3,8 @@
 # `run` call (at most 10 minutes): bench/gpu_pack.sh first brings what the image lacks.
 #   tests       the CUDA tests (float32 against the CPU, float16 and bfloat16 near float32, OOM)
 #   scoring     the trie scorer against the matmul roofline in float32, float16 and bfloat16
+#   kernels     the trie scorer's tree-attention kernels (math, efficient, flex) against plain
+#               padded batches at Llama 2 7B's shape and on Gemma 3 270M, float16, k = $K: the MFU table
 #   precision   float16, bfloat16, bf16 autocast and TF32 against float32 (error and speed)
 #   bfloat16    docs/precision.md's bfloat16 table on the GPU (split bfloat16 against float16-mixed)
 #   estimators  lattice against proxy at equal k, float32 and float16
@@ -10,7 +12,7 @@
 #   scale M..   bench.scale at the paper's sizes, one process per model (default: all, the
 #               largest first; one or two models per call)
 #   all         every step in that order
-# Order for a 30-minute lease: tests+scoring+precision, then scale gemma3-27b, then scale
+# Order for a 30-minute lease: tests+scoring+kernels+precision, then scale gemma3-27b, then scale
 # gemma3-4b llama2-7b, then the rest. Every table is printed and the log goes to $LOG (default
 # test-output/gpu.log). K=100 makes the estimator step quicker.
 # Run: bench/gpu.sh STEP [models...]   (PYTHON defaults to .venv/bin/python, else python3)
@@ -27,6 +29,7 @@ step() {
   case "$1" in
     tests) "$PYTHON" -m pytest -q -m cuda tests/library/test_cuda.py -p no:cacheprovider ;;
     scoring) "$PYTHON" -m bench.scoring --device cuda --dtypes float32,float16,bfloat16 --samples 256 ;;
+    kernels) "$PYTHON" -m bench.kernels --device cuda --dtypes float16 --samples "$K" --models llama2-7b,gemma3-270m ;;
     precision) "$PYTHON" -m bench.precision --device cuda --modes float16,bfloat16,autocast,tf32 ;;
     bfloat16) "$PYTHON" -m bench.bfloat16 --device cuda --samples "$K" ;;
     estimators)
@@ -39,14 +42,14 @@ step() {
       for model in ${*:-$SIZES}; do
         "$PYTHON" -m bench.scale --device cuda --models "$model"
       done ;;
-    *) echo "unknown step $1: tests, scoring, precision, bfloat16, estimators, batching, scale [models], all" >&2; return 2 ;;
+    *) echo "unknown step $1: tests, scoring, kernels, precision, bfloat16, estimators, batching, scale [models], all" >&2; return 2 ;;
   esac
 }
 
 {
   "$PYTHON" -c 'import torch; print("torch", torch.__version__, "|", torch.cuda.get_device_name(0))' || exit 1
   if [ "${1:-all}" = all ]; then
-    for s in tests scoring precision bfloat16 estimators batching scale; do step $s; done
+    for s in tests scoring kernels precision bfloat16 estimators batching scale; do step $s; done
   else
     step "$@"
   fi

@@ -17,7 +17,7 @@ import torch
 from transformers import DynamicCache
 
 from marginal_core.errors import MarginalError
-from marginal_core.lm.attention import CONTIGUOUS_SDPA, tree_kernel, use_contiguous_sdpa
+from marginal_core.lm.attention import CONTIGUOUS_SDPA, FLEX_OR_SDPA, tree_kernel, use_tree_attention
 from marginal_core.lm.contexts import ContextState, KeptContexts
 from marginal_core.lm.oom import halved
 from marginal_core.lm.refined_head import refined_logprobs
@@ -73,9 +73,8 @@ class LM:
         # what the weights hold on the device (head copies included): what passes may not plan on
         self.weight_bytes: int = _stored_bytes([*model.parameters(), *model.buffers(),
                                                 *(h for h in (self.head16, self.head_low) if h is not None)])
-        self.tree_kernel = tree_kernel()  # the SDPA kernel tree-masked passes take on CUDA (lm/attention.py)
-        if self.tree_kernel == "efficient":
-            use_contiguous_sdpa(model)
+        self.tree_kernel = tree_kernel()  # the kernel tree-masked passes take (lm/attention.py)
+        use_tree_attention(model, self.tree_kernel)
         self.prefills = 0  # contexts prefilled so far (what the context sharing saves is visible here)
         self.contexts = KeptContexts()
 
@@ -116,18 +115,21 @@ class LM:
         return max(1, min(max_rows, LOGIT_CHUNK_BYTES // (self.logit_dtype.itemsize * self.vocab)))
 
     def activation_bytes(self, rows: int, queries: int, keys: int) -> int:
-        """Rough peak memory of one forward pass: KV cache, attention scores, MLP, masks."""
+        """Rough peak memory of one forward pass: KV cache, attention scores, MLP, masks (FlexAttention
+        holds neither scores nor a dense mask)."""
         item = self.activation_dtype.itemsize
         cache = 2 * self.layers * rows * self.kv_heads * keys * self.head_dim * item
-        scores = 2 * rows * self.heads * queries * keys * 4
         mlp = 3 * rows * queries * self.intermediate * item
+        if self.tree_kernel == "flex":
+            return cache + mlp
+        scores = 2 * rows * self.heads * queries * keys * 4
         masks = 2 * rows * queries * keys * item
         return cache + scores + mlp + masks
 
     def require_tree_masks(self) -> None:
         """Refuse attention that cannot take the tree masks the trie scorer passes."""
         impl = self.config._attn_implementation
-        if impl not in ("eager", "sdpa", CONTIGUOUS_SDPA):
+        if impl not in ("eager", "sdpa", CONTIGUOUS_SDPA, FLEX_OR_SDPA):
             raise MarginalError(
                 f"scoring passes tree attention masks, which {impl!r} attention does not take; "
                 "load the model with attn_implementation='sdpa'"
@@ -140,8 +142,9 @@ class LM:
         """Decoder calls that pass tree masks run inside this: on CUDA, with SDPA's math kernel
         only, or the memory-efficient one alone where ``tree_kernel`` asks for it (lm/attention.py:
         that kernel silently miscomputed a masked pass over keys that grouped-query attention
-        broadcast, pytorch/pytorch#191937; tests/library/test_cuda.py pins a sentence it miscomputed)."""
-        if self.device.type != "cuda":
+        broadcast, pytorch/pytorch#191937; tests/library/test_cuda.py pins a sentence it miscomputed).
+        FlexAttention is its own kernel."""
+        if self.device.type != "cuda" or self.tree_kernel == "flex":
             yield
             return
         from torch.nn.attention import SDPBackend, sdpa_kernel

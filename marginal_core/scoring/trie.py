@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -160,30 +160,62 @@ def plan_pass(trie: Trie, rows: Sequence[RowState], passes_left: int, row_tokens
     return Pass(carried, queries, owned, ctx_len)
 
 
-def tree_allowed(trie: Trie, plan: Pass, window: int | None) -> dict[str, np.ndarray]:
-    """Boolean masks [rows, queries, keys] per attention type: what each query may see.
+FAR = 1 << 40  # beyond any node id or position
 
-    A query sees the context, its ancestors and itself; sliding-window layers also hide keys
-    ``window`` or more positions back. Padding queries see the context only.
+
+@dataclass(frozen=True)
+class TreeLayout:
+    """What the tree mask reads of each query and key column of a pass, per row [rows, columns].
+
+    A key column holds a node and the last node of its subtree; a query column holds a node.
+    The context's keys are a root above every node (node -1, last FAR); padding keys are no
+    one's ancestor (node FAR), and padding queries are node -1, so they see the context only.
+    Positions are those the model is given; padding keys sit FAR back.
     """
+
+    query_node: np.ndarray
+    query_pos: np.ndarray
+    key_node: np.ndarray
+    key_last: np.ndarray
+    key_pos: np.ndarray
+
+
+def tree_layout(trie: Trie, plan: Pass) -> TreeLayout:
+    """The columns of a pass: the context, each row's carried ancestors, then its queries."""
     ctx_len, (width_c, width_q) = plan.ctx_len, plan.widths
     n_rows, n_keys = len(plan.queries), ctx_len + width_c + width_q
-    allowed = np.zeros((n_rows, width_q, n_keys), dtype=bool)
-    allowed[:, :, :ctx_len] = True
-    key_pos = np.full((n_rows, n_keys), -(1 << 40), dtype=np.int64)
-    key_pos[:, :ctx_len] = np.arange(ctx_len)
+    query_node = np.full((n_rows, width_q), -1, dtype=np.int64)
     query_pos = np.full((n_rows, width_q), ctx_len, dtype=np.int64)
+    key_node = np.full((n_rows, n_keys), FAR, dtype=np.int64)
+    key_last = np.full((n_rows, n_keys), -FAR, dtype=np.int64)
+    key_pos = np.full((n_rows, n_keys), -FAR, dtype=np.int64)
+    key_node[:, :ctx_len], key_last[:, :ctx_len], key_pos[:, :ctx_len] = -1, FAR, np.arange(ctx_len)
     for r, queries in enumerate(plan.queries):
         col = plan.columns(r)
         nodes, cols = np.fromiter(col.keys(), np.int64, len(col)), np.fromiter(col.values(), np.int64, len(col))
+        key_node[r, cols], key_last[r, cols] = nodes, trie.last[nodes]
         key_pos[r, cols] = ctx_len - 1 + trie.depth[nodes]
+        query_node[r, : len(queries)] = queries
         query_pos[r, : len(queries)] = ctx_len - 1 + trie.depth[queries]
-        q = np.asarray(queries, dtype=np.int64)[:, None]
-        allowed[r, : len(queries), cols] = ((nodes[None, :] <= q) & (q <= trie.last[nodes][None, :])).T
-    masks = {"full_attention": allowed, "sliding_attention": allowed}
-    if window is not None:
-        masks["sliding_attention"] = allowed & (query_pos[:, :, None] - key_pos[:, None, :] < window)
-    return masks
+    return TreeLayout(query_node, query_pos, key_node, key_last, key_pos)
+
+
+def sees(query_node: Any, query_pos: Any, key_node: Any, key_last: Any, key_pos: Any, window: int | None) -> Any:
+    """The tree rule, for numpy arrays or torch tensors that broadcast: a query sees a key whose
+    node is its ancestor or itself (in preorder, a <= b <= last[a]), within the window if any."""
+    seen = (key_node <= query_node) & (query_node <= key_last)
+    return seen if window is None else seen & (query_pos - key_pos < window)
+
+
+def tree_allowed(trie: Trie, plan: Pass, window: int | None) -> dict[str, np.ndarray]:
+    """Boolean masks [rows, queries, keys] per attention type: what each query may see (the
+    tree rule over the pass's layout; sliding-window layers also hide keys window or more back)."""
+    lay = tree_layout(trie, plan)
+    q = (lay.query_node[:, :, None], lay.query_pos[:, :, None])
+    k = (lay.key_node[:, None, :], lay.key_last[:, None, :], lay.key_pos[:, None, :])
+    allowed = sees(*q, *k, None)
+    return {"full_attention": allowed,
+            "sliding_attention": allowed if window is None else sees(*q, *k, window)}
 
 
 @dataclass(frozen=True)

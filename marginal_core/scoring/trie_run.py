@@ -7,6 +7,7 @@ time goes"). The trie and the plan of each pass come from ``marginal_core.scorin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,7 +19,7 @@ from marginal_core.lm.oom import halved
 from marginal_core.progress import Progress
 from marginal_core.scoring.pass_budget import pass_pairs
 from marginal_core.scoring.score_stats import ScoreStats
-from marginal_core.scoring.trie import Pass, Shape, Trie, cut, plan_pass, plan_shape, tree_allowed
+from marginal_core.scoring.trie import Pass, Shape, TreeLayout, Trie, cut, plan_pass, plan_shape, sees, tree_allowed, tree_layout
 from marginal_core.serving import hooks as serving_hooks
 
 
@@ -86,7 +87,27 @@ def _additive(lm: LM, allowed: np.ndarray) -> torch.Tensor:
     return mask.to(lm.device)
 
 
-def _mask_argument(lm: LM, masks: dict[str, torch.Tensor]) -> torch.Tensor | dict[str, torch.Tensor]:
+def _block_masks(lm: LM, layout: TreeLayout) -> dict[str, Any]:
+    """The tree rule as FlexAttention ``BlockMask``s, one per attention type: the mask function
+    reads the layout's columns on the device, so no [rows, queries, keys] tensor is kept."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    qn, qp, kn, kl, kp = (torch.from_numpy(a).to(lm.device) for a in (layout.query_node, layout.query_pos,
+                                                                         layout.key_node, layout.key_last,
+                                                                         layout.key_pos))
+    rows, (queries, keys) = len(qn), (qn.shape[1], kn.shape[1])
+
+    def rule(window: int | None) -> Any:
+        """The mask_mod: FlexAttention calls it with index tensors (batch, head, query, key)."""
+        return lambda b, h, q, k: sees(qn[b, q], qp[b, q], kn[b, k], kl[b, k], kp[b, k], window)
+
+    full = create_block_mask(rule(None), rows, None, queries, keys, device=lm.device)
+    return {"full_attention": full,
+            "sliding_attention": full if lm.window is None else create_block_mask(
+                rule(lm.window), rows, None, queries, keys, device=lm.device)}
+
+
+def _mask_argument(lm: LM, masks: dict[str, Any]) -> Any:
     """What the decoder takes: a mask per layer type where it has several, else one mask."""
     if lm.layer_types is not None:
         return {kind: masks[kind] for kind in lm.layer_types}
@@ -127,7 +148,10 @@ def _run_pass(
         ids[r, : len(queries)] = torch.from_numpy(trie.token[queries])
         pos[r, : len(queries)] = torch.from_numpy(plan.ctx_len - 1 + trie.depth[queries])
     cache = _past(ctx, rows, width_c)
-    masks = {kind: _additive(lm, allowed) for kind, allowed in tree_allowed(trie, plan, lm.window).items()}
+    if lm.tree_kernel == "flex":
+        masks = _block_masks(lm, tree_layout(trie, plan))
+    else:
+        masks = {kind: _additive(lm, allowed) for kind, allowed in tree_allowed(trie, plan, lm.window).items()}
     with lm.masked_attention():
         out = lm.decoder(
             input_ids=ids.to(lm.device),

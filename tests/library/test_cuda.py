@@ -75,6 +75,26 @@ def test_the_efficient_kernel_over_contiguous_keys_scores_the_pinned_sentence(na
                                atol=1e-3)
 
 
+@pytest.mark.parametrize("dtype, atol", [("float32", 1e-3), ("float16", 2e-2)])
+def test_flex_attention_scores_the_pinned_sentence(name, dtype, atol, monkeypatch):
+    """MARGINAL_TREE_ATTENTION=flex on CUDA: compiled FlexAttention under the tree's block masks
+    scores the pinned sentence's 257 paths as plain scoring does (0.02 nats a path in float16:
+    the issue's bound); passing here, and bench/kernels.py's table, is what makes it the default."""
+    from dataclasses import replace
+
+    base = load_model(name, device="cuda", dtype=dtype)
+    monkeypatch.setenv("MARGINAL_TREE_ATTENTION", "flex")
+    lm = LM(replace(base.loaded))
+    try:
+        m = Marginalizer(lm, "The committee postponed its decision until the spring meeting.")
+        paths = [m.lattice.canonical, *lattice_samples(m.lattice, 256, seed=0).paths.tolist()]
+        got = score_paths(lm, paths, m.context_ids)
+    finally:
+        monkeypatch.delenv("MARGINAL_TREE_ATTENTION")
+        LM(replace(base.loaded))  # the weights back on SDPA
+    np.testing.assert_allclose(got, score_paths_plain(base, paths, m.context_ids), atol=atol)
+
+
 def test_float16_on_cuda_keeps_log_p_within_a_twentieth_of_a_nat_of_float32_on_the_cpu(name, monkeypatch):
     """auto's choice on CUDA: the decoder's products in float16 under autocast, the rest float32;
     the pinned sentence's 257 paths against float32 on the CPU, and the bounds in order."""

@@ -268,3 +268,69 @@ def test_the_contiguous_attention_scores_as_transformers_sdpa(lm, monkeypatch):
     monkeypatch.setenv(TREE_ATTENTION_ENV, "flash")
     with pytest.raises(MarginalError, match="MARGINAL_TREE_ATTENTION='flash'"):
         LM(replace(lm.loaded))
+
+
+def test_the_tree_rule_lets_a_query_see_the_context_its_ancestors_and_itself(smollm_model):
+    """tree_allowed, from the pass's layout, against ancestry walked up the parent links: a real
+    query sees the context, its ancestors and itself; a padding query the context only; with a
+    window, only keys fewer than window positions back (no model needed: the trie's plan)."""
+    from marginal_core.scoring.trie import build_trie, plan_pass, tree_allowed
+    from marginal_core.scoring.trie_run import _Row
+
+    lattice = build_lattice(TEXT, smollm_model.tokenizer)
+    trie = build_trie([lattice.canonical, *lattice_samples(lattice, 40, seed=3).paths.tolist()])
+    half = len(trie.fed) // 2
+    rows = [_Row(0, half), _Row(half, len(trie.fed), {a: i for i, a in enumerate(trie.ancestors(int(trie.fed[half])))})]
+    plan = plan_pass(trie, rows, 2, 8, ctx_len=3)
+    masks = tree_allowed(trie, plan, window=3)
+    for r, queries in enumerate(plan.queries):
+        nodes = {col: node for node, col in plan.columns(r).items()}
+        for i in range(plan.widths[1]):
+            node = queries[i] if i < len(queries) else None
+            lineage = set(trie.ancestors(node)) | {node} if node is not None else set()
+            want = [key < 3 or nodes.get(key) in lineage for key in range(masks["full_attention"].shape[2])]
+            assert masks["full_attention"][r, i].tolist() == want
+            pos = 2 + (trie.depth[node] if node is not None else 1)
+            key_pos = [key if key < 3 else 2 + trie.depth[nodes[key]] if key in nodes else -1 for key in range(len(want))]
+            assert masks["sliding_attention"][r, i].tolist() == [w and pos - p < 3 for w, p in zip(want, key_pos)]
+
+
+@pytest.mark.parametrize("fixture", ["smollm_model", "gemma_model"])
+def test_flex_attention_scores_as_the_dense_masks(fixture, request, monkeypatch):
+    """MARGINAL_TREE_ATTENTION=flex: every tree-masked pass goes through FlexAttention under a
+    BlockMask built from the tree rule, and the scores are the dense masks' (SmolLM2's three KV
+    heads, Gemma 3's one and its sliding layers, with the window shrunk to 4 positions so that
+    it matters), over many small passes that carry ancestors."""
+    import copy
+    from dataclasses import replace
+
+    from torch.nn.attention import flex_attention as flex
+
+    from marginal_core.lm import attention
+    from marginal_core.lm.attention import FLEX_OR_SDPA, TREE_ATTENTION_ENV
+
+    base = request.getfixturevalue(fixture)
+    monkeypatch.setenv(TREE_ATTENTION_ENV, "flex")
+    lm = LM(replace(base.loaded, model=copy.deepcopy(base.model)))
+    assert lm.tree_kernel == "flex" and lm.model.config._attn_implementation == FLEX_OR_SDPA
+    calls = []
+    real = attention.flex_kernel("cpu")
+    monkeypatch.setattr(attention, "flex_kernel", lambda device: lambda *a, **kw: (calls.append(kw["block_mask"]),
+                                                                                   real(*a, **kw))[1])
+    lattice = build_lattice(TEXT, base.tokenizer)
+    paths = [lattice.canonical, *lattice_samples(lattice, 20, seed=1).paths.tolist()]
+    ctx = context_ids(base.tokenizer, QUESTION)
+    config = base.model.config.get_text_config()
+    saved = getattr(config, "sliding_window", None)
+    if saved is not None:
+        config.sliding_window = lm.config.sliding_window = 4
+    try:
+        want = score_paths(base, paths, ctx, max_batch_tokens=24, row_tokens=6)
+        stats = ScoreStats()
+        got = score_paths(lm, paths, ctx, max_batch_tokens=24, row_tokens=6, stats=stats)
+    finally:
+        if saved is not None:
+            config.sliding_window = lm.config.sliding_window = saved
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=TOL)  # summed in another order: 3e-6 of 63 nats seen
+    assert stats.forward_passes > 3 and len(calls) == lm.layers * (stats.forward_passes - 1)
+    assert all(isinstance(mask, flex.BlockMask) for mask in calls)
