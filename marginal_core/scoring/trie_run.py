@@ -68,14 +68,23 @@ class _Row:
     """One batch row's piece: fed indices [start, stop), and the ancestors it carries.
 
     ``chain`` maps the ancestors of ``fed[start]`` whose KV states the row holds to their index
-    in ``keys`` and ``values`` (one [kv_heads, len(chain), head_dim] tensor per layer).
+    along the keys of row ``slot`` of the run's ``Carried`` states.
     """
 
     start: int
     stop: int
     chain: dict[int, int] = field(default_factory=dict)
-    keys: list[torch.Tensor] = field(default_factory=list)
-    values: list[torch.Tensor] = field(default_factory=list)
+    slot: int = 0
+
+
+@dataclass(frozen=True)
+class Carried:
+    """The KV states rows carry from one pass to the next, gathered in one kernel per layer:
+    keys and values [pass rows, kv_heads, longest chain, head_dim] per layer (a shorter chain's
+    columns past its end are padding, which no query sees)."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
 
 
 def _additive(lm: LM, allowed: np.ndarray) -> torch.Tensor:
@@ -114,31 +123,37 @@ def _mask_argument(lm: LM, masks: dict[str, Any]) -> Any:
     return masks["sliding_attention" if lm.window is not None else "full_attention"]
 
 
-def _with_carried(ctx_part: torch.Tensor, carried: list[torch.Tensor | None], width: int) -> torch.Tensor:
-    """[rows, kv_heads, context + width, head_dim]: the context's states, then each row's
-    carried ones, zero-padded."""
-    batch, heads, ctx_len, dim = len(carried), *ctx_part.shape[1:]
-    out = ctx_part.new_zeros(batch, heads, ctx_len + width, dim)
-    out[:, :, :ctx_len] = ctx_part
-    for r, held in enumerate(carried):
-        if held is not None:
-            out[r, :, ctx_len : ctx_len + held.shape[1]] = held
-    return out
+def _with_carried(ctx_part: torch.Tensor, carried: torch.Tensor | None, slots: torch.Tensor,
+                  width: int) -> torch.Tensor:
+    """[rows, kv_heads, context + width, head_dim]: the context's states, then each row's carried
+    ones (row slots[r] of carried; a row that carries none gets padding)."""
+    batch, heads, ctx_len, dim = len(slots), *ctx_part.shape[1:]
+    context = ctx_part.expand(batch, heads, ctx_len, dim)
+    if carried is None or width == 0:
+        return context  # a view: the cache's update concatenates the pass's own states to it
+    return torch.cat([context, carried.index_select(0, slots)[:, :, :width]], dim=2)
 
 
-def _past(ctx: DynamicCache, rows: list[_Row], width: int) -> DynamicCache:
+def _states(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each layer's keys and values (a cache built from tuples has plain layers, never None)."""
+    return [(layer.keys, layer.values) for layer in cache.layers]  # type: ignore[union-attr, misc]
+
+
+def _past(ctx: DynamicCache, rows: list[_Row], carried: Carried | None, width: int) -> DynamicCache:
     """A cache holding, per row, the context's KV states and then the row's carried ones."""
+    states = _states(ctx)
+    slots = torch.tensor([row.slot if row.chain else 0 for row in rows], dtype=torch.long, device=states[0][0].device)
     return DynamicCache(
         (
-            _with_carried(layer.keys, [row.keys[i] if row.chain else None for row in rows], width),  # type: ignore[union-attr, arg-type]
-            _with_carried(layer.values, [row.values[i] if row.chain else None for row in rows], width),  # type: ignore[union-attr, arg-type]
+            _with_carried(keys, carried.keys[i] if carried else None, slots, width),
+            _with_carried(values, carried.values[i] if carried else None, slots, width),
         )
-        for i, layer in enumerate(ctx.layers)
+        for i, (keys, values) in enumerate(states)
     )
 
 
 def _run_pass(
-    lm: LM, trie: Trie, rows: list[_Row], plan: Pass, ctx: DynamicCache
+    lm: LM, trie: Trie, rows: list[_Row], plan: Pass, ctx: DynamicCache, carried: Carried | None
 ) -> tuple[torch.Tensor, DynamicCache]:
     """One forward pass of the planned rows: hidden states [rows, queries, hidden] and the cache."""
     width_c, width_q = plan.widths
@@ -147,7 +162,7 @@ def _run_pass(
     for r, queries in enumerate(plan.queries):
         ids[r, : len(queries)] = torch.from_numpy(trie.token[queries])
         pos[r, : len(queries)] = torch.from_numpy(plan.ctx_len - 1 + trie.depth[queries])
-    cache = _past(ctx, rows, width_c)
+    cache = _past(ctx, rows, carried, width_c)
     if lm.tree_kernel == "flex":
         masks = _block_masks(lm, tree_layout(trie, plan))
     else:
@@ -163,17 +178,26 @@ def _run_pass(
     return out.last_hidden_state, cache
 
 
-def _advance(trie: Trie, rows: list[_Row], plan: Pass, cache: DynamicCache) -> None:
-    """Move each row past its segment, keeping the KV states its next segment's ancestors need."""
+def _advance(trie: Trie, rows: list[_Row], plan: Pass, cache: DynamicCache) -> Carried | None:
+    """Move each row past its segment; gather, for all rows at once, the KV states of the
+    ancestors its next segment needs (row r's at slot r)."""
+    chains = []
     for r, row in enumerate(rows):
         row.start += plan.owned[r]
-        if row.start >= row.stop:
-            continue
-        col, chain = plan.columns(r), trie.ancestors(int(trie.fed[row.start]))
-        index = torch.tensor([col[n] for n in chain], dtype=torch.long, device=cache.layers[0].keys.device)  # type: ignore[union-attr]
-        row.chain = {n: i for i, n in enumerate(chain)}
-        row.keys = [layer.keys[r].index_select(1, index) for layer in cache.layers]  # type: ignore[union-attr, index]
-        row.values = [layer.values[r].index_select(1, index) for layer in cache.layers]  # type: ignore[union-attr, index]
+        chain = trie.ancestors(int(trie.fed[row.start])) if row.start < row.stop else []
+        row.chain, row.slot = {n: i for i, n in enumerate(chain)}, r
+        col = plan.columns(r) if chain else {}
+        chains.append([col[n] for n in chain])
+    width = max(map(len, chains))
+    if width == 0:
+        return None
+    index = np.zeros((len(rows), width), dtype=np.int64)
+    for r, cols in enumerate(chains):
+        index[r, : len(cols)] = cols
+    states = _states(cache)
+    first = states[0][0]
+    at = torch.from_numpy(index).to(first.device)[:, None, :, None].expand(-1, first.shape[1], -1, first.shape[3])
+    return Carried([keys.gather(2, at) for keys, _ in states], [values.gather(2, at) for _, values in states])
 
 
 @dataclass
@@ -246,6 +270,7 @@ class TrieRun:
         """Feed every internal node once, in passes of rows that carry their ancestors' KV."""
         queue = [(0, len(self.trie.fed))] if len(self.trie.fed) else []
         active: list[_Row] = []
+        carried: Carried | None = None
         while queue or active:
             if not active:
                 shape, queue = self._plan(queue)
@@ -255,7 +280,7 @@ class TrieRun:
             plan = plan_pass(self.trie, active, passes_left, shape.per_row, len(self.context))
             try:
                 with serving_hooks.unit():
-                    hidden, cache = _run_pass(self.lm, self.trie, active, plan, self.context.cache)
+                    hidden, cache = _run_pass(self.lm, self.trie, active, plan, self.context.cache, carried)
                     owned = [h[len(q) - k : len(q)] for h, q, k in zip(hidden, plan.queries, plan.owned)]
                     blocks = [(1 + row.start, k) for row, k in zip(active, plan.owned)]
                     self.pending.append((torch.cat(owned), blocks))
@@ -263,10 +288,10 @@ class TrieRun:
             except (RuntimeError, MemoryError) as err:
                 self._halve(err)
                 queue = [(row.start, row.stop) for row in active] + queue
-                active = []
+                active, carried = [], None
                 continue
             self._counted(sum(map(len, plan.queries)), len(active) * plan.widths[1], sum(plan.owned))
-            _advance(self.trie, active, plan, cache)
+            carried = _advance(self.trie, active, plan, cache)
             del hidden, cache  # the pass's states: a run that waits for its next turn holds only what it carries
             active = [row for row in active if row.start < row.stop]
             passes_left -= 1
