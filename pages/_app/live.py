@@ -43,8 +43,10 @@ T = TypeVar("T")
 _TOKEN = "_run_token"
 _UNFINISHED = "_unfinished_runs"
 # Seconds between redraws of a progress bar from within a chunk (each redraw is sent to the
-# browser, and is where Streamlit can end a script run).
-REDRAW_S = 0.25
+# browser, and is where Streamlit can end a script run). Each redraw also costs the browser and
+# the server's script thread a share of a small machine's cores, which the estimate then lacks
+# (the Running page against the CLI at 0.25 s and 0.5 s: docs/results.md, issue 44).
+REDRAW_S = 0.5
 # Samples in a live lattice or exact run's first chunk; later chunks are live_chunk(k), grown to
 # hold about CHUNK_S seconds of work at the rate of the chunk before (the library's chunk_seconds).
 FIRST_CHUNK = 4
