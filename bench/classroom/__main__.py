@@ -25,8 +25,9 @@ For each size N (`--sessions 1,8,16,32` runs each in turn, each against a fresh 
 - the serial reference, after the server has stopped: the same N estimates one after another
   in this process with the model loaded once (the library's ``Marginalizer(lm, text).estimate``
   in one chunk, which scores the canonical path too, as the app's run does), summed wall
-  seconds, under the server's environment and the app's thread settings (OMP_WAIT_POLICY=PASSIVE;
-  with OpenMP's default, at a load of 3 to 4, one SmolLM2 estimate took 14 s instead of 3.7 s).
+  seconds and the CPU seconds they used (beside the server's), under the server's environment
+  and the app's thread settings (OMP_WAIT_POLICY=PASSIVE; with OpenMP's default, at a load of 3
+  to 4, one SmolLM2 estimate took 14 s instead of 3.7 s).
   The CLI (`marginal estimate`) is not run: it would load the model once per estimate.
 
 One markdown table with a row per N. Screenshots of the first and last session go to

@@ -46,6 +46,7 @@ class Size:
     browser_nice: set[int]  # the niceness of the browser's threads
     screenshots: list[str]
     serial: float  # seconds for the same estimates in one process, one after another
+    serial_cpu: float  # ... and the CPU seconds that process used for them
     server_first: list[float]  # epoch seconds at which the server's runs first showed a result
     server_ended: list[float]  # ... and at which those runs ended
     server_cpu: float  # CPU seconds the server used from the clicks to the last end
@@ -130,18 +131,18 @@ def run_size(n: int, args: argparse.Namespace) -> Size:
         shots = screenshot_ends(pages)
     load_after = os.getloadavg()[0]
     logged = server_moments(server.log)
-    return Size(sessions, memory.before, memory.peak, load_before, load_after, nice, shots, serial_seconds(args, texts),
+    return Size(sessions, memory.before, memory.peak, load_before, load_after, nice, shots, *serial_seconds(args, texts),
                 logged["first result"], logged["ended"], *cpu)
 
 
-def serial_seconds(args: argparse.Namespace, texts: list[str]) -> float:
-    """Wall seconds of the same lattice estimates (canonical score included) one after another,
-    with the model loaded once beforehand (not counted)."""
+def serial_seconds(args: argparse.Namespace, texts: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of the same lattice estimates (canonical score included) one after
+    another, with the model loaded once beforehand (not counted)."""
     from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
 
     lm = load_model(args.model, dtype=args.dtype)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for text in texts:
         Marginalizer(lm, text).estimate("lattice", samples=args.samples, seed=SEED)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.process_time() - cpu

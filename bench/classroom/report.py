@@ -52,7 +52,8 @@ def print_report(args: argparse.Namespace, sizes: dict[int, Size], load_before: 
         errors = [x.error for x in size.sessions if x.error]
         print(f"N = {n}: clicks within {size.click_spread:.2f} s; browser threads at nice {sorted(size.browser_nice)}"
               f"; load (1 min) {size.load_before:.2f} → {size.load_after:.2f}; CPU seconds from the clicks to the "
-              f"last end: server {size.server_cpu:.1f}, browsers {size.browser_cpu:.1f}; first queue message: {queue}"
+              f"last end: server {size.server_cpu:.1f} ({size.server_cpu / size.serial_cpu:.2f}x the serial "
+              f"estimates' {size.serial_cpu:.1f}), browsers {size.browser_cpu:.1f}; first queue message: {queue}"
               + (f"; first error: {errors[0]!r}" if errors else ""))
     print("load average (1/5/15 min): before " + " / ".join(f"{x:.2f}" for x in load_before)
           + ", after " + " / ".join(f"{x:.2f}" for x in load_after) + f"; screenshots in {OUTPUT}")
