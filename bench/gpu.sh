@@ -5,6 +5,8 @@
 #   scoring     the trie scorer against the matmul roofline in float32, float16 and bfloat16
 #   kernels     the trie scorer's tree-attention kernels (math, efficient, flex) against plain
 #               padded batches at Llama 2 7B's shape and on Gemma 3 270M, float16, k = $K: the MFU table
+#   app         the Running page driven headless (AppTest) against `marginal estimate`, lattice at
+#               k = $K, auto dtype: first result and Run -> Done (needs `bench/gpu_pack.sh pack app`)
 #   precision   float16, bfloat16, bf16 autocast and TF32 against float32 (error and speed)
 #   bfloat16    docs/precision.md's bfloat16 table on the GPU (split bfloat16 against float16-mixed)
 #   estimators  lattice against proxy at equal k, float32 and float16
@@ -30,6 +32,7 @@ step() {
     tests) "$PYTHON" -m pytest -q -m cuda tests/library/test_cuda.py -p no:cacheprovider ;;
     scoring) "$PYTHON" -m bench.scoring --device cuda --dtypes float32,float16,bfloat16 --samples 256 ;;
     kernels) "$PYTHON" -m bench.kernels --device cuda --dtypes float16 --samples "$K" --models llama2-7b,gemma3-270m ;;
+    app) "$PYTHON" -m bench.app_headless --samples "$K" ;;
     precision) "$PYTHON" -m bench.precision --device cuda --modes float16,bfloat16,autocast,tf32 ;;
     bfloat16) "$PYTHON" -m bench.bfloat16 --device cuda --samples "$K" ;;
     estimators)
@@ -42,7 +45,7 @@ step() {
       for model in ${*:-$SIZES}; do
         "$PYTHON" -m bench.scale --device cuda --models "$model"
       done ;;
-    *) echo "unknown step $1: tests, scoring, kernels, precision, bfloat16, estimators, batching, scale [models], all" >&2; return 2 ;;
+    *) echo "unknown step $1: tests, scoring, kernels, app, precision, bfloat16, estimators, batching, scale [models], all" >&2; return 2 ;;
   esac
 }
 

@@ -5,7 +5,9 @@
 # the wheels and cuts them into folders of at most 58 MiB, .gpu1, .gpu2, ... (ignored by git), since
 # a `run` call carries at most 64 MiB; `unpack` (there, once every folder has arrived) joins and
 # installs them and converts the models.
-# Here:  bench/gpu_pack.sh pack      (prints the calls to make)
+# `pack app` adds Streamlit and what it needs (bench/gpu.sh app drives the app headless), less
+# the wheels the image already has: two or three folders more.
+# Here:  bench/gpu_pack.sh pack [app]   (prints the calls to make)
 # There: bench/gpu_pack.sh unpack
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +21,12 @@ case "${1:-}" in
     # the image's python is 3.12 on x86-64
     "$PY" -m pip download --no-deps -q -d .gpu-wheels --python-version 3.12 --platform manylinux2014_x86_64 \
       --only-binary=:all: "${WHEELS[@]}"
+    if [ "${2:-}" = app ]; then
+      "$PY" -m pip download -q -d .gpu-wheels --python-version 3.12 --platform manylinux2014_x86_64 \
+        --only-binary=:all: streamlit==1.67.0
+      (cd .gpu-wheels && rm -f numpy-* pandas-* requests-* packaging-* typing_extensions-* urllib3-* idna-* \
+        certifi-* charset_normalizer-* python_dateutil-* six-* tzdata-* jinja2-* markupsafe-*)
+    fi
     (cd .gpu-wheels && tar cf - ./*.whl) | split -b 58m -d -a 2 - .gpu-wheels/part.
     n=0
     for part in .gpu-wheels/part.*; do n=$((n + 1)); mkdir ".gpu$n"; mv "$part" ".gpu$n/"; done
@@ -34,7 +42,7 @@ case "${1:-}" in
     python3 -m marginal_core.models --warm  # -m: the repository root is on the path
     ;;
   *)
-    echo "usage: bench/gpu_pack.sh pack|unpack" >&2
+    echo "usage: bench/gpu_pack.sh pack [app]|unpack" >&2
     exit 2
     ;;
 esac
