@@ -25,20 +25,19 @@ from marginal_core.serving import hooks as serving_hooks
 
 @dataclass(frozen=True)
 class _Children:
-    """The trie's nodes sorted by the hidden-state row that predicts their token."""
+    """The trie's nodes sorted by the hidden-state row that predicts their token (numpy: a chunk's
+    indices are cut and offset here and reach the device in one copy each, not a kernel per block)."""
 
-    order: torch.Tensor
-    rows: torch.Tensor
-    tokens: torch.Tensor
-    bounds: list[int]
+    order: np.ndarray
+    rows: np.ndarray
+    tokens: np.ndarray
+    bounds: np.ndarray
 
     @classmethod
-    def of(cls, trie: Trie, device: torch.device) -> _Children:
+    def of(cls, trie: Trie) -> _Children:
         order = np.argsort(trie.parent_row, kind="stable")
         rows = trie.parent_row[order]
-        bounds = np.searchsorted(rows, np.arange(len(trie.fed) + 2)).tolist()
-        order_t, rows_t, tokens_t = (torch.from_numpy(a).to(device) for a in (order, rows, trie.token[order]))
-        return cls(order_t, rows_t, tokens_t, bounds)
+        return cls(order, rows, trie.token[order], np.searchsorted(rows, np.arange(len(trie.fed) + 2)))
 
     def score(
         self,
@@ -53,14 +52,16 @@ class _Children:
 
         hidden holds the rows [first, first + count) of each (first, count) block in turn.
         """
-        sel, local, tokens, offset = [], [], [], 0
+        sel, local, offset = [], [], 0
         for first, count in blocks:
             lo, hi = self.bounds[first], self.bounds[first + count]
-            sel.append(self.order[lo:hi])
+            sel.append(np.arange(lo, hi))
             local.append(self.rows[lo:hi] - first + offset)
-            tokens.append(self.tokens[lo:hi])
             offset += count
-        out[torch.cat(sel)] = lm.token_logprobs(hidden, torch.cat(local), torch.cat(tokens), max_rows, scratch)
+        at = np.concatenate(sel)
+        node, row, token = (torch.from_numpy(a).to(lm.device) for a in (self.order[at], np.concatenate(local),
+                                                                         self.tokens[at]))
+        out[node] = lm.token_logprobs(hidden, row, token, max_rows, scratch)
 
 
 @dataclass
@@ -218,7 +219,7 @@ class TrieRun:
     progress: Progress | None
 
     def __post_init__(self) -> None:
-        self.children = _Children.of(self.trie, self.lm.device)
+        self.children = _Children.of(self.trie)
         self.node_lp = torch.zeros(len(self.trie.token), dtype=self.lm.logit_dtype, device=self.lm.device)
         self.total, self.done = len(self.context) + len(self.trie.fed), len(self.context)
         # the paths' first tokens come from the context's last hidden state (row 0)
