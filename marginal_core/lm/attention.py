@@ -81,8 +81,10 @@ def flex_kernel(device_type: str) -> Any:
     return flex_attention
 
 
+@functools.cache
 def soft_capped(cap: float | None) -> Any:
-    """FlexAttention's score_mod for a model that soft-caps its attention logits (None: none)."""
+    """FlexAttention's score_mod for a model that soft-caps its attention logits (None: none); one
+    function per cap, since the compiled kernel recompiles for a score_mod it has not seen."""
     if not cap:
         return None
     return lambda score, *_: cap * torch.tanh(score / cap)
@@ -99,8 +101,8 @@ def flex_or_sdpa(
     is_causal: bool | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """Compiled FlexAttention under a ``BlockMask`` (the trie scorer's passes), transformers' SDPA
-    under anything else. Grouped-query heads are shared by the kernel, not repeated."""
+    """FlexAttention under a ``BlockMask`` (the trie scorer's passes), transformers' SDPA under
+    anything else. Grouped-query heads are shared by the kernel, not repeated."""
     from torch.nn.attention.flex_attention import BlockMask
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
