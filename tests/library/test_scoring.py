@@ -334,3 +334,22 @@ def test_flex_attention_scores_as_the_dense_masks(fixture, request, monkeypatch)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=TOL)  # summed in another order: 3e-6 of 63 nats seen
     assert stats.forward_passes > 3 and len(calls) == lm.layers * (stats.forward_passes - 1)
     assert all(isinstance(mask, flex.BlockMask) for mask in calls)
+
+
+def test_flex_attention_soft_caps_and_shares_kv_heads():
+    """flex_or_sdpa under a BlockMask: the logits scaled, soft-capped (Gemma 2's way) and masked,
+    two query heads to a KV head, against the same attention written out."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    from marginal_core.lm.attention import flex_or_sdpa
+
+    torch.manual_seed(0)
+    query, key, value = torch.randn(2, 4, 5, 8), torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 8)
+    allowed = torch.rand(2, 5, 7) < 0.6
+    allowed[:, :, 0] = True
+    mask = create_block_mask(lambda b, h, q, k: allowed[b, q, k], 2, None, 5, 7, device="cpu")
+    got, _ = flex_or_sdpa(torch.nn.Module(), query, key, value, mask, scaling=0.5, softcap=2.0)
+    keys, values = key.repeat_interleave(2, dim=1), value.repeat_interleave(2, dim=1)
+    scores = 2.0 * torch.tanh(query @ keys.transpose(-1, -2) * 0.5 / 2.0)
+    want = scores.masked_fill(~allowed[:, None], float("-inf")).softmax(dim=-1) @ values
+    torch.testing.assert_close(got, want.transpose(1, 2), rtol=0, atol=1e-5)
