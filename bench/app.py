@@ -46,11 +46,11 @@ def home_rendered(page, started: float) -> tuple[float, float]:
     return chips, time.perf_counter() - started
 
 
-def cli_seconds(model: str, samples: int, seed: int, dtype: str) -> dict[str, float]:
-    """`marginal estimate`'s own seconds per method (lattice, proxy) for the app's default inputs."""
+def cli_seconds(model: str, samples: int, seed: int, dtype: str, methods: str = "lattice,proxy") -> dict[str, float]:
+    """`marginal estimate`'s own seconds per method (default lattice and proxy) for the app's default inputs."""
     out = subprocess.run(
         [sys.executable, "-m", "marginal_core", "estimate", DEFAULT_TEXT, "--context", DEFAULT_CONTEXT,
-         "--methods", "lattice,proxy", "--samples", str(samples), "--seed", str(seed), "--model", model,
+         "--methods", methods, "--samples", str(samples), "--seed", str(seed), "--model", model,
          "--dtype", dtype, "--json"],
         cwd=ROOT, capture_output=True, text=True, check=True,
     )

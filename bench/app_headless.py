@@ -17,14 +17,12 @@ Run: .venv/bin/python -m bench.app_headless [--model gemma3-270m] [--samples 100
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import re
-import subprocess
-import sys
 import time
 
+from bench.app import cli_seconds
 from bench.support.apptest import app
 from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
 
@@ -42,17 +40,6 @@ class FirstResults(logging.Handler):
         found = re.search(r"first result ([\d.]+) s after its start", record.getMessage())
         if found:
             self.seconds.append(float(found.group(1)))
-
-
-def cli_lattice_seconds(model: str, samples: int, seed: int, dtype: str) -> float:
-    """`marginal estimate`'s own seconds for the lattice, for the app's default inputs."""
-    out = subprocess.run(
-        [sys.executable, "-m", "marginal_core", "estimate", DEFAULT_TEXT, "--context", DEFAULT_CONTEXT,
-         "--methods", "lattice", "--samples", str(samples), "--seed", str(seed), "--model", model,
-         "--dtype", dtype, "--json"],
-        capture_output=True, text=True, check=True,
-    )
-    return json.loads(out.stdout)["methods"]["lattice"]["seconds"]
 
 
 def app_run(model: str, samples: int, seed: int, dtype: str, firsts: FirstResults) -> tuple[float, float, str]:
@@ -80,10 +67,10 @@ def main() -> None:
     firsts = FirstResults()
     logging.getLogger("marginal.runs").addHandler(firsts)
     load_before = os.getloadavg()[0]
-    before = cli_lattice_seconds(args.model, args.samples, args.seed, args.dtype)
+    before = cli_seconds(args.model, args.samples, args.seed, args.dtype, "lattice")["lattice"]
     app_run(args.model, args.samples, args.seed + 1, args.dtype, firsts)  # warm-up: another seed, not cached
     finished, first, done = app_run(args.model, args.samples, args.seed, args.dtype, firsts)
-    after = cli_lattice_seconds(args.model, args.samples, args.seed, args.dtype)
+    after = cli_seconds(args.model, args.samples, args.seed, args.dtype, "lattice")["lattice"]
     cli = (before + after) / 2
     print("| model | dtype | k | Run -> first result | Run -> Done (app) | CLI lattice | app / CLI | Done line |")
     print("|---|---|---|---|---|---|---|---|")

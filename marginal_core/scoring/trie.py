@@ -31,7 +31,7 @@ class RowState(Protocol):
 
     start: int
     stop: int
-    chain: dict[int, int]
+    chain: frozenset[int]
 
 
 def as_paths(paths: PathBatch | Sequence[Path]) -> list[Path]:

@@ -6,7 +6,7 @@ time goes"). The trie and the plan of each pass come from ``marginal_core.scorin
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -68,13 +68,13 @@ class _Children:
 class _Row:
     """One batch row's piece: fed indices [start, stop), and the ancestors it carries.
 
-    ``chain`` maps the ancestors of ``fed[start]`` whose KV states the row holds to their index
-    along the keys of row ``slot`` of the run's ``Carried`` states.
+    ``chain`` holds the ancestors of ``fed[start]`` whose KV states the row carries: row ``slot``
+    of the run's ``Carried`` states, root side first.
     """
 
     start: int
     stop: int
-    chain: dict[int, int] = field(default_factory=dict)
+    chain: frozenset[int] = frozenset()
     slot: int = 0
 
 
@@ -186,7 +186,7 @@ def _advance(trie: Trie, rows: list[_Row], plan: Pass, cache: DynamicCache) -> C
     for r, row in enumerate(rows):
         row.start += plan.owned[r]
         chain = trie.ancestors(int(trie.fed[row.start])) if row.start < row.stop else []
-        row.chain, row.slot = {n: i for i, n in enumerate(chain)}, r
+        row.chain, row.slot = frozenset(chain), r
         col = plan.columns(r) if chain else {}
         chains.append([col[n] for n in chain])
     width = max(map(len, chains))

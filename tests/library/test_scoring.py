@@ -280,7 +280,7 @@ def test_the_tree_rule_lets_a_query_see_the_context_its_ancestors_and_itself(smo
     lattice = build_lattice(TEXT, smollm_model.tokenizer)
     trie = build_trie([lattice.canonical, *lattice_samples(lattice, 40, seed=3).paths.tolist()])
     half = len(trie.fed) // 2
-    rows = [_Row(0, half), _Row(half, len(trie.fed), {a: i for i, a in enumerate(trie.ancestors(int(trie.fed[half])))})]
+    rows = [_Row(0, half), _Row(half, len(trie.fed), frozenset(trie.ancestors(int(trie.fed[half]))))]
     plan = plan_pass(trie, rows, 2, 8, ctx_len=3)
     masks = tree_allowed(trie, plan, window=3)
     for r, queries in enumerate(plan.queries):
