@@ -36,9 +36,9 @@ def estimate(text: str, model: str | LM = DEFAULT_MODEL, methods: str | Sequence
 
 
 def surprisal(text: str, model: str | LM = DEFAULT_MODEL, context: str | None = None, unit: str = "word",
-              space: str = "trailing", method: str = "beam", **settings: Any) -> Surprisal:
+              space: str = "trailing", method: str = "search", **settings: Any) -> Surprisal:
     """The text's marginal surprisal by region (``unit``: byte, char or word; ``space``: trailing
-    or leading; ``method``: beam or exact) beside the canonical tokenization's, as a Surprisal
+    or leading; ``method``: search or exact) beside the canonical tokenization's, as a Surprisal
     (a heat strip in a notebook; ``to_pandas()``). Settings as ``Marginalizer.surprisal``."""
     from marginal_core.estimators.marginalizer import Marginalizer
 

@@ -12,32 +12,50 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from marginal_core.cli.text_input import read_text
-from marginal_core.estimators.beam_width import parse_width
+from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
 from marginal_core.estimators.surprisal_result import SPACES, SURPRISAL_METHODS, UNITS, check_choice, region_spans
 from marginal_core.models import DEFAULT_MODEL
 from marginal_core.models.model_commands import add_device_arguments
-from marginal_core.progress import tqdm_progress
+from marginal_core.progress import tqdm_bar
 
 if TYPE_CHECKING:
     from marginal_core.estimators.surprisal_result import Surprisal
 
 
 def surprisal_command(args: argparse.Namespace) -> Surprisal:
-    """The text's surprisal by region under the model (Ctrl-C ends it as it ends estimate: exit 130)."""
+    """The text's surprisal by region under the model, a bar counting the search's rounds (Ctrl-C
+    ends it as it ends estimate: exit 130)."""
     from marginal_core.estimators.marginalizer import Marginalizer
+    from marginal_core.estimators.surprisal_run import surprisal_stream
     from marginal_core.models import load_model
 
     text = read_text(args.text)
     context = read_text(args.context) if args.context is not None else None
     region_spans(text, args.unit, args.space)  # the unit, the space rule and the text, checked before the model loads
     check_choice(args.method, SURPRISAL_METHODS, "surprisal method")
-    width = parse_width(args.width)
+    tolerance = _tolerance(args.tolerance)
     marginalizer = Marginalizer(load_model(args.model, device=args.device, dtype=args.dtype), text, context)
-    progress, close = tqdm_progress("surprisal", "steps")  # the walk's steps, a bar of its rounds
+    bar = tqdm_bar(None, "surprisal", leave=False, unit="rounds")
     try:
-        return marginalizer.surprisal(args.unit, args.space, args.method, width=width, progress=progress)
+        for s in surprisal_stream(marginalizer, args.unit, args.space, args.method, tolerance=tolerance):
+            bar.update(1)
+            bar.set_postfix_str(f"widest interval {s.widest:.2g} nats, {s.scored:,} prefixes")
+        return s
     finally:
-        close()
+        bar.close()
+
+
+def _tolerance(value: str | None) -> float:
+    """The --tolerance in nats: a positive number, else one clear error."""
+    from marginal_core.errors import MarginalError
+
+    try:
+        tolerance = DEFAULT_TOLERANCE if value is None else float(value)
+    except ValueError:
+        tolerance = math.nan
+    if not tolerance > 0:
+        raise MarginalError(f"the tolerance is a positive number of nats, not {value!r}")
+    return tolerance
 
 
 def show(args: argparse.Namespace, s: Surprisal) -> str:
@@ -57,12 +75,12 @@ def summary(s: Surprisal, bits: bool = False) -> str:
 
     scale, unit = (1 / math.log(2), "bits") if bits else (1.0, "nats")
     context = "no context" if not s.context else f"context {s.context!r}"
-    walk = f"widths {', '.join(map(str, s.widths))}" if s.method == "beam" else "every prefix"
+    how = f"{s.rounds} rounds, {s.scored:,} prefixes" if s.method == "search" else "every prefix"
     regions = s.regions
     shown = [show_piece(r.text) for r in regions]
     wide = max(8, *map(len, shown))
     lines = [f"{s.model} on {s.device} in {s.dtype}, {context}; {s.unit} regions (space {s.space}), "
-             f"method {s.method} ({walk}); surprisal in {unit}", "",
+             f"method {s.method} ({how}); surprisal in {unit}", "",
              f"{'#':>4}  {'bytes':>9}  {'region':<{wide}}  {'marginal':>9}  {'interval':>19}  {'canonical':>9}"]
     for r, piece in zip(regions, shown, strict=True):
         interval = "exact" if r.exact else f"[{r.lower * scale:.3f}, {r.upper * scale:.3f}]"
@@ -75,7 +93,8 @@ def summary(s: Surprisal, bits: bool = False) -> str:
               f"bits per byte: {s.bits_per_byte:.3f}" if math.isfinite(s.bits_per_byte) else "bits per byte: -",
               "", difference_sentence(s)]
     if not s.exact:
-        lines.append("A region's interval is what the walk certifies; 'exact': the walk left nothing out before it.")
+        lines.append("A region's interval is what the search certifies; 'exact': the search left nothing unscored "
+                     "before it.")
     return "\n".join(lines)
 
 
@@ -98,10 +117,11 @@ def add_command(subparsers: Any) -> None:
     p.add_argument("--space", default="trailing",
                    help=f"{', '.join(SPACES)}: the whitespace after a word in its region, or in the next word's "
                         "(default: trailing)")
-    p.add_argument("--method", default="beam",
-                   help="beam: the anytime walk (widths 16, 64, 256, 1024 until the bounds meet); exact: every "
-                        "prefix, for short texts (default: beam)")
-    p.add_argument("--width", help="one beam walk of this many prefixes per lattice node, 1 to 1024 (default: auto)")
+    p.add_argument("--method", default="search",
+                   help="search: rounds of batched passes over the heaviest prefixes until every region's interval "
+                        "is within the tolerance; exact: every prefix, for short texts (default: search)")
+    p.add_argument("--tolerance", help=f"the search's target width of every region's interval, in nats "
+                                       f"(default: {DEFAULT_TOLERANCE})")
     p.add_argument("--bits", action="store_true", help="the table and the CSV in bits (JSON stays in nats)")
     shape = p.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="print one JSON object")

@@ -4,7 +4,7 @@
   ``methods`` names them, ``estimate_options`` checks what a run is told, ``run_state`` records
   how far it got, ``estimate_result`` holds the :class:`Estimate` (``jsonsafe``: its JSON numbers).
 * ``proxy`` (importance sampling, the paper's baseline), ``beam`` and ``beam_width`` (the anytime beam).
-* ``prefix_walk``, ``surprisal_run`` and ``surprisal_result``: where in the text, the marginal
-  surprisal of every byte, character or word.
+* ``prefix_heads``, ``prefix_search``, ``surprisal_run`` and ``surprisal_result``: where in the
+  text, the marginal surprisal of every byte, character or word.
 * ``analysis`` and ``mass_flow`` read finished estimates; ``comparison`` puts models side by side.
 """

@@ -399,9 +399,10 @@ class Marginalizer:
         adds less than the tolerance (settings: tolerance, time_budget)."""
         return self.estimate(Method.BEAM, beam_width=width, **settings)
 
-    def surprisal(self, unit: str = "word", space: str = "trailing", method: str = "beam", **settings: Any) -> Surprisal:
+    def surprisal(self, unit: str = "word", space: str = "trailing", method: str = "search", **settings: Any
+                  ) -> Surprisal:
         """The text's marginal surprisal by region beside the canonical one (``surprisal_run``;
-        settings: width, max_width, tolerance, time_budget, budget, should_stop, progress)."""
+        settings: max_rows, tolerance, time_budget, budget, should_stop, progress)."""
         from marginal_core.estimators.surprisal_run import surprisal_stream
 
         *_, last = surprisal_stream(self, unit, space, method, **settings)

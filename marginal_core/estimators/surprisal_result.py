@@ -1,6 +1,6 @@
 """Where in the text: the marginal surprisal of every byte, character or word, beside the
 canonical tokenization's (docs/design.md, "Surprisal"). No torch: a :class:`Surprisal` holds the
-prefix probabilities at every byte (``prefix_walk``'s bounds) and the canonical tokens' log p,
+prefix probabilities at every byte (``prefix_search``'s bounds) and the canonical tokens' log p,
 and cuts them into regions of any unit without the model.
 
 A region [a, b) of the text's bytes has the marginal surprisal log P(s<a) - log P(s<b), where
@@ -28,7 +28,7 @@ Unit = Literal["byte", "char", "word"]
 Space = Literal["trailing", "leading"]
 UNITS: tuple[str, ...] = ("byte", "char", "word")
 SPACES: tuple[str, ...] = ("trailing", "leading")
-SURPRISAL_METHODS: tuple[str, ...] = ("beam", "exact")
+SURPRISAL_METHODS: tuple[str, ...] = ("search", "exact")
 COLUMNS = ("index", "start_byte", "end_byte", "text", "surprisal", "surprisal_canonical", "lower", "upper", "exact")
 EXACT_NATS = 1e-9  # bounds closer than this are one value (float64 sums of the same terms)
 
@@ -36,7 +36,7 @@ EXACT_NATS = 1e-9  # bounds closer than this are one value (float64 sums of the 
 @dataclass(frozen=True)
 class Region:
     """One region of the text: its byte span in the text's own UTF-8 bytes, its text, its marginal
-    surprisal (nats) with the interval the walk certifies, and the canonical tokens' surprisal."""
+    surprisal (nats) with the interval the search certifies, and the canonical tokens' surprisal."""
 
     index: int
     start_byte: int
@@ -129,7 +129,8 @@ class Surprisal:
     canonical_log_p: np.ndarray
     log_p_text: float
     seconds: float
-    widths: tuple[int, ...] = ()
+    rounds: int = 0
+    scored: int = 0
     cancelled: bool = False
 
     def __repr__(self) -> str:
@@ -159,8 +160,13 @@ class Surprisal:
 
     @property
     def exact(self) -> bool:
-        """Whether every region's value is exact (the walk left nothing out)."""
+        """Whether every region's value is exact (the search left no exit before it)."""
         return bool(np.all(self.prefix_upper - self.prefix_lower <= EXACT_NATS))
+
+    @property
+    def widest(self) -> float:
+        """The widest region's interval, in nats (inf where a region is not reached yet)."""
+        return max((r.upper - r.lower for r in self.regions), default=0.0)
 
     @property
     def bits_per_byte(self) -> float:
@@ -196,6 +202,29 @@ def bits_per_byte(log_p: float, text: str) -> float:
     return -log_p / math.log(2) / size if size and math.isfinite(log_p) else math.inf
 
 
+def intervals(lower: np.ndarray, upper: np.ndarray, a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The surprisal intervals of regions [a, c) (lattice bytes, a < c) from the bounds on
+    log P(s<j). The top is log up(a) - log lo(c). The bottom couples the two ends: the mass
+    unscored before a, Y at a, is at most Y at c too, so the surprisal is at least the smaller of
+    log lo(a) - log(lo(c) + the mass unscored in [a, c)) and log up(a) - log up(c) (the ends of
+    Y's range), and at least 0 (docs/design.md, "Surprisal")."""
+    lo_a, up_a, lo_c, up_c = lower[a], upper[a], lower[c], upper[c]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        top = np.fmax(np.fmax(up_c, up_a), lo_a)
+        safe = np.where(np.isfinite(top), top, 0.0)
+        # lo(c) + the mass unscored in [a, c) = up(c) - (up(a) - lo(a))
+        rest = np.exp(up_c - safe) - np.exp(up_a - safe) + np.exp(lo_a - safe)
+        inside = np.fmax(lo_c, np.where(rest > 0, safe + np.log(np.where(rest > 0, rest, 1.0)), -np.inf))
+        bottom = np.fmax(np.fmin(lo_a - inside, up_a - up_c), 0.0)
+        return np.where(np.isnan(bottom), 0.0, bottom), up_a - lo_c
+
+
+def interval_widths(lower: np.ndarray, upper: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """The width of each region's interval between consecutive cuts (lattice bytes, in order)."""
+    bottom, top = intervals(lower, upper, cuts[:-1], cuts[1:])
+    return top - bottom
+
+
 def _regions(s: Surprisal) -> tuple[Region, ...]:
     """Cut the byte-level bounds and the canonical tokens into s.unit's regions."""
     spans = region_spans(s.text, s.unit, s.space)
@@ -207,12 +236,11 @@ def _regions(s: Surprisal) -> tuple[Region, ...]:
     for (u, v), lp in zip(s.canonical_spans, s.canonical_log_p.tolist(), strict=True):
         first = next((p for p in range(max(u - s.offset, 0), v - s.offset) if not spaces[p]), max(u - s.offset, 0))
         canonical[int(np.searchsorted(ends, first, side="right"))] -= lp
-    regions = []
-    with np.errstate(invalid="ignore"):  # a region the walk has not reached yet: -inf - -inf
-        for i, (a, b) in enumerate(spans):
-            lo_a, up_a = s.prefix_lower[lattice_at[i]], s.prefix_upper[lattice_at[i]]
-            lo_b, up_b = s.prefix_lower[lattice_at[i + 1]], s.prefix_upper[lattice_at[i + 1]]
-            exact = up_a - lo_a <= EXACT_NATS and up_b - lo_b <= EXACT_NATS
-            regions.append(Region(i, a, b, data[a:b].decode("utf-8", "backslashreplace"), float(lo_a - lo_b),
-                                  float(canonical[i]), float(max(lo_a - up_b, 0.0)), float(up_a - lo_b), bool(exact)))
-    return tuple(regions)
+    cuts = np.asarray(lattice_at)
+    bottom, top = intervals(s.prefix_lower, s.prefix_upper, cuts[:-1], cuts[1:])
+    lower, gap = s.prefix_lower[cuts], s.prefix_upper[cuts] - s.prefix_lower[cuts]
+    with np.errstate(invalid="ignore"):  # a region the search has not reached yet: -inf - -inf
+        value = lower[:-1] - lower[1:]
+    return tuple(Region(i, a, b, data[a:b].decode("utf-8", "backslashreplace"), float(value[i]), float(canonical[i]),
+                        float(bottom[i]), float(top[i]), bool(gap[i] <= EXACT_NATS and gap[i + 1] <= EXACT_NATS))
+                 for i, (a, b) in enumerate(spans))

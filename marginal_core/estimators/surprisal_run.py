@@ -1,5 +1,5 @@
 """A Marginalizer's text cut into regions of surprisal (docs/design.md, "Surprisal"): the prefix
-walk's bounds at every byte and the canonical tokens' log p, streamed as :class:`Surprisal`s."""
+search's bounds at every byte and the canonical tokens' log p, streamed as :class:`Surprisal`s."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE, MAX_BEAM_WIDTH, auto_widths, check_width
-from marginal_core.estimators.prefix_walk import PrefixMasses, exact_width, prefix_masses
+from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
+from marginal_core.estimators.prefix_search import MAX_ROWS, PrefixMasses, check_exact, prefix_masses
 from marginal_core.estimators.surprisal_result import SURPRISAL_METHODS, Surprisal, check_choice, region_spans
 from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
 from marginal_core.lattice.proposal import proposal_of
@@ -25,7 +25,7 @@ from marginal_core.serving import hooks as serving_hooks
 
 
 class OneText(Protocol):
-    """What the walk reads of a Marginalizer: its model, text, context, lattice, the context's KV
+    """What the search reads of a Marginalizer: its model, text, context, lattice, the context's KV
     and the window check."""
 
     lm: LM
@@ -38,38 +38,39 @@ class OneText(Protocol):
     def require_fits(self, tokens: int, what: str = ..., hint: str = ...) -> None: ...
 
 
-def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", method: str = "beam", *,
-                     width: int | None = None, max_width: int = MAX_BEAM_WIDTH, tolerance: float = DEFAULT_TOLERANCE,
-                     time_budget: float | None = None, budget: int = DEFAULT_ENUMERATION_BUDGET,
-                     should_stop: StopCheck | None = None, progress: Progress | None = None) -> Iterator[Surprisal]:
-    """The text's surprisal after every step of the walk; the last is the result. ``beam``: the
-    anytime walk (widths 16, 64, ... up to ``max_width``, a server's cap, until every byte's
-    bounds lie within ``tolerance``), or one walk of ``width``; ``exact``: every prefix
-    (TooManyPathsError past ``budget`` prefixes)."""
-    region_spans(m.text, unit, space)  # the choices and the text, checked before any work
+def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", method: str = "search", *,
+                     max_rows: int = MAX_ROWS, tolerance: float = DEFAULT_TOLERANCE, time_budget: float | None = None,
+                     budget: int = DEFAULT_ENUMERATION_BUDGET, should_stop: StopCheck | None = None,
+                     progress: Progress | None = None) -> Iterator[Surprisal]:
+    """The text's surprisal after every round of the prefix search; the last is the result.
+    ``search``: rounds of at most ``max_rows`` prefixes (a server's cap) until every ``unit``
+    region's interval is within ``tolerance`` nats, a round moves none by that much, the time
+    budget runs out, or should_stop; ``exact``: every prefix (TooManyPathsError past ``budget``).
+    progress hears each round's passes (tokens fed, of the round's)."""
+    spans = region_spans(m.text, unit, space)  # the choices and the text, checked before any work
     check_choice(method, SURPRISAL_METHODS, "surprisal method")
-    if width is not None:
-        check_width(width)
-    widths: Sequence[int] = ((exact_width(m.lattice, budget),) if method == "exact"
-                             else (width,) if width is not None else auto_widths(max_width))
+    if method == "exact":
+        check_exact(m.lattice, budget)
     m.require_fits(proposal_of(m.lattice).max_steps, "the longest tokenization of the text")
     started = time.perf_counter()
     state = m.context_state()
     canonical = canonical_token_logprobs(m.lm, m.lattice.canonical, state)
     nodes = m.lattice.canonical_nodes
+    offset = len(m.lattice.data) - len(m.text.encode("utf-8"))
     base = Surprisal(m.text, m.lm.name, m.context, dtype_name(m.lm.dtype), str(m.lm.device), method, unit, space,
-                     len(m.lattice.data) - len(m.text.encode("utf-8")), np.zeros(1), np.zeros(1),
-                     tuple(zip(nodes[:-1], nodes[1:])), canonical, -np.inf, 0.0)
-    for masses in prefix_masses(m.lm, m.lattice, state, widths=widths, tolerance=tolerance,
-                                time_budget=time_budget, progress=progress, should_stop=should_stop):
+                     offset, np.zeros(1), np.zeros(1), tuple(zip(nodes[:-1], nodes[1:])), canonical, -np.inf, 0.0)
+    cuts = [0] + [b + offset for _, b in spans]
+    for masses in prefix_masses(m.lm, m.lattice, state, boundaries=cuts, exact=method == "exact", max_rows=max_rows,
+                                tolerance=tolerance, time_budget=time_budget, progress=progress,
+                                should_stop=should_stop, budget=budget):
         serving_hooks.checkpoint()
         yield _with(base, masses, time.perf_counter() - started)
 
 
 def _with(base: Surprisal, masses: PrefixMasses, seconds: float) -> Surprisal:
-    """The surprisal with the walk's bounds so far."""
+    """The surprisal with the search's bounds so far."""
     return replace(base, prefix_lower=masses.lower, prefix_upper=masses.upper, log_p_text=masses.log_p_text,
-                   seconds=seconds, widths=masses.widths, cancelled=masses.cancelled)
+                   seconds=seconds, rounds=masses.rounds, scored=masses.scored, cancelled=masses.cancelled)
 
 
 def canonical_token_logprobs(lm: LM, canonical: Sequence[int], context: Sequence[int] | ContextState) -> np.ndarray:

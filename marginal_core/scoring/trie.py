@@ -67,8 +67,9 @@ class Trie:
         return chain[::-1]
 
 
-def build_trie(paths: list[Path]) -> Trie:
-    """The prefix trie of the paths; inserting them in sorted order numbers nodes in preorder."""
+def build_trie(paths: list[Path], every_node: bool = False) -> Trie:
+    """The prefix trie of the paths; inserting them in sorted order numbers nodes in preorder.
+    ``every_node`` feeds every node, leaves too (a caller that wants every prefix's own head)."""
     token: list[int] = []
     parent: list[int] = []
     end = np.full(len(paths), -1, dtype=np.int64)
@@ -93,7 +94,7 @@ def build_trie(paths: list[Path]) -> Trie:
     for n in range(len(token) - 1, -1, -1):  # children come after their parent in preorder
         if parent[n] >= 0:
             last[parent[n]] = max(last[parent[n]], last[n])
-    has_child = np.zeros(len(token), dtype=bool)
+    has_child = np.full(len(token), every_node)
     has_child[parents[parents >= 0]] = True
     fed = np.flatnonzero(has_child)
     row_of = np.zeros(len(token), dtype=np.int64)

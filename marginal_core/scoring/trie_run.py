@@ -6,6 +6,7 @@ time goes"). The trie and the plan of each pass come from ``marginal_core.scorin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,11 @@ from marginal_core.scoring.pass_budget import pass_pairs
 from marginal_core.scoring.score_stats import ScoreStats
 from marginal_core.scoring.trie import Pass, Shape, TreeLayout, Trie, cut, plan_pass, plan_shape, sees, tree_allowed, tree_layout
 from marginal_core.serving import hooks as serving_hooks
+
+Head = Callable[[torch.Tensor, list[tuple[int, int]], int], None]
+"""What a run does with its hidden states: called with hidden, which holds the rows [first,
+first + count) of each (first, count) block in turn (row 0 is the context's last token, 1 + i
+the trie's ``fed[i]``), and the most rows the LM head may take at a time."""
 
 
 @dataclass(frozen=True)
@@ -203,7 +209,8 @@ def _advance(trie: Trie, rows: list[_Row], plan: Pass, cache: DynamicCache) -> C
 
 @dataclass
 class TrieRun:
-    """One call of score_paths: the trie, the budgets, and the log-prob of every node.
+    """One run of a trie: the budgets, and what the head makes of the hidden states (by default,
+    as score_paths wants, the log-prob of every node's token in ``node_lp``).
 
     Hidden states wait in ``pending`` until they fill a chunk of the LM head, which for Gemma
     costs a pass over 168M weights however few rows it gets.
@@ -217,14 +224,20 @@ class TrieRun:
     max_bytes: int
     stats: ScoreStats
     progress: Progress | None
+    head: Head | None = None
 
     def __post_init__(self) -> None:
-        self.children = _Children.of(self.trie)
         self.node_lp = torch.zeros(len(self.trie.token), dtype=self.lm.logit_dtype, device=self.lm.device)
+        self.apply_head: Head = self.head or self._node_logprobs(_Children.of(self.trie))
         self.total, self.done = len(self.context) + len(self.trie.fed), len(self.context)
         # the paths' first tokens come from the context's last hidden state (row 0)
         self.pending: list[tuple[torch.Tensor, list[tuple[int, int]]]] = [(self.context.last_hidden, [(0, 1)])]
         self.scratch: dict[str, torch.Tensor] = {}
+
+    def _node_logprobs(self, children: _Children) -> Head:
+        """The default head: each node's token log-prob, from its parent's hidden state."""
+        return lambda hidden, blocks, max_rows: children.score(self.lm, hidden, blocks, max_rows, self.node_lp,
+                                                               self.scratch)
 
     def _halve(self, err: BaseException) -> None:
         """Halve the token budget after an allocation failure (see marginal_core.lm.oom)."""
@@ -237,7 +250,7 @@ class TrieRun:
             return
         hidden = torch.cat([hidden for hidden, _ in self.pending])
         blocks = [block for _, group in self.pending for block in group]
-        self.children.score(self.lm, hidden, blocks, self.budget, self.node_lp, self.scratch)
+        self.apply_head(hidden, blocks, self.budget)
         self.stats.head_rows += len(hidden)
         self.pending = []
 

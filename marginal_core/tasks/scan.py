@@ -212,7 +212,7 @@ def run_scan(file: str | Path, out: str | Path, models: Sequence[str], options: 
     from marginal_core.models import load_model
     from marginal_core.tasks.evaluator import evaluate
     from marginal_core.tasks.scan_report import export
-    from marginal_core.tasks.scan_surprisal import walk_texts
+    from marginal_core.tasks.scan_surprisal import search_texts
 
     if surprisal is not None:
         check_choice(surprisal[0], UNITS, "surprisal unit")
@@ -230,8 +230,8 @@ def run_scan(file: str | Path, out: str | Path, models: Sequence[str], options: 
         for model in models:
             report = evaluate(task, model_folder(out, model), replace(options, model=model))
             if surprisal is not None:
-                walk_texts(model_folder(out, model), texts, partial(load_model, model, options.device, options.dtype),
-                           part=task.part, width=options.beam_width, show_bar=options.show_bar)
+                search_texts(model_folder(out, model), texts, partial(load_model, model, options.device, options.dtype),
+                             part=task.part, show_bar=options.show_bar)
     except KeyboardInterrupt:
         stopped = True
         print(f"marginal scan: stopped; what finished is kept in {out}: run it again to continue", file=sys.stderr)

@@ -1,11 +1,13 @@
 """A scan's surprisal by region (``marginal scan FILE --surprisal word``): where in each text the
 marginal and the canonical tokenization part (docs/design.md, "Surprisal: where in the text").
 
-Each model folder keeps, per text, what the prefix walk found at every byte and the canonical
-tokens' log p (``surprisal.jsonl``, a line per text appended as soon as its walk ends, so a
-stopped scan loses only the text it was walking and a rerun walks only the texts it lacks). The
-regions are cut from those bounds at the export, so ``surprisal.csv`` (a row per text, model and
-region) takes the unit and space rule last asked for without walking again.
+Each model folder keeps, per text, what the prefix search found at every byte and the canonical
+tokens' log p (``surprisal.jsonl``, a line per text appended as soon as its search ends, so a
+stopped scan loses only the text it was searching and a rerun searches only the texts it lacks).
+The regions are cut from those bounds at the export, so ``surprisal.csv`` (a row per text, model
+and region) takes the unit and space rule last asked for without searching again. The search
+stops on the word regions' tolerance: a recut by byte or character keeps its bounds, which may
+be wider there.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class ScanText(Protocol):
 
 
 def record(text_id: str, s: Surprisal) -> dict[str, Any]:
-    """A walked text as its line of surprisal.jsonl: the bounds at every byte, the canonical tokens."""
+    """A searched text as its line of surprisal.jsonl: the bounds at every byte, the canonical tokens."""
     def floats(values: np.ndarray) -> list[float | None]:
         return [json_float(float(v)) for v in values]
 
@@ -56,7 +58,7 @@ def record(text_id: str, s: Surprisal) -> dict[str, Any]:
             "device": s.device, "method": s.method, "offset": s.offset, "prefix_lower": floats(s.prefix_lower),
             "prefix_upper": floats(s.prefix_upper), "canonical_spans": [list(span) for span in s.canonical_spans],
             "canonical_log_p": floats(s.canonical_log_p), "log_p_text": json_float(s.log_p_text),
-            "seconds": s.seconds, "widths": list(s.widths)}
+            "seconds": s.seconds, "rounds": s.rounds, "scored": s.scored}
 
 
 def surprisal_of(rec: dict[str, Any], unit: str = "word", space: str = "trailing") -> Surprisal:
@@ -68,29 +70,30 @@ def surprisal_of(rec: dict[str, Any], unit: str = "word", space: str = "trailing
     return Surprisal(rec["text"], rec["model"], rec["context"], rec["dtype"], rec["device"], rec["method"], unit,
                      space, rec["offset"], array(rec["prefix_lower"], -np.inf), array(rec["prefix_upper"], np.inf),
                      tuple((u, v) for u, v in rec["canonical_spans"]), array(rec["canonical_log_p"], -np.inf),
-                     -np.inf if rec["log_p_text"] is None else rec["log_p_text"], rec["seconds"], tuple(rec["widths"]))
+                     -np.inf if rec["log_p_text"] is None else rec["log_p_text"], rec["seconds"], rec.get("rounds", 0),
+                     rec.get("scored", 0))
 
 
-def walked(folder: Path) -> set[str]:
+def searched(folder: Path) -> set[str]:
     """The ids of the texts a model folder holds the surprisal of."""
     return {r["item"] for r in store.read_jsonl(folder / FILE)}
 
 
-def walk_texts(folder: Path, texts: Sequence[ScanText], load: Callable[[], LM], *, part: str | None = None,
-               width: int | None = None, show_bar: bool = True) -> int:
-    """Walk the prefixes of each text the folder lacks the surprisal of, under the model ``load()``
-    gives (called only when one is left), appending each as it ends; returns how many it walked."""
+def search_texts(folder: Path, texts: Sequence[ScanText], load: Callable[[], LM], *, part: str | None = None,
+                 show_bar: bool = True) -> int:
+    """Search the prefixes of each text the folder lacks the surprisal of, under the model ``load()``
+    gives (called only when one is left), appending each as it ends; returns how many it searched."""
     from marginal_core.estimators.marginalizer import by_context
 
     with RunLock.take(folder, part):
-        todo = [t for t in texts if t.id not in walked(folder)]
+        todo = [t for t in texts if t.id not in searched(folder)]
         if not todo:
             return 0
         lm = load()
         bar = tqdm_bar(len(texts), f"{lm.name} surprisal", len(texts) - len(todo)) if show_bar else None
         try:
             for i, m in by_context(lm, [(t.context, t.text) for t in todo]):
-                s = m.surprisal(width=width)
+                s = m.surprisal()
                 store.append_durably(folder / FILE, json.dumps(record(todo[i].id, s), ensure_ascii=False) + "\n")
                 if bar is not None:
                     bar.update(1)
@@ -103,7 +106,7 @@ def walk_texts(folder: Path, texts: Sequence[ScanText], load: Callable[[], LM], 
 def absorb(folder: Path, source: Path) -> int:
     """Append the surprisal lines of another folder of the same setup (a shard run elsewhere) that
     folder lacks; returns how many it took."""
-    have = walked(folder)
+    have = searched(folder)
     lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in store.read_jsonl(source / FILE) if r["item"] not in have]
     if lines:
         store.append_durably(folder / FILE, "".join(lines))
@@ -111,8 +114,8 @@ def absorb(folder: Path, source: Path) -> int:
 
 
 def surprisal_table(folders: dict[str, Path], unit: str = "word", space: str = "trailing") -> pd.DataFrame:
-    """surprisal.csv's rows (CSV_COLUMNS): per model folder, each walked text cut into unit's regions
-    (a text walked twice, e.g. by two shards: its last line)."""
+    """surprisal.csv's rows (CSV_COLUMNS): per model folder, each searched text cut into unit's regions
+    (a text searched twice, e.g. by two shards: its last line)."""
     parts = []
     for model, folder in folders.items():
         records = {r["item"]: r for r in store.read_jsonl(folder / FILE)}

@@ -140,7 +140,7 @@ def add_commands(subparsers: Any) -> None:
     scan.add_argument("--merge", nargs="+", metavar="DIR", help="first take the finished texts of these scan folders "
                                                                "(shards run elsewhere); then score what is missing")
     scan.add_argument("--surprisal", metavar="UNIT",
-                      help="also walk each text's prefixes and write surprisal.csv: a row per text, model and region "
+                      help="also search each text's prefixes and write surprisal.csv: a row per text, model and region "
                            "(byte, char or word), marginal and canonical surprisal (default: none)")
     scan.add_argument("--space", default="trailing",
                       help="with --surprisal word: trailing or leading, where the whitespace after a word goes "

@@ -1,7 +1,7 @@
 """The surprisal strip and bars: a text's regions as chips coloured by surprisal, the canonical row
 above and each model's marginal row below, on one byte axis (the regions depend on the text alone,
 so two models' rows line up region by region whatever their vocabularies), and the same numbers as
-bars with the walk's interval as error bars."""
+bars with the search's interval as error bars."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 HEAT = (255, 245, 235), (203, 24, 29)  # white to red: low to high surprisal
-UNREACHED = "#e6e6e6"  # a region the walk has not reached yet (a live or stopped walk)
+UNREACHED = "#e6e6e6"  # a region no round has reached yet
 
 
 def heat(value: float, top: float) -> str:
@@ -129,7 +129,7 @@ def _marginal_bars(s: Surprisal, colour: str) -> go.Bar:
 def difference_sentence(s: Surprisal) -> str:
     """What differs between the regions' sum (-log P of the text as a prefix) and -log p(text)."""
     if not math.isfinite(s.log_p_text):
-        return "log p(text) comes once the walk reaches the text's end."
+        return "log p(text) comes once the search reaches the text's end."
     gap = -s.log_p_text - s.total
     return (f"The regions sum to −log P(the string begins with the text) = {s.total:.3f} nats; −log p(text) = "
             f"{-s.log_p_text:.3f} counts only the tokenizations that end exactly at the text's end, so it is "

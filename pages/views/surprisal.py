@@ -20,8 +20,7 @@ from pages._app import (
     region_links,
     server,
     shared_results,
-    surprisal_walk,
-    widgets,
+    surprisal_search,
     words,
 )
 from pages._app.error_messages import show_error
@@ -44,39 +43,39 @@ def page() -> None:
         "from byte a to byte b. The regions sum to −log P(text as a prefix). The **canonical row** (dashed, on "
         "top) gives each canonical token's surprisal wholly to the region of its first non-whitespace byte, as "
         "token-level tools do: where the model prefers other cuts, it puts the surprise in the wrong place or "
-        "overstates it. Hover a region for its numbers and the interval the walk certifies; click it to open the "
+        "overstates it. Hover a region for its numbers and the interval the search certifies; click it to open the "
         "Lattice page on that stretch."
     )
     loaders.require_lattice(inp)  # a text the tokenizer cannot represent is refused here
     figure, settings = projector.figure_first()
     with settings:
-        c = st.columns([1.5, 1.5, 1.2, 1, 2])
+        c = st.columns([1.5, 1.5, 1.4, 2.8])
         unit = c[0].segmented_control("Regions", UNITS, default="word", key="unit", bind="query-params", required=True,
                                       help="Cut the text into bytes, characters or whitespace-delimited words.")
         space = c[1].segmented_control("Spaces go", SPACES, default="trailing", key="space", bind="query-params",
                                        required=True, help="A word's region takes the whitespace after it "
                                        "(trailing) or before it (leading).")
-        method = c[2].segmented_control("Walk", SURPRISAL_METHODS, default="beam", key="method", bind="query-params",
-                                        required=True, help="beam: the anytime walk, with a certified interval per "
-                                        "region; exact: every prefix (short texts).")
-        W = widgets.beam_width(c[3], disabled=method == "exact")
-        name_b = inputs.model_box(c[4], server.policy(), "Second model (optional)", "model_b", index=None)
+        method = c[2].segmented_control("Method", SURPRISAL_METHODS, default="search", key="method",
+                                        bind="query-params", required=True, help="search: rounds of batched passes "
+                                        "over the heaviest prefixes, with a certified interval per region; exact: "
+                                        "every prefix (short texts).")
+        name_b = inputs.model_box(c[3], server.policy(), "Second model (optional)", "model_b", index=None)
     try:
         region_spans(inp.text, unit, space)
     except Exception as exc:  # noqa: BLE001 -- e.g. a text of whitespace alone
         show_error(exc)
         st.stop()
     sides = [inp, *_second(inp, name_b)]
-    keys = [side.key("surprisal", method, None if method == "exact" else W) for side in sides]
+    keys = [side.key("surprisal", method) for side in sides]
     finished = [shared_results.cached(key) for key in keys]
-    found: list[Surprisal | None] = [done or surprisal_walk.stopped(key) for done, key in zip(finished, keys)]
+    found: list[Surprisal | None] = [done or surprisal_search.stopped(key) for done, key in zip(finished, keys)]
 
     with figure:
         if (example := presets.matching(inp.text, inp.context)) is not None and example.on_surprisal:
             st.info(f"**What to look for.** {example.on_surprisal}", icon=":material/visibility:")
         b = st.columns([1, 1, 6], vertical_alignment="center")
         run = b[0].button("Run", icon=":material/play_arrow:", type="primary", key="run",
-                          help="Walk the prefixes of the text under each model (one after the other).")
+                          help="Search the prefixes of the text under each model (one after the other).")
         live.stop_button(b[1])
         status, errors = st.empty(), st.container()
         strip_spot, totals_spot, bars_spot = st.empty(), st.empty(), st.empty()
@@ -93,21 +92,22 @@ def page() -> None:
         bars_spot.plotly_chart(bars_figure(shown, projector=projector.on()), key=f"bars_{drawn[0]}")
 
     if run:
-        draw()  # the bars' axes stay on screen while the first step is walked
+        draw()  # the bars' axes stay on screen while the first round is scored
         for i, (side, key) in enumerate(zip(sides, keys)):
 
             def update(s: Surprisal, i: int = i) -> None:
                 found[i] = s
                 draw()
 
-            found[i] = _walk(side, key, method, W, update, status, errors)
+            found[i] = _search(side, key, method, update, status, errors)
         if done := [s for s in found if s is not None]:
             status.success("Done: " + ", ".join(f"{s.model} {s.seconds:.1f} s" for s in done))
     elif any(done is None and s is not None for done, s in zip(finished, found)):
-        status.warning("Stopped: the walk kept the bytes it had reached; grey regions were not reached. Press Run "
+        status.warning("Stopped: the search kept every round it finished; its intervals still hold. Press Run "
                        "to start again.")
     elif any(s is None for s in found):
-        status.caption("Press Run to walk the text's prefixes under the model; the strip fills in as it goes.")
+        status.caption("Press Run to search the text's prefixes under the model; the strip is drawn after every "
+                       "round.")
     draw()
     st.caption("Click a region to open the Lattice page on its stretch of the text. "
                f"{words.NATS} {words.precision(inp)}")
@@ -131,17 +131,17 @@ def _second(inp: inputs.Inputs, name: str | None) -> list[inputs.Inputs]:
     return [replace(inp, model=name)]
 
 
-def _walk(side: inputs.Inputs, key: tuple, method: str, W: int | None, update: Callable[[Surprisal], None],
-          status: DeltaGenerator, errors: DeltaGenerator) -> Surprisal | None:
-    """One model's walk, live under status; its error (the window passed, too many prefixes for
+def _search(side: inputs.Inputs, key: tuple, method: str, update: Callable[[Surprisal], None],
+            status: DeltaGenerator, errors: DeltaGenerator) -> Surprisal | None:
+    """One model's search, live under status; its error (the window passed, too many prefixes for
     exact) said in one message in errors, where the next model's progress does not replace it."""
     try:
         with status.container():
             m = loaders.marginalizer(side)
-            return surprisal_walk.walk(key, m, method, W, f"{side.model}: walking the prefixes", update)
+            return surprisal_search.search(key, m, method, f"{side.model}: searching the prefixes", update)
     except Exception as exc:  # noqa: BLE001 -- the other model's row still shows
         with errors:
-            show_error(exc, f"walking the prefixes under {side.model}")
+            show_error(exc, f"searching the prefixes under {side.model}")
         return None
 
 

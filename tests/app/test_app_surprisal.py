@@ -1,7 +1,7 @@
 """The Surprisal page (issue 42), driven headless with streamlit.testing.v1.AppTest: the strip and
 the bars for a short text under SmolLM2, the region unit and space rule from the URL, a second
 model's row, friendly messages for bad input, and its place after Lattice in the lesson. A
-finished walk is shared per inputs (whatever the unit), so only the first test walks SmolLM2."""
+finished search is shared per inputs (whatever the unit), so only the first test walks SmolLM2."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_the_unit_and_the_space_rule_come_from_the_url():
     at = app("pages/views/surprisal.py", **LINK, unit="char", space="leading")
     assert_clean(at)
     assert at.segmented_control(key="unit").value == "char" and at.segmented_control(key="space").value == "leading"
-    click(at, "run")  # the walk of the first test, recut by character
+    click(at, "run")  # the search of the first test, recut by character
     assert_clean(at)
     assert regions(at) == len(TEXT)
     at = app("pages/views/surprisal.py", **LINK, unit="word", space="leading")
@@ -102,25 +102,25 @@ def test_surprisal_comes_after_lattice_in_the_navigation_and_the_lesson():
     assert any("Next in the lesson: Probability mass" in link.label for link in at.get("page_link"))
 
 
-def test_stop_keeps_the_steps_walked_and_says_so(monkeypatch):
-    """A newer run of the session (a Stop click) ends the walk; the next view shows the strip
-    it had reached and says it was stopped (the session keeps one stopped walk)."""
+def test_stop_keeps_the_rounds_scored_and_says_so(monkeypatch):
+    """A newer run of the session (a Stop click) ends the search; the next view shows the strip of
+    its first round, with intervals, and says it was stopped (the session keeps one stopped search)."""
     import streamlit as st
 
     from marginal_core.estimators import surprisal_run
 
     stream = surprisal_run.surprisal_stream
 
-    def first_step_then_stop(*args, **kwargs):
+    def first_round_then_stop(*args, **kwargs):
         for s in stream(*args, **kwargs):
             yield s
-            st.session_state["_run_token"].set()  # as a Stop click would: ends the walk at its next check
+            st.session_state["_run_token"].set()  # as a Stop click would: ends the search at its next check
 
-    monkeypatch.setattr(surprisal_run, "surprisal_stream", first_step_then_stop)
+    monkeypatch.setattr(surprisal_run, "surprisal_stream", first_round_then_stop)
     text = " The committee postponed its decision."  # walked by no other test: nothing cached
     at = app("pages/views/surprisal.py", **{**LINK, "text": text})
     click(at, "run")
     at.run()
     assert_clean(at)
-    assert any(w.value.startswith("Stopped: the walk kept") for w in at.warning)
-    assert regions(at) == 5 and "not reached yet" in strip(at)
+    assert any(w.value.startswith("Stopped: the search kept") for w in at.warning)
+    assert regions(at) == 5 and "in [" in strip(at)

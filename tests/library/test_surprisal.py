@@ -1,6 +1,7 @@
 """Surprisal by region: the prefix probabilities against brute-force enumeration (every prefix
 path scored by a plain float64 forward, covering tokens found by scanning the vocabulary), the
-beam's certified intervals, the regions and the canonical row's rule, and bad input."""
+search's certified intervals after any round, the regions and the canonical row's rule, and bad
+input."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from marginal_core.errors import (
     UnrepresentableTextError,
 )
 from marginal_core.estimators.marginalizer import Marginalizer
-from marginal_core.estimators.prefix_walk import exact_width, prefix_masses
+from marginal_core.estimators.prefix_search import check_exact, prefix_masses
 from marginal_core.estimators.surprisal_result import COLUMNS, region_spans
 from marginal_core.lm.adapter import LM
 
@@ -37,7 +38,7 @@ def _float64_copies_end_with_the_module():
 
 
 def float64_lm(lm: LM) -> LM:
-    """The same model in float64, as an LM: the walk then computes what the brute force does,
+    """The same model in float64, as an LM: the search then computes what the brute force does,
     so the comparison measures the algorithm, not float32's rounding in two orders."""
     if lm.name not in _FLOAT64:
         loaded = dataclasses.replace(lm.loaded, model=copy.deepcopy(lm.model).double(), dtype=torch.float64)
@@ -90,7 +91,7 @@ def brute_force_prefixes(lm64: LM, lattice, context: list[int]) -> np.ndarray:
 @pytest.mark.parametrize(("text", "context"), [(" Paris", None), (" Paris", QUESTION), ("Né à", None)])
 def test_prefix_probabilities_equal_brute_force(lm, text, context):
     """Exact: every byte's log P(s<j), covering tokens included, within 1e-6 of brute force in
-    float64; the float32 walk within 1e-4 of it (float32 logits)."""
+    float64; the float32 search within 1e-4 of it (float32 logits)."""
     lm64 = float64_lm(lm)
     m = Marginalizer(lm64, text, context)
     expected = brute_force_prefixes(lm64, m.lattice, m.context_ids)
@@ -106,8 +107,8 @@ def test_prefix_probabilities_equal_brute_force(lm, text, context):
 
 
 def test_text_marginal_and_totals_agree_with_the_exact_estimator(lm, exact_of):
-    """The walk's complete paths are every tokenization: log p(text) is the exact marginal; the
-    regions' surprisals sum to -log P(s) as a prefix, which is at least p(text)."""
+    """The exact search's complete paths are every tokenization: log p(text) is the exact marginal;
+    the regions' surprisals sum to -log P(s) as a prefix, which is at least p(text)."""
     s = Marginalizer(lm, " Paris", QUESTION).surprisal(method="exact")
     assert s.log_p_text == pytest.approx(exact_of(lm, " Paris", QUESTION).log_marginal, abs=1e-4)
     assert sum(r.surprisal for r in s.regions) == pytest.approx(s.total, abs=1e-9)
@@ -117,32 +118,66 @@ def test_text_marginal_and_totals_agree_with_the_exact_estimator(lm, exact_of):
     assert sum(r.surprisal_canonical for r in s.regions) == pytest.approx(-canonical, abs=1e-4)
 
 
-def test_beam_intervals_contain_the_exact_values(smollm_model):
-    """A walk of width 1 prunes: its bounds hold the exact prefix probabilities at every byte,
-    are not all exact, and the regions' intervals hold the exact surprisals."""
-    m = Marginalizer(smollm_model, "Rain flooded it.")
+def _region_truth(expected: np.ndarray, s) -> list[float]:
+    """Each region's surprisal from brute-force log P(s<j) (the first region from byte 0: a
+    dummy-prefix space is in it)."""
+    cuts = [0] + [r.end_byte + s.offset for r in s.regions]
+    return [expected[a] - expected[b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+
+
+@pytest.mark.parametrize("text", ["rain.", "Né un"])
+def test_every_round_certifies_brute_force(lm, text):
+    """After every round of the search (round 0 alone, then each round after), every byte's bounds
+    hold the brute-force log P(s<j) and every region's interval its surprisal (the coupled lower
+    end included); the lower bounds only rise and the upper only fall from round to round."""
+    lm64 = float64_lm(lm)
+    m = Marginalizer(lm64, text)
+    expected = brute_force_prefixes(lm64, m.lattice, m.context_ids)
+    from marginal_core.estimators.surprisal_run import surprisal_stream
+
+    rounds = list(surprisal_stream(m, "char", tolerance=1e-9))
+    assert len(rounds) > 1 and not rounds[0].exact
+    for before, s in zip([None, *rounds], rounds):
+        assert np.all(s.prefix_lower <= expected + 1e-9) and np.all(s.prefix_upper >= expected - 1e-9)
+        for r, truth in zip(s.regions, _region_truth(expected, s), strict=True):
+            assert r.lower - 1e-9 <= truth <= r.upper + 1e-9
+            assert r.lower <= r.surprisal + 1e-12 and r.surprisal <= r.upper + 1e-12
+        if before is not None:
+            assert np.all(s.prefix_lower >= before.prefix_lower - 1e-12)
+            assert np.all(s.prefix_upper <= before.prefix_upper + 1e-9)
+    assert rounds[-1].widest < 1e-6  # a tolerance of 1e-9 ends with nothing left that matters
+
+
+def test_the_default_search_is_within_its_tolerance(smollm_model):
+    """The default search ends with every region within 0.01 nats, and equals exact there."""
+    m = Marginalizer(smollm_model, "It rained.")
     exact = m.surprisal(unit="char", method="exact")
-    narrow = m.surprisal(unit="char", width=1)
-    assert not narrow.exact
-    assert np.all(narrow.prefix_lower <= exact.prefix_lower + 1e-5)
-    assert np.all(narrow.prefix_upper >= exact.prefix_lower - 1e-5)
-    for r, e in zip(narrow.regions, exact.regions, strict=True):
+    found = m.surprisal(unit="char")
+    assert found.widest <= 0.01 and found.rounds >= 2
+    for r, e in zip(found.regions, exact.regions, strict=True):
         assert r.lower - 1e-5 <= e.surprisal <= r.upper + 1e-5
-        assert r.lower <= r.surprisal <= r.upper + 1e-12
-    anytime = m.surprisal(unit="char")  # the default: widened until every byte is within 0.01 nats
-    assert np.max(anytime.prefix_upper - anytime.prefix_lower) < 0.01
-    np.testing.assert_allclose(anytime.prefix_lower, exact.prefix_lower, atol=0.01)
+    np.testing.assert_allclose(found.prefix_lower, exact.prefix_lower, atol=0.01)
 
 
-def test_a_stopped_walk_keeps_valid_bounds(smollm_model):
-    """Stop after the first step: the result says cancelled, and its intervals still hold."""
+def test_a_stopped_search_keeps_valid_bounds(smollm_model):
+    """Stop after the first round: the result says cancelled, and its intervals still hold."""
     m = Marginalizer(smollm_model, "The cat sat.")
     exact = m.surprisal(unit="byte", method="exact")
     polls = iter([False, True])
-    stopped = m.surprisal(unit="byte", should_stop=lambda: next(polls, True))
-    assert stopped.cancelled and not stopped.exact
+    stopped = m.surprisal(unit="byte", tolerance=1e-9, should_stop=lambda: next(polls, True))
+    assert stopped.cancelled and not stopped.exact and stopped.rounds == 2
     assert np.all(stopped.prefix_lower <= exact.prefix_lower + 1e-5)
     assert np.all(stopped.prefix_upper >= exact.prefix_lower - 1e-5)
+    for r, e in zip(stopped.regions, exact.regions, strict=True):
+        assert r.lower - 1e-5 <= e.surprisal <= r.upper + 1e-5
+
+
+def test_the_time_budget_ends_after_round_zero(smollm_model):
+    """A spent time budget ends the search after its first round (the canonical tokenization and
+    its one-token splits), not cancelled, with valid bounds."""
+    m = Marginalizer(smollm_model, "The cat sat.")
+    *_, last = prefix_masses(smollm_model, m.lattice, m.context_state(), time_budget=0.0)
+    assert last.done and not last.cancelled and last.rounds == 1 and last.exits > 0
 
 
 def test_regions_by_unit_and_space():
@@ -212,17 +247,7 @@ def test_past_the_window_and_over_the_budget_are_refused_before_any_work(smollm_
     m = Marginalizer(smollm_model, "The cat sat on the mat.")
     with pytest.raises(TooManyPathsError, match="prefixes to score"):
         m.surprisal(method="exact", budget=10)
-    assert exact_width(m.lattice, budget=200_000) == 65_536  # the most prefixes a node has: the end's paths
+    assert check_exact(m.lattice, budget=200_000) == 140_580  # every path to a node before the end
     monkeypatch.setattr(smollm_model.config, "max_position_embeddings", 5)
     with pytest.raises(ContextWindowError):
         m.surprisal()
-
-
-def test_prefix_masses_grow_with_the_width(smollm_model):
-    """A wider walk's lower bounds are at least a narrower one's at every byte (the rounds share
-    what they scored), and its last round is final."""
-    m = Marginalizer(smollm_model, "Rain flooded it.")
-    *_, one = prefix_masses(smollm_model, m.lattice, m.context_state(), widths=(1,))
-    *_, two = prefix_masses(smollm_model, m.lattice, m.context_state(), widths=(1, 4), tolerance=1e-9)
-    assert one.done and two.done and two.widths == (1, 4)
-    assert np.all(two.lower >= one.lower - 1e-9) and two.gap <= one.gap + 1e-9

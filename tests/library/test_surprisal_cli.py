@@ -24,7 +24,7 @@ KEYS = {"text", "model", "context", "unit", "space", "method", "dtype", "device"
 
 @pytest.fixture(scope="module")
 def as_json(smollm_model) -> dict:
-    """The command's JSON for TEXT under SmolLM2 (word regions, the anytime beam)."""
+    """The command's JSON for TEXT under SmolLM2 (word regions, the search)."""
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sys, "stdout", out)
@@ -61,7 +61,7 @@ def test_csv_in_bits_and_the_summary(as_json, capsys):
     (["a b", "--unit", "words"], "unknown unit 'words'"),
     (["a b", "--space", "before"], "unknown space rule"),
     (["a b", "--method", "lattice"], "unknown surprisal method"),
-    (["a b", "--width", "0"], "beam width"),
+    (["a b", "--tolerance", "0"], "tolerance is a positive number"),
     (["a\udc80b"], "not valid Unicode"),
     (["ab " * 3000], "context window"),
     (["The quick brown fox jumps over the lazy dog by the river.", "--method", "exact"], "over the budget"),

@@ -1,0 +1,183 @@
+"""What one prefix's head says about the bytes ahead (docs/design.md, "Surprisal"): the log p of
+the lattice's arcs from its node (to extend it) and its covering masses, the tokens whose surface
+begins with the bytes from its node to each byte ahead. The search scores prefixes through these.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from marginal_core.estimators.proxy import Tables
+from marginal_core.lattice.graph import Lattice
+from marginal_core.lattice.vocab import Vocabulary
+from marginal_core.lm.adapter import LM
+from marginal_core.serving import hooks as serving_hooks
+
+SUM_COLUMNS = 1 << 14  # vocabulary columns summed by first byte at a time, in float64
+
+
+@dataclass(frozen=True)
+class Cover:
+    """What covers the bytes ahead of every state (lattice node m). The byte at m: every ordinary
+    token whose surface begins with it (``first[s]``, a class of ``label``: the first byte of
+    each ordinary token's surface, 256 for the rest) and the byte-fallback token where the
+    lattice has that arc (``fallback[s]``, -1 for none). The bytes after: the tokens matching two
+    bytes or more, flat in ``tokens`` (state s's are ``ptr[s]:ptr[s+1]``), each with how many
+    bytes of the text it matches, less two (``shell``: it covers every j up to m + shell + 2)."""
+
+    label: torch.Tensor
+    first: torch.Tensor
+    fallback: torch.Tensor
+    tokens: torch.Tensor
+    shell: torch.Tensor
+    ptr: torch.Tensor
+    depth: int  # covering masses per row: the byte at m and the deeper shells
+
+
+def node_tables(lattice: Lattice, device: torch.device) -> Tables:
+    """The lattice as an automaton of its nodes: state s is lattice.nodes[s], its tokens the arcs."""
+    nodes = lattice.nodes.tolist()
+    state = {n: s for s, n in enumerate(nodes)}
+    width = np.array([len(lattice.out_arcs(n)) for n in nodes], dtype=np.int64)
+    tokens = np.zeros((len(nodes), max(1, int(width.max()))), dtype=np.int64)
+    nxt = np.full(tokens.shape, -1, dtype=np.int64)
+    for s, node in enumerate(nodes):
+        arcs = lattice.out_arcs(node)
+        tokens[s, : len(arcs)] = lattice.arc_token[arcs.start : arcs.stop]
+        nxt[s, : len(arcs)] = [state[int(e)] for e in lattice.arc_end[arcs.start : arcs.stop]]
+    final = np.array([n == lattice.end for n in nodes])
+    t = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
+    return Tables(t(tokens), t(nxt), t(width), t(final))
+
+
+@dataclass(frozen=True, eq=False)
+class _SortedIds:
+    """A vocabulary's ordinary token ids in the order of its sorted surfaces (key k's ids are
+    ``ids[ptr[k]:ptr[k+1]]``), and each id's first surface byte (256: special, fallback, empty)."""
+
+    ids: np.ndarray
+    ptr: np.ndarray
+    first_byte: np.ndarray
+
+
+_SORTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _sorted_ids(vocab: Vocabulary) -> _SortedIds:
+    """The vocabulary's ids in surface order and their first bytes, built once per vocabulary."""
+    if vocab not in _SORTED:
+        counts = np.array([len(i) for i in vocab._ids], dtype=np.int64)
+        flat = np.fromiter((t for ids in vocab._ids for t in ids), dtype=np.int64, count=int(counts.sum()))
+        first = np.full(vocab.size, 256, dtype=np.int64)
+        first[flat] = np.repeat(np.array([k[0] if k else 256 for k in vocab._keys], dtype=np.int64), counts)
+        _SORTED[vocab] = _SortedIds(flat, np.concatenate([[0], np.cumsum(counts)]), first)
+    return _SORTED[vocab]
+
+
+def _key_range(keys: list[bytes], prefix: bytes, lo: int, hi: int) -> tuple[int, int]:
+    """The keys within [lo, hi) that begin with prefix (a contiguous range of the sorted keys)."""
+    start = bisect.bisect_left(keys, prefix, lo, hi)
+    stem = prefix.rstrip(b"\xff")
+    if not stem:
+        return start, hi
+    return start, bisect.bisect_left(keys, stem[:-1] + bytes([stem[-1] + 1]), start, hi)
+
+
+def covers(lattice: Lattice, vocab_size: int, device: torch.device) -> Cover:
+    """Each node's covering tokens, found as nested ranges of the vocabulary's sorted surfaces
+    (the keys that match d bytes and not d + 1 are shell d - 2), with the byte-fallback token
+    where the lattice has that arc (point 3: byte pieces stand only where the tokenizer would)."""
+    vocab, data, keys = lattice.vocab, lattice.data, lattice.vocab._keys
+    order = _sorted_ids(vocab)
+    byte_ids = {t for t in vocab.byte_tokens if t is not None}
+    first, fallback, tokens, shells, ptr = [], [], [], [], [0]
+    for node in lattice.nodes.tolist():
+        found = [np.zeros(0, dtype=np.int64)] * 2
+        first.append(data[node] if node < lattice.end else 256)
+        arcs = lattice.out_arcs(node)
+        fallback.append(next((int(t) for t in lattice.arc_token[arcs.start : arcs.stop] if int(t) in byte_ids), -1))
+        if node + 1 < lattice.end:
+            outer = _key_range(keys, data[node : node + 2], 0, len(keys))
+            shell = np.zeros(outer[1] - outer[0], dtype=np.int64)
+            inner, d = outer, 1
+            while node + d + 1 < lattice.end and inner[0] < inner[1]:
+                inner = _key_range(keys, data[node : node + d + 2], *inner)
+                shell[inner[0] - outer[0] : inner[1] - outer[0]] = d
+                d += 1
+            lo, hi = outer
+            found = [order.ids[order.ptr[lo] : order.ptr[hi]], np.repeat(shell, order.ptr[lo + 1 : hi + 1] - order.ptr[lo:hi])]
+        tokens.append(found[0])
+        shells.append(found[1])
+        ptr.append(ptr[-1] + len(found[0]))
+    flat_shells = np.concatenate(shells)
+    as_long = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.long, device=device)  # noqa: E731
+    label = np.full(vocab_size, 256, dtype=np.int64)  # the model's head may have more rows than the tokenizer ids
+    label[: min(vocab_size, len(order.first_byte))] = order.first_byte[:vocab_size]
+    return Cover(as_long(label), as_long(first), as_long(fallback), as_long(np.concatenate(tokens)),
+                  as_long(flat_shells), as_long(ptr), int(flat_shells.max(initial=-1)) + 2)
+
+
+def score_rows(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tables: Tables, cover: Cover
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's allowed next-token log p [R, A] and its covering masses [R, depth] (log; row
+    r's entry d covers byte node + d + 1: the tokens matching d + 1 bytes or more), float64,
+    from the head's logits of as many rows at a time as it takes."""
+    tok, width = tables.tokens[state], tables.width[state]
+    n_rows, n_cols = tok.shape
+    allowed = torch.empty((n_rows, n_cols), dtype=torch.float64, device=tok.device)
+    covers = torch.full((n_rows, cover.depth), -math.inf, dtype=torch.float64, device=tok.device)
+    step = lm.head_rows(n_rows)
+    for lo in range(0, n_rows, step):
+        with serving_hooks.unit():
+            score_chunk(lm, hidden[lo : lo + step], state[lo : lo + step], tok[lo : lo + step], cover,
+                         allowed[lo : lo + step], covers[lo : lo + step])
+    pad = torch.arange(n_cols, device=tok.device)[None, :] >= width[:, None]
+    return allowed.masked_fill(pad, -math.inf), covers
+
+
+def score_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.Tensor, cover: Cover,
+                 allowed: torch.Tensor, covers: torch.Tensor) -> None:
+    """One head chunk of rows: the allowed tokens' and deeper covering tokens' log p picked from
+    the logits, then each row's mass by first byte (summed over the vocabulary in place)."""
+    n, device = len(hidden), hidden.device
+    counts = cover.ptr[state + 1] - cover.ptr[state]
+    row_of = torch.repeat_interleave(torch.arange(n, device=device), counts)
+    where = cover.ptr[state][row_of] + torch.arange(len(row_of), device=device) - torch.repeat_interleave(
+        torch.cumsum(counts, 0) - counts, counts)
+    logits = lm.head_logits(hidden, {})
+    picked = logits.gather(1, tok).to(torch.float64)
+    deep = logits[row_of, cover.tokens[where]].to(torch.float64)
+    safe = cover.fallback[state].clamp(min=0)
+    fallback = logits.gather(1, safe[:, None])[:, 0].to(torch.float64)
+    top = logits.amax(dim=-1, keepdim=True)
+    probs = logits.sub_(top).exp_()
+    mass = torch.zeros((n, 257), dtype=torch.float64, device=device)
+    for lo in range(0, probs.shape[1], SUM_COLUMNS):  # float64 sums (a class holds 100k tokens), a block at a time
+        mass.index_add_(1, cover.label[lo : lo + SUM_COLUMNS], probs[:, lo : lo + SUM_COLUMNS].to(torch.float64))
+    norm = mass.sum(dim=1).log()  # of the logits less their top: every class, the rest's included
+    lse = top[:, 0].to(torch.float64) + norm
+    allowed.copy_(picked - lse[:, None])
+    first = mass.gather(1, cover.first[state][:, None])[:, 0].log() - norm
+    with_fallback = torch.logaddexp(first, torch.where(cover.fallback[state] >= 0, fallback - lse, -math.inf))
+    covers[:, 0] = with_fallback
+    if cover.depth > 1:
+        segment = row_of * (cover.depth - 1) + cover.shell[where]
+        shells = torch.full((n * (cover.depth - 1),), -math.inf, dtype=torch.float64, device=device)
+        add_at(shells, segment, deep - lse[row_of])
+        covers[:, 1:] = torch.logcumsumexp(shells.reshape(n, cover.depth - 1).flip(1), dim=1).flip(1)
+
+
+def add_at(target: torch.Tensor, index: torch.Tensor, log_values: torch.Tensor) -> None:
+    """target[i] = log(exp(target[i]) + Σ exp(values at i)), in place."""
+    if not len(index):
+        return
+    top = torch.full_like(target, -math.inf).scatter_reduce(0, index, log_values, "amax")
+    safe = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    total = torch.zeros_like(target).scatter_add(0, index, (log_values - safe[index]).exp())
+    target.copy_(torch.logaddexp(target, safe + total.log()))

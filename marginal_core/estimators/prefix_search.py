@@ -1,0 +1,283 @@
+"""Prefix probabilities of a text at every byte, summed over tokenizations, by a best-first search
+in rounds (docs/design.md, "Surprisal"): each round one batched trie pass over a set of prefixes
+(token paths ending at lattice nodes), chosen without running the model on them.
+
+P(s<j), the probability that the model's string begins with the text's first j bytes, is a sum
+over the shortest token sequences that reach past j: a prefix to a node m < j and one covering
+token whose surface begins with the bytes m..j. A scored prefix adds, for each j ahead of it,
+its log p plus the log mass of its covering tokens (``prefix_heads``), and leaves **exits**: the
+lattice's arcs from its node whose extension is not scored, each with its mass p(prefix) p(arc).
+Every prefix not scored lies below exactly one exit, and the prefixes below an exit add at most
+its mass to any P(s<j) past the exit's node (their covering events are disjoint), while an exit
+ending at or past j is inside its parent's covering mass already. So ``upper(j) = lower(j) +``
+the mass of the exits ending before j, after every round and after a Stop.
+
+Round 0 is every prefix of the canonical tokenization and of its one-token splits, as one trie.
+Each later round scores the heaviest exits (mass first: it certifies the text from its start),
+up to a number of rows that doubles each round, within a server's cap. The search stops when
+every region's interval is within the tolerance, a round moved no region's interval by that
+much, the time budget ran out, or Stop; exact scores every exit until none is left. A round
+feeds its prefixes' scored ancestors through the decoder again (no KV is kept between rounds:
+a class's sessions hold nothing between passes) but runs the head on each prefix once.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from marginal_core.errors import TooManyPathsError
+from marginal_core.estimators.prefix_heads import covers, node_tables, score_chunk
+from marginal_core.estimators.surprisal_result import interval_widths
+from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
+from marginal_core.lm.adapter import LM
+from marginal_core.lm.contexts import ContextState
+from marginal_core.progress import Progress, StopCheck
+from marginal_core.scoring.pass_budget import DEFAULT_ROW_TOKENS, pass_bytes, pass_tokens
+from marginal_core.scoring.score_stats import ScoreStats
+from marginal_core.scoring.trie import build_trie
+from marginal_core.scoring.trie_run import TrieRun
+
+FIRST_ROWS = 64  # the most exits the first round after round 0 scores; each round doubles it
+MAX_ROWS = 1024  # the most a round scores unless a caller (a server's cap) says otherwise
+Step = tuple[int, int]  # a prefix as (its parent prefix, the column of its arc in the parent's node)
+
+
+@dataclass(frozen=True)
+class PrefixMasses:
+    """Bounds on log P(s<j) for every lattice byte j (``lower``, ``upper``: arrays of len + 1),
+    and on the text's own marginal (the tokenizations that end exactly at its end), after
+    ``rounds`` rounds that scored ``scored`` prefixes; ``exits`` prefixes are left unscored."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    log_p_text: float
+    log_p_text_upper: float
+    rounds: int
+    scored: int
+    exits: int
+    seconds: float
+    done: bool
+    cancelled: bool = False
+
+    @property
+    def exact(self) -> np.ndarray:
+        """Per byte: whether the bound is exact (no exit before it)."""
+        return self.upper <= self.lower
+
+    @property
+    def gap(self) -> float:
+        """The most nats by which any byte's prefix probability may lie above its lower bound."""
+        return float(np.max(self.upper - self.lower))
+
+
+def prefix_counts(lattice: Lattice) -> dict[int, int]:
+    """The number of paths from byte 0 to each node (exact integers)."""
+    counts = dict.fromkeys(lattice.nodes.tolist(), 0)
+    counts[0] = 1
+    for node in lattice.nodes.tolist():
+        arcs = lattice.out_arcs(node)
+        for end in lattice.arc_end[arcs.start : arcs.stop].tolist():
+            counts[end] += counts[node]
+    return counts
+
+
+def check_exact(lattice: Lattice, budget: int = DEFAULT_ENUMERATION_BUDGET) -> int:
+    """The prefixes an exact search scores (every path to a node before the end);
+    TooManyPathsError past the budget."""
+    counts = prefix_counts(lattice)
+    prefixes = sum(c for n, c in counts.items() if n < lattice.end)
+    if prefixes > budget:
+        raise TooManyPathsError(f"the text has {prefixes:,} prefixes to score, over the budget of {budget:,}; "
+                                "use the search's bounds (method='search')")
+    return prefixes
+
+
+class _Search:
+    """What the rounds over one text have scored: each prefix's parent, arc, node state and log p;
+    the lower bounds its covering masses add up to; its exits; the complete paths' log p."""
+
+    def __init__(self, lm: LM, lattice: Lattice, ctx: ContextState) -> None:
+        self.lm, self.lattice, self.ctx = lm, lattice, ctx
+        self.tables, self.cover = node_tables(lattice, lm.device), covers(lattice, lm.vocab, lm.device)
+        self.tokens = self.tables.tokens.cpu().numpy()
+        self.next = self.tables.next_state.cpu().numpy()
+        self.width = self.tables.width.cpu().numpy()
+        self.final = self.tables.final.cpu().numpy()
+        self.node = np.asarray(lattice.nodes, dtype=np.int64)
+        self.col = {(s, int(t)): c for s in range(len(self.node)) for c, t in enumerate(self.tokens[s, : self.width[s]])}
+        self.state: list[int] = []
+        self.log_p: list[float] = []
+        self.path: list[tuple[int, ...]] = []
+        self.allowed: list[np.ndarray] = []
+        self.scored: dict[Step, int] = {}  # (parent, column) -> prefix id, scored or in the round under way
+        self.exits: dict[Step, float] = {}  # (parent, column) -> log mass, for exits not at the end
+        self.lower = np.full(lattice.end + 1, -math.inf)
+        self.lower[0] = 0.0
+        self.complete: list[float] = []
+        self.rounds = 0
+        self.stats = ScoreStats()
+
+    def seed(self) -> list[Step]:
+        """Round 0: the empty prefix, then every prefix of the canonical tokenization and of its
+        one-token splits, parents first (prefix ids count on from the ones scored)."""
+        lattice, steps = self.lattice, [(-1, -1)]
+        ids: dict[tuple[int, ...], tuple[int, int]] = {(): (0, 0)}  # a path -> its prefix id and node state
+
+        def add(path: list[int]) -> None:
+            """Every prefix of path that ends before the end of the text."""
+            for i in range(1, len(path) + 1):
+                if tuple(path[:i]) in ids:
+                    continue
+                parent, state = ids[tuple(path[: i - 1])]
+                col = self.col[state, path[i - 1]]
+                if self.final[self.next[state, col]]:
+                    return
+                ids[tuple(path[:i])] = (len(steps), int(self.next[state, col]))
+                steps.append((parent, col))
+
+        canonical, nodes = list(lattice.canonical), list(lattice.canonical_nodes)
+        add(canonical)
+        for i, (u, v) in enumerate(zip(nodes[:-1], nodes[1:], strict=True)):
+            for a in lattice.out_arcs(u):
+                m = int(lattice.arc_end[a])
+                second = lattice.out_arcs(m) if m < v else range(0)
+                for b in (b for b in second if int(lattice.arc_end[b]) == v):
+                    add([*canonical[:i], int(lattice.arc_token[a]), int(lattice.arc_token[b]), *canonical[i + 1 :]])
+        return steps
+
+    def run(self, steps: Sequence[Step], progress: Progress | None) -> None:
+        """Score the prefixes ``steps`` (parents before children; prefix ids count on from the ones
+        scored) in one trie run: their heads, then their log p, covering masses and exits."""
+        first = len(self.state)
+        for i, (parent, col) in enumerate(steps):
+            if parent < 0:
+                self.state.append(0)
+                self.path.append(())
+            else:
+                self.state.append(int(self.next[self.state[parent], col]))
+                self.path.append(self.path[parent] + (int(self.tokens[self.state[parent], col]),))
+                self.scored[parent, col] = first + i
+                self.exits.pop((parent, col), None)
+        heads = self._heads(range(first, len(self.state)), progress)
+        for pid in range(first, len(self.state)):
+            parent, col = steps[pid - first]
+            log_p = 0.0 if parent < 0 else self.log_p[parent] + float(self.allowed[parent][col])
+            self.log_p.append(log_p)
+            allowed, cover = heads[pid]
+            self.allowed.append(allowed)
+            self._add(pid, cover)
+        self.rounds += 1
+
+    def _add(self, pid: int, cover: np.ndarray) -> None:
+        """A scored prefix's covering masses to the bytes ahead of it, and its exits."""
+        state, log_p = self.state[pid], self.log_p[pid]
+        at = int(self.node[state]) + 1 + np.arange(len(cover))
+        keep = (at <= self.lattice.end) & np.isfinite(cover)
+        np.logaddexp.at(self.lower, at[keep], log_p + cover[keep])
+        for c in range(int(self.width[state])):
+            mass = log_p + float(self.allowed[pid][c])
+            if self.final[self.next[state, c]]:
+                self.complete.append(mass)
+            elif (pid, c) not in self.scored and mass > -math.inf:
+                self.exits[pid, c] = mass
+
+    def _heads(self, pids: range, progress: Progress | None) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Each prefix's arc log p and covering masses (float64, on the CPU), from one trie run
+        over their paths: the decoder feeds every node (scored ancestors again), the head only
+        the prefixes asked for."""
+        out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        paths = [self.path[p] for p in pids if self.path[p]]
+        trie = build_trie(paths, every_node=True)
+        want = np.full(1 + len(trie.token), -1, dtype=np.int64)
+        want[1 + trie.end[trie.end >= 0]] = [p for p in pids if self.path[p]]
+        if pids and not self.path[pids[0]]:
+            want[0] = pids[0]  # the empty prefix: the context's last hidden state
+
+        def head(hidden: torch.Tensor, blocks: list[tuple[int, int]], max_rows: int) -> None:
+            rows = np.concatenate([np.arange(first, first + count) for first, count in blocks])
+            take = np.flatnonzero(want[rows] >= 0)
+            step = self.lm.head_rows(max_rows)
+            for lo in range(0, len(take), step):
+                at = take[lo : lo + step]
+                pid = want[rows[at]]
+                state = torch.as_tensor([self.state[p] for p in pid], device=self.lm.device)
+                tok = self.tables.tokens[state]
+                allowed = torch.empty(tok.shape, dtype=torch.float64, device=self.lm.device)
+                cover = torch.full((len(at), self.cover.depth), -math.inf, dtype=torch.float64, device=self.lm.device)
+                score_chunk(self.lm, hidden[torch.as_tensor(at, device=hidden.device)], state, tok, self.cover,
+                            allowed, cover)
+                for p, a, c in zip(pid.tolist(), allowed.cpu().numpy(), cover.cpu().numpy(), strict=True):
+                    out[p] = (a[: self.width[self.state[p]]], c)
+
+        budgets = (pass_tokens(self.lm, None), DEFAULT_ROW_TOKENS, pass_bytes(self.lm, None))
+        run = TrieRun(self.lm, trie, self.ctx, *budgets, self.stats, progress, head)
+        with torch.inference_mode():
+            if len(trie.fed):
+                run.run_trie()
+            run.finish()
+        return out
+
+    def choose(self, rows: int | None, slack: float) -> list[Step]:
+        """The heaviest exits, as many as it takes for the rest to hold at most ``slack`` (log
+        mass) together, and at most ``rows`` of them (None: all)."""
+        heavy = sorted(((mass, step) for step, mass in self.exits.items()), reverse=True)
+        masses = np.array([mass for mass, _ in heavy])
+        rest = np.logaddexp.accumulate(masses[::-1])[::-1]  # rest[k]: the mass of exits k, k + 1, ...
+        needed = int(np.count_nonzero(rest > slack))
+        picked = heavy[: needed if rows is None else min(needed, rows)]
+        return sorted(step for _, step in picked)  # parents (lower ids) first
+
+    def masses(self, started: float, done: bool, cancelled: bool = False) -> PrefixMasses:
+        """The bounds now: the upper adds the mass of the exits ending before each byte."""
+        end = self.lattice.end
+        by_node = np.full(end + 1, -math.inf)
+        if self.exits:
+            steps = np.array(list(self.exits), dtype=np.int64)
+            states = self.next[np.asarray(self.state)[steps[:, 0]], steps[:, 1]]
+            np.logaddexp.at(by_node, self.node[states], np.fromiter(self.exits.values(), float, len(self.exits)))
+        reach = np.concatenate([[-math.inf], np.logaddexp.accumulate(by_node)[:-1]])
+        upper = np.logaddexp(self.lower, reach)
+        text = float(np.logaddexp.reduce(self.complete)) if self.complete else -math.inf
+        return PrefixMasses(self.lower.copy(), upper, text, float(np.logaddexp(text, reach[-1])), self.rounds,
+                            len(self.state), len(self.exits), time.perf_counter() - started, done, cancelled)
+
+
+def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextState, *,
+                  boundaries: Sequence[int] | None = None, exact: bool = False, max_rows: int = MAX_ROWS,
+                  tolerance: float = 0.01, time_budget: float | None = None, progress: Progress | None = None,
+                  should_stop: StopCheck | None = None, budget: int = DEFAULT_ENUMERATION_BUDGET
+                  ) -> Iterator[PrefixMasses]:
+    """The bounds after every round of the search; the last is final. ``boundaries``: the region
+    boundaries (lattice bytes, 0 and the end included; default every byte) whose intervals the
+    tolerance is about. ``exact`` scores every prefix (TooManyPathsError past ``budget``).
+    progress hears each round's passes (tokens fed, of the round's)."""
+    if exact:
+        check_exact(lattice, budget)
+    started = time.perf_counter()
+    deadline = None if time_budget is None else started + time_budget
+    search = _Search(lm, lattice, lm.state_of(context))
+    cuts = np.asarray(boundaries if boundaries is not None else range(lattice.end + 1), dtype=np.int64)
+
+    def user_stop() -> bool:
+        return should_stop is not None and bool(should_stop())
+
+    steps, rows, widths = search.seed(), FIRST_ROWS, None
+    while True:
+        search.run(steps, progress)
+        now = search.masses(started, False)
+        before, widths = widths, interval_widths(now.lower, now.upper, cuts)
+        slack = math.log(math.expm1(tolerance) / 4) + float(now.lower[-1]) if not exact else -math.inf
+        steps = search.choose(None if exact else min(rows, max_rows), slack)
+        rows *= 2
+        settled = not exact and (float(np.max(widths)) <= tolerance
+                                 or (before is not None and float(np.max(np.abs(before - widths))) < tolerance))
+        if not steps or settled or (deadline is not None and time.perf_counter() > deadline) or user_stop():
+            yield search.masses(started, True, user_stop())
+            return
+        yield now

@@ -1,0 +1,59 @@
+"""The Surprisal page's live search: a model's prefix search under a progress bar that says each
+round (live.follow: in the server's turns, with Stop, each finished search shared by every page
+and session per inputs), and the session's last stopped search, kept in one slot (a session never
+holds more than one)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING
+
+import streamlit as st
+
+from marginal_core import MAX_BEAM_WIDTH
+from pages._app import live, server, shared_results
+from pages._app.defaults import APP_EXACT_BUDGET
+
+if TYPE_CHECKING:
+    from marginal_core import Marginalizer, Surprisal
+
+_STOPPED = "_surprisal_stopped"  # (key, Surprisal) of the session's last stopped search
+
+
+def search(key: Hashable, m: Marginalizer, method: str, label: str, on_update: Callable[[Surprisal], None]
+         ) -> Surprisal:
+    """The text's surprisal under m (the search, its rounds capped by the server's beam-width cap;
+    or exact, up to APP_EXACT_BUDGET prefixes), each round passed to on_update and said on the
+    bar, widest interval first; a finished search is cached."""
+    from marginal_core import surprisal_stream
+
+    done = shared_results.cached(key)
+    if done is not None:
+        return done
+    bar = live.Bar(label, "rounds")
+    rows = server.policy().cap_beam_width(MAX_BEAM_WIDTH)  # the most prefixes a round scores, on this server
+    stream = surprisal_stream(m, method=method, max_rows=rows, budget=APP_EXACT_BUDGET, should_stop=bar.should_stop)
+
+    def show(s: Surprisal) -> None:
+        reached = [r for r in s.regions if r.upper - r.lower <= 0.05]
+        bar.update(len(reached) / max(len(s.regions), 1),
+                   f"{label}: round {s.rounds}, widest interval {s.widest:.2g} nats, {s.scored:,} prefixes "
+                   f"in {s.seconds:.1f} s")
+        on_update(s)
+
+    return live.follow(key, stream, bar, show, lambda s: _keep(key, s), lambda s: s.cancelled)
+
+
+def _keep(key: Hashable, s: Surprisal | None) -> None:
+    """Keep a search's latest round in the session's one slot (None: forget this key's)."""
+    slot = st.session_state.get(_STOPPED)
+    if s is not None:
+        st.session_state[_STOPPED] = (key, s)
+    elif slot is not None and slot[0] == key:
+        del st.session_state[_STOPPED]
+
+
+def stopped(key: Hashable) -> Surprisal | None:
+    """This session's stopped search of key (its last round), or None."""
+    slot = st.session_state.get(_STOPPED)
+    return slot[1] if slot is not None and slot[0] == key else None
