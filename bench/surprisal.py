@@ -1,23 +1,29 @@
-"""Surprisal at every byte (issue 42): the word strip's prefix walk against the anytime beam on
-the same text, and its prefix probabilities log P(s<j) beside genlm-bytes' byte beam.
+"""Surprisal at every byte (issue 49): the word strip's prefix search beside the prefix walk it
+replaced (6008ecc, run from a git worktree of that commit in its own process) and genlm-bytes' byte
+beam, per text and model: seconds, and how tight each certifies the words.
 
-Per text (the --limit shortest lines of the sentence file), after canonical_score() has warmed
-the context: the seconds of ``Marginalizer.surprisal(unit="word")`` (the anytime walk) and of
-``estimate("beam", beam_width=None)``, their ratio and the walk's bytes per second. With --peer
-genlm, genlm-bytes' beam at K = --peer-width (bench/peers/genlm_peer.py, its own virtualenv) runs
-over the same lattice bytes, its ``logZ`` after each byte compared with our bounds where ours are
-within --tight nats. float32 on the CPU.
+Per text (the --limit shortest lines of the sentence file, then each --extra file as one text),
+after canonical_score() has warmed the context: the seconds of ``Marginalizer.surprisal(unit="word")``
+(the search), the walk's over the same text, their ratio, and how many words each certifies within
+--tight-word nats (and the widest word interval). With --peer genlm, genlm-bytes' beam at K =
+--peer-width (bench/peers/genlm_peer.py, its own virtualenv) over the same lattice bytes: its
+seconds, and its log P(s<j) against our lower bounds where both are within --tight nats.
+float32 on the CPU.
 Run: .venv/bin/python -m bench.surprisal [--models gemma3-270m,smollm2-135m] [--limit N]
-     [--peer genlm [--peer-width 16]] [--sentences bench/compare_sentences.txt] [--tight 0.02]
+     [--extra bench/paragraph.txt] [--walk 6008ecc | --walk none] [--peer genlm [--peer-width 16]]
+     [--time-budget SECONDS]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,10 +31,12 @@ import numpy as np
 
 from bench.peers.genlm_peer import GenlmPeer
 from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.estimators.surprisal_result import region_spans
 from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
 
 SENTENCES = Path(__file__).with_name("compare_sentences.txt")
+WALK_RUNNER = Path(__file__).parent / "peers" / "walk_runner.py"
 WARM_UP = "A warm-up text."
 
 
@@ -50,22 +58,63 @@ def machine() -> str:
             f"{os.cpu_count()} cores, bf16 flags: {' '.join(bf16)}; load average {load}")
 
 
-def run_text(lm: LM, text: str, peer: GenlmPeer | None, width: int) -> dict:
-    """One text: the word strip and the anytime beam, each timed alone after the context is warm,
-    then genlm's beam at width K over the same bytes."""
+class Walk:
+    """The walk of a past commit in its own process: a worktree of the commit (made once, under
+    the temporary folder) on PYTHONPATH, one model loaded, a text per request."""
+
+    def __init__(self, rev: str, model: str) -> None:
+        tree = Path(tempfile.gettempdir()) / f"marginal-walk-{rev}"
+        if not tree.exists():
+            subprocess.run(["git", "worktree", "add", "--detach", str(tree), rev], check=True, capture_output=True)
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        self.process = subprocess.Popen([sys.executable, str(WALK_RUNNER), model], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, env=env)
+
+    def strip(self, text: str) -> dict:
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(json.dumps(text) + "\n")
+        self.process.stdin.flush()
+        reply = json.loads(self.process.stdout.readline())
+        return {"seconds": reply["seconds"], "lower": np.array(reply["lower"]), "upper": np.array(reply["upper"])}
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def word_widths(text: str, offset: int, lower: np.ndarray, upper: np.ndarray, coupled: bool) -> np.ndarray:
+    """Each word region's interval width from bounds on log P(s<j): ours (coupled ends,
+    surprisal_result.intervals) or the walk's own at 6008ecc ([lo_a - up_c, up_a - lo_c])."""
+    from marginal_core.estimators.surprisal_result import intervals
+
+    cuts = np.array([0] + [b + offset for _, b in region_spans(text, "word")])
+    a, c = cuts[:-1], cuts[1:]
+    if coupled:
+        bottom, top = intervals(lower, upper, a, c)
+    else:
+        bottom, top = np.maximum(lower[a] - upper[c], 0.0), upper[a] - lower[c]
+    return top - bottom
+
+
+def run_text(lm: LM, text: str, walk: Walk | None, peer: GenlmPeer | None, width: int,
+             budget: float | None = None) -> dict:
+    """One text: our word strip (timed alone after the context is warm; ``budget``: its time
+    budget), the walk's, genlm's beam."""
     m = Marginalizer(lm, text)
     m.canonical_score()
     started = time.perf_counter()
-    strip = m.surprisal(unit="word")
-    strip_s = time.perf_counter() - started
-    started = time.perf_counter()
-    beam = m.estimate("beam", beam_width=None)
-    beam_s = time.perf_counter() - started
-    row = {"text": text, "bytes": len(m.lattice.data), "strip_s": strip_s, "beam_s": beam_s, "widths": strip.widths,
-           "beam_widths": tuple(r.width for r in beam.rounds), "lower": strip.prefix_lower, "upper": strip.prefix_upper}
+    strip = m.surprisal(unit="word", time_budget=budget)
+    row = {"text": text, "bytes": len(m.lattice.data), "search_s": time.perf_counter() - started,
+           "rounds": strip.rounds, "scored": strip.scored, "lower": strip.prefix_lower, "upper": strip.prefix_upper,
+           "widths": word_widths(text, strip.offset, strip.prefix_lower, strip.prefix_upper, True)}
+    if walk is not None:
+        theirs = walk.strip(text)
+        row |= {"walk_s": theirs["seconds"], "walk_lower": theirs["lower"],
+                "walk_widths": word_widths(text, strip.offset, theirs["lower"], theirs["upper"], False)}
     if peer is not None:
-        theirs = peer.prefix(m, width)
-        row |= {"genlm_s": theirs.seconds, "genlm": theirs.log_z}
+        prefix = peer.prefix(m, width)
+        row |= {"genlm_s": prefix.seconds, "genlm": prefix.log_z}
     return row
 
 
@@ -73,61 +122,91 @@ def label(text: str) -> str:
     return repr(text if len(text) <= 28 else text[:27] + "…")
 
 
+def ratio(a: float | None, b: float) -> str:
+    return "-" if a is None else f"{a / b:.1f}x"
+
+
 def speed_line(model: str, r: dict) -> str:
-    """One row of the speed table."""
-    return (f"| {model} | {label(r['text'])} | {r['bytes']} | {r['strip_s']:.1f} | {r['beam_s']:.1f} "
-            f"| {r['strip_s'] / r['beam_s']:.2f}x | {r['bytes'] / r['strip_s']:.1f} "
-            f"| {','.join(map(str, r['widths']))} | {','.join(map(str, r['beam_widths']))} |")
+    """One row of the speed table: seconds of each, and the walk's and genlm's over ours."""
+    walk, genlm = r.get("walk_s"), r.get("genlm_s")
+    return (f"| {model} | {label(r['text'])} | {r['bytes']} | {r['search_s']:.1f} | {r['rounds']} | {r['scored']:,} "
+            f"| {'-' if walk is None else f'{walk:.1f}'} | {ratio(walk, r['search_s'])} "
+            f"| {'-' if genlm is None else f'{genlm:.1f}'} | {ratio(genlm, r['search_s'])} "
+            f"| {r['bytes'] / r['search_s']:.1f} |")
 
 
-def peer_line(model: str, r: dict, tight: float) -> str:
-    """One row of the peer table over the prefixes j = 0..len: where our interval is within
-    ``tight`` nats, the largest abs(genlm - ours) there; over every j, the largest abs(genlm - our
-    lower bound), how often and how far genlm falls below it, and how far it rises above our upper
-    bound (a lower bound should not); seconds and bytes per second of each."""
-    lower, upper, genlm = r["lower"], r["upper"], r["genlm"]
-    sure = upper - lower < tight
-    worst = float(np.max(np.abs(genlm[sure] - lower[sure]), initial=0.0))
-    below = lower - genlm
-    return (f"| {model} | {label(r['text'])} | {r['bytes']} | {int(sure.sum())}/{len(sure)} | {worst:.1e} "
-            f"| {float(np.max(np.abs(below))):.1e} | {int(np.sum(below > tight))} (max {float(below.max()):+.1e}) "
-            f"| {float(np.max(genlm - upper)):+.1e} | {r['strip_s']:.1f} | {r['genlm_s']:.1f} "
-            f"| {r['bytes'] / r['strip_s']:.1f} | {r['bytes'] / r['genlm_s']:.1f} |")
+def tight_line(model: str, r: dict, tight: float) -> str:
+    """One row of the tightness table: words within ``tight`` nats and the widest, ours and the walk's."""
+    def cells(widths: np.ndarray | None) -> str:
+        if widths is None:
+            return "- | -"
+        return f"{int(np.sum(widths <= tight))}/{len(widths)} | {float(np.max(widths)):.3g}"
+
+    return f"| {model} | {label(r['text'])} | {cells(r['widths'])} | {cells(r.get('walk_widths'))} |"
+
+
+def agree_line(model: str, r: dict, tight: float) -> str:
+    """One row of the agreement table, over the bytes where both are within ``tight`` nats: the
+    largest abs(our lower - the walk's lower), and abs(genlm - our lower) where ours is."""
+    lower, sure = r["lower"], r["upper"] - r["lower"] < tight
+    walk = "-"
+    if "walk_lower" in r:
+        both = sure & (r["upper"] - r["walk_lower"] < tight)  # the walk's lower bound within tight of the truth
+        walk = f"{float(np.max(np.abs(r['walk_lower'][both] - lower[both]), initial=0.0)):.1e} ({int(both.sum())})"
+    genlm = "-"
+    if "genlm" in r:
+        genlm = f"{float(np.max(np.abs(r['genlm'][sure] - lower[sure]), initial=0.0)):.1e} ({int(sure.sum())})"
+    return f"| {model} | {label(r['text'])} | {walk} | {genlm} |"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="gemma3-270m,smollm2-135m")
     parser.add_argument("--sentences", type=Path, default=SENTENCES, help="one text a line")
-    parser.add_argument("--limit", type=int, default=3, help="the shortest N lines of the file")
+    parser.add_argument("--limit", type=int, help="the shortest N lines of the file (default: all)")
+    parser.add_argument("--extra", type=Path, action="append", default=[], help="a file read as one more text")
+    parser.add_argument("--walk", default="6008ecc", help="the commit whose walk runs beside ours, or none")
     parser.add_argument("--peer", choices=["genlm"], help="genlm-bytes' beam beside ours (own venv, built once)")
     parser.add_argument("--peer-width", type=int, default=16, help="the peer's beam width K")
-    parser.add_argument("--tight", type=float, default=0.02, help="nats: our interval counts as exact within this")
+    parser.add_argument("--tight", type=float, default=0.02, help="nats: a byte's bounds count as exact within this")
+    parser.add_argument("--tight-word", type=float, default=0.05, help="nats: a word counts as certified within this")
+    parser.add_argument("--time-budget", type=float, help="seconds: the search's time budget (default: none)")
     args = parser.parse_args()
-    texts = shortest(args.sentences, args.limit)
+    texts = shortest(args.sentences, args.limit) + [p.read_text(encoding="utf-8").strip() for p in args.extra]
     print(f"{machine()}\n", flush=True)
     rows: dict[str, list[dict]] = {}
     for model in args.models.split(","):
         lm = load_model(model, device="cpu", dtype="float32")
+        walk = Walk(args.walk, model) if args.walk != "none" else None
         peer = GenlmPeer(model, lm.tokenizer) if args.peer else None
-        run_text(lm, WARM_UP, peer, args.peer_width)  # kernels and caches, ours and the peer's
+        run_text(lm, WARM_UP, walk, peer, args.peer_width)  # kernels and caches, ours and the peers'
         rows[model] = []
         for text in texts:
-            rows[model].append(run_text(lm, text, peer, args.peer_width))
+            rows[model].append(run_text(lm, text, walk, peer if len(text) < 200 else None, args.peer_width,
+                                        args.time_budget))
             print(speed_line(model, rows[model][-1]), flush=True)
-        if peer:
-            peer.close()
-    print("\n| model | text | bytes | word strip s | anytime beam s | strip / beam | strip bytes/s "
-          "| strip widths | beam widths |")
-    print("|" + "---|" * 9)
+        for other in (walk, peer):
+            if other is not None:
+                other.close()
+    print("\n| model | text | bytes | search s | rounds | prefixes | walk s | walk / search | genlm s "
+          "| genlm / search | search bytes/s |")
+    print("|" + "---|" * 11)
     print("\n".join(speed_line(model, r) for model, rs in rows.items() for r in rs))
-    if args.peer:
-        print(f"\n| model | text | bytes | prefixes where ours is within {args.tight} | max abs(genlm - ours) there "
-              f"| max abs(genlm - our lower), every prefix | prefixes where genlm K={args.peer_width} is below our lower "
-              f"by > {args.tight} (max nats) | genlm above our upper (max nats) | ours s | genlm s | ours bytes/s "
-              "| genlm bytes/s |")
-        print("|" + "---|" * 12)
-        print("\n".join(peer_line(model, r, args.tight) for model, rs in rows.items() for r in rs))
+    print(f"\n| model | text | search: words within {args.tight_word} | widest | walk: words within "
+          f"{args.tight_word} | widest |")
+    print("|" + "---|" * 6)
+    print("\n".join(tight_line(model, r, args.tight_word) for model, rs in rows.items() for r in rs))
+    for model, rs in rows.items():
+        ours = np.concatenate([r["widths"] for r in rs])
+        line = f"{model}: search {np.mean(ours <= args.tight_word):.0%} of {len(ours)} words within {args.tight_word}"
+        if all("walk_widths" in r for r in rs):
+            theirs = np.concatenate([r["walk_widths"] for r in rs])
+            line += f", walk {np.mean(theirs <= args.tight_word):.0%}"
+        print(line)
+    print(f"\n| model | text | max abs(search - walk) lower, bytes both within {args.tight} (n) "
+          f"| max abs(genlm K={args.peer_width} - search), bytes ours within {args.tight} (n) |")
+    print("|" + "---|" * 4)
+    print("\n".join(agree_line(model, r, args.tight) for model, rs in rows.items() for r in rs))
     print(f"\nload average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

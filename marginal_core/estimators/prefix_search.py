@@ -226,12 +226,15 @@ class _Search:
     def choose(self, rows: int | None, slack: float) -> list[Step]:
         """The heaviest exits, as many as it takes for the rest to hold at most ``slack`` (log
         mass) together, and at most ``rows`` of them (None: all)."""
-        heavy = sorted(((mass, step) for step, mass in self.exits.items()), reverse=True)
-        masses = np.array([mass for mass, _ in heavy])
-        rest = np.logaddexp.accumulate(masses[::-1])[::-1]  # rest[k]: the mass of exits k, k + 1, ...
+        if not self.exits:
+            return []
+        steps = np.array(list(self.exits), dtype=np.int64)
+        mass = np.fromiter(self.exits.values(), float, len(self.exits))
+        order = np.argsort(-mass, kind="stable")
+        rest = np.logaddexp.accumulate(mass[order][::-1])[::-1]  # rest[k]: the mass of exits k, k + 1, ...
         needed = int(np.count_nonzero(rest > slack))
-        picked = heavy[: needed if rows is None else min(needed, rows)]
-        return sorted(step for _, step in picked)  # parents (lower ids) first
+        picked = order[: needed if rows is None else min(needed, rows)]
+        return sorted(map(tuple, steps[picked].tolist()))  # parents (lower ids) first
 
     def masses(self, started: float, done: bool, cancelled: bool = False) -> PrefixMasses:
         """The bounds now: the upper adds the mass of the exits ending before each byte."""
@@ -272,6 +275,8 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
         search.run(steps, progress)
         now = search.masses(started, False)
         before, widths = widths, interval_widths(now.lower, now.upper, cuts)
+        # every exit can widen the last region's bottom end against the text's end (the mass below
+        # an exit may run through every byte after it): the rest must be small beside P(s<end)
         slack = math.log(math.expm1(tolerance) / 4) + float(now.lower[-1]) if not exact else -math.inf
         steps = search.choose(None if exact else min(rows, max_rows), slack)
         rows *= 2
