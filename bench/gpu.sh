@@ -10,6 +10,8 @@
 #   precision   float16, bfloat16, bf16 autocast and TF32 against float32 (error and speed)
 #   bfloat16    docs/precision.md's bfloat16 table on the GPU (split bfloat16 against float16-mixed)
 #   estimators  lattice against proxy at equal k, float32 and float16
+#   surprisal   Gemma 3's word strip of bench/paragraph.txt (526 bytes) by the prefix search, float32
+#               and float16 (issue 49's target: 1,000 bytes/s or more)
 #   batching    a class's sessions in shared passes against taking turns (issue 20, item 5)
 #   scale M..   bench.scale at the paper's sizes, one process per model (default: all, the
 #               largest first; one or two models per call)
@@ -39,20 +41,25 @@ step() {
       for dtype in float32 float16; do
         "$PYTHON" -m bench.estimators --device cuda --dtype $dtype --samples "$K"
       done ;;
+    surprisal)
+      for dtype in float32 float16; do
+        "$PYTHON" -m bench.surprisal --device cuda --dtype $dtype --models gemma3-270m --limit 0 \
+          --extra bench/paragraph.txt --walk none
+      done ;;
     batching) "$PYTHON" -m bench.batching --device cuda --dtype float16 --sessions 1,8,16,32 ;;
     scale)
       shift
       for model in ${*:-$SIZES}; do
         "$PYTHON" -m bench.scale --device cuda --models "$model"
       done ;;
-    *) echo "unknown step $1: tests, scoring, kernels, app, precision, bfloat16, estimators, batching, scale [models], all" >&2; return 2 ;;
+    *) echo "unknown step $1: tests, scoring, kernels, app, precision, bfloat16, estimators, surprisal, batching, scale [models], all" >&2; return 2 ;;
   esac
 }
 
 {
   "$PYTHON" -c 'import torch; print("torch", torch.__version__, "|", torch.cuda.get_device_name(0))' || exit 1
   if [ "${1:-all}" = all ]; then
-    for s in tests scoring kernels precision bfloat16 estimators batching scale; do step $s; done
+    for s in tests scoring kernels precision bfloat16 estimators surprisal batching scale; do step $s; done
   else
     step "$@"
   fi

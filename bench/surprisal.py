@@ -8,7 +8,8 @@ after canonical_score() has warmed the context: the seconds of ``Marginalizer.su
 --tight-word nats (and the widest word interval). With --peer genlm, genlm-bytes' beam at K =
 --peer-width (bench/peers/genlm_peer.py, its own virtualenv) over the same lattice bytes: its
 seconds, and its log P(s<j) against our lower bounds where both are within --tight nats.
-float32 on the CPU.
+float32 on the CPU unless --device and --dtype say otherwise (bench/gpu.sh surprisal: the paragraph
+on a GPU).
 Run: .venv/bin/python -m bench.surprisal [--models gemma3-270m,smollm2-135m] [--limit N]
      [--extra bench/paragraph.txt] [--walk 6008ecc | --walk none] [--peer genlm [--peer-width 16]]
      [--time-budget SECONDS]
@@ -32,6 +33,7 @@ import numpy as np
 from bench.peers.genlm_peer import GenlmPeer
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.estimators.surprisal_result import region_spans
+from marginal_core.estimators.surprisal_run import surprisal_stream
 from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
 
@@ -97,21 +99,25 @@ def word_widths(text: str, offset: int, lower: np.ndarray, upper: np.ndarray, co
     return top - bottom
 
 
-def run_text(lm: LM, text: str, walk: Walk | None, peer: GenlmPeer | None, width: int,
+def run_text(lm: LM, text: str, walk: Walk | None, peer: GenlmPeer | None, width: int, tight_word: float,
              budget: float | None = None) -> dict:
     """One text: our word strip (timed alone after the context is warm; ``budget``: its time
-    budget), the walk's, genlm's beam."""
+    budget), with the words certified within ``tight_word`` after each round; the walk's strip;
+    genlm's beam."""
     m = Marginalizer(lm, text)
     m.canonical_score()
-    started = time.perf_counter()
-    strip = m.surprisal(unit="word", time_budget=budget)
-    row = {"text": text, "bytes": len(m.lattice.data), "search_s": time.perf_counter() - started,
-           "rounds": strip.rounds, "scored": strip.scored, "lower": strip.prefix_lower, "upper": strip.prefix_upper,
-           "widths": word_widths(text, strip.offset, strip.prefix_lower, strip.prefix_upper, True)}
+    offset = len(m.lattice.data) - len(text.encode("utf-8"))
+    started, rounds = time.perf_counter(), []
+    for strip in surprisal_stream(m, "word", time_budget=budget):
+        widths = word_widths(text, offset, strip.prefix_lower, strip.prefix_upper, True)
+        rounds.append((time.perf_counter() - started, int(np.sum(widths <= tight_word))))
+    row = {"text": text, "bytes": len(m.lattice.data), "search_s": rounds[-1][0], "rounds": strip.rounds,
+           "scored": strip.scored, "lower": strip.prefix_lower, "upper": strip.prefix_upper, "widths": widths,
+           "first_s": rounds[0][0], "by_round": rounds}
     if walk is not None:
         theirs = walk.strip(text)
         row |= {"walk_s": theirs["seconds"], "walk_lower": theirs["lower"],
-                "walk_widths": word_widths(text, strip.offset, theirs["lower"], theirs["upper"], False)}
+                "walk_widths": word_widths(text, offset, theirs["lower"], theirs["upper"], False)}
     if peer is not None:
         prefix = peer.prefix(m, width)
         row |= {"genlm_s": prefix.seconds, "genlm": prefix.log_z}
@@ -136,13 +142,18 @@ def speed_line(model: str, r: dict) -> str:
 
 
 def tight_line(model: str, r: dict, tight: float) -> str:
-    """One row of the tightness table: words within ``tight`` nats and the widest, ours and the walk's."""
-    def cells(widths: np.ndarray | None) -> str:
-        if widths is None:
-            return "- | -"
-        return f"{int(np.sum(widths <= tight))}/{len(widths)} | {float(np.max(widths)):.3g}"
-
-    return f"| {model} | {label(r['text'])} | {cells(r['widths'])} | {cells(r.get('walk_widths'))} |"
+    """One row of the tightness table: words within ``tight`` nats and the widest, ours after its
+    first round, at the walk's seconds (its last round finished by then) and at its end, and the walk's."""
+    words = len(r["widths"])
+    first = f"{r['by_round'][0][1]}/{words} ({r['first_s']:.1f} s)"
+    if "walk_widths" in r:
+        done = [n for seconds, n in r["by_round"] if seconds <= r["walk_s"]]
+        equal = f"{done[-1] if done else 0}/{words}"
+        walk = f"{int(np.sum(r['walk_widths'] <= tight))}/{words} | {float(np.max(r['walk_widths'])):.3g}"
+    else:
+        equal, walk = "-", "- | -"
+    return (f"| {model} | {label(r['text'])} | {first} | {equal} | {int(np.sum(r['widths'] <= tight))}/{words} "
+            f"| {float(np.max(r['widths'])):.3g} | {walk} |")
 
 
 def agree_line(model: str, r: dict, tight: float) -> str:
@@ -171,19 +182,21 @@ def main() -> None:
     parser.add_argument("--tight", type=float, default=0.02, help="nats: a byte's bounds count as exact within this")
     parser.add_argument("--tight-word", type=float, default=0.05, help="nats: a word counts as certified within this")
     parser.add_argument("--time-budget", type=float, help="seconds: the search's time budget (default: none)")
+    parser.add_argument("--device", default="cpu", help="ours on this device (the walk and genlm stay on the CPU)")
+    parser.add_argument("--dtype", default="float32")
     args = parser.parse_args()
     texts = shortest(args.sentences, args.limit) + [p.read_text(encoding="utf-8").strip() for p in args.extra]
     print(f"{machine()}\n", flush=True)
     rows: dict[str, list[dict]] = {}
     for model in args.models.split(","):
-        lm = load_model(model, device="cpu", dtype="float32")
+        lm = load_model(model, device=args.device, dtype=args.dtype)
         walk = Walk(args.walk, model) if args.walk != "none" else None
         peer = GenlmPeer(model, lm.tokenizer) if args.peer else None
-        run_text(lm, WARM_UP, walk, peer, args.peer_width)  # kernels and caches, ours and the peers'
+        run_text(lm, WARM_UP, walk, peer, args.peer_width, args.tight_word)  # kernels and caches, ours and the peers'
         rows[model] = []
         for text in texts:
             rows[model].append(run_text(lm, text, walk, peer if len(text) < 200 else None, args.peer_width,
-                                        args.time_budget))
+                                        args.tight_word, args.time_budget))
             print(speed_line(model, rows[model][-1]), flush=True)
         for other in (walk, peer):
             if other is not None:
@@ -192,9 +205,9 @@ def main() -> None:
           "| genlm / search | search bytes/s |")
     print("|" + "---|" * 11)
     print("\n".join(speed_line(model, r) for model, rs in rows.items() for r in rs))
-    print(f"\n| model | text | search: words within {args.tight_word} | widest | walk: words within "
-          f"{args.tight_word} | widest |")
-    print("|" + "---|" * 6)
+    print(f"\n| model | text | search: words within {args.tight_word} after round 0 | at the walk's seconds "
+          f"| at its end | widest | walk: words within {args.tight_word} | widest |")
+    print("|" + "---|" * 8)
     print("\n".join(tight_line(model, r, args.tight_word) for model, rs in rows.items() for r in rs))
     for model, rs in rows.items():
         ours = np.concatenate([r["widths"] for r in rs])
