@@ -1,6 +1,8 @@
 """What one prefix's head says about the bytes ahead (docs/design.md, "Surprisal"): the log p of
 the lattice's arcs from its node (to extend it) and its covering masses, the tokens whose surface
-begins with the bytes from its node to each byte ahead. The search scores prefixes through these.
+begins with the bytes from its node to each byte ahead. The search scores prefixes through these:
+exactly (the whole vocabulary), or, for prefixes too light to matter but to the certificate, as
+upper bounds from a bounding head over a few columns.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from marginal_core.estimators.proxy import Tables
 from marginal_core.lattice.graph import Lattice
 from marginal_core.lattice.vocab import Vocabulary
 from marginal_core.lm.adapter import LM
-from marginal_core.serving import hooks as serving_hooks
 
 SUM_COLUMNS = 1 << 14  # vocabulary columns summed by first byte at a time, in float64
+TOP_TOKENS = 16  # a full head's most probable ids, which bounding heads read beside the text's tokens
 
 
 @dataclass(frozen=True)
@@ -123,33 +125,13 @@ def covers(lattice: Lattice, vocab_size: int, device: torch.device) -> Cover:
                   as_long(flat_shells), as_long(ptr), int(flat_shells.max(initial=-1)) + 2)
 
 
-def score_rows(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tables: Tables, cover: Cover
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row's allowed next-token log p [R, A] and its covering masses [R, depth] (log; row
-    r's entry d covers byte node + d + 1: the tokens matching d + 1 bytes or more), float64,
-    from the head's logits of as many rows at a time as it takes."""
-    tok, width = tables.tokens[state], tables.width[state]
-    n_rows, n_cols = tok.shape
-    allowed = torch.empty((n_rows, n_cols), dtype=torch.float64, device=tok.device)
-    covers = torch.full((n_rows, cover.depth), -math.inf, dtype=torch.float64, device=tok.device)
-    step = lm.head_rows(n_rows)
-    for lo in range(0, n_rows, step):
-        with serving_hooks.unit():
-            score_chunk(lm, hidden[lo : lo + step], state[lo : lo + step], tok[lo : lo + step], cover,
-                         allowed[lo : lo + step], covers[lo : lo + step])
-    pad = torch.arange(n_cols, device=tok.device)[None, :] >= width[:, None]
-    return allowed.masked_fill(pad, -math.inf), covers
-
-
 def score_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.Tensor, cover: Cover,
-                 allowed: torch.Tensor, covers: torch.Tensor) -> None:
-    """One head chunk of rows: the allowed tokens' and deeper covering tokens' log p picked from
-    the logits, then each row's mass by first byte (summed over the vocabulary in place)."""
+                allowed: torch.Tensor, covers: torch.Tensor) -> torch.Tensor:
+    """One head chunk of rows, exactly: the allowed tokens' and deeper covering tokens' log p
+    picked from the logits, then each row's mass by first byte (summed over the vocabulary in
+    place). Returns each row's TOP_TOKENS most probable ids (what a bounding head reads)."""
     n, device = len(hidden), hidden.device
-    counts = cover.ptr[state + 1] - cover.ptr[state]
-    row_of = torch.repeat_interleave(torch.arange(n, device=device), counts)
-    where = cover.ptr[state][row_of] + torch.arange(len(row_of), device=device) - torch.repeat_interleave(
-        torch.cumsum(counts, 0) - counts, counts)
+    row_of, where = _deep(state, cover)
     logits = lm.head_logits(hidden, {})
     picked = logits.gather(1, tok).to(torch.float64)
     deep = logits[row_of, cover.tokens[where]].to(torch.float64)
@@ -164,12 +146,66 @@ def score_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.Te
     lse = top[:, 0].to(torch.float64) + norm
     allowed.copy_(picked - lse[:, None])
     first = mass.gather(1, cover.first[state][:, None])[:, 0].log() - norm
-    with_fallback = torch.logaddexp(first, torch.where(cover.fallback[state] >= 0, fallback - lse, -math.inf))
-    covers[:, 0] = with_fallback
+    covers[:, 0] = torch.logaddexp(first, torch.where(cover.fallback[state] >= 0, fallback - lse, -math.inf))
+    _shells(cover, row_of, where, deep - lse[row_of], covers)
+    return probs.topk(min(TOP_TOKENS, probs.shape[1]), dim=1).indices
+
+
+def bound_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.Tensor, cover: Cover,
+                columns: Columns, allowed: torch.Tensor, covers: torch.Tensor) -> None:
+    """One chunk of rows through a bounding head: the logits of a few columns only (``columns``:
+    every arc and deep covering token of the text, and tokens that full heads found probable).
+    Their own sum bounds the normaliser from below, so each token's probability over it bounds
+    its probability from above; the byte at the node is bounded by 1 (its class is not read)."""
+    row_of, where = _deep(state, cover)
+    logits = (hidden.to(columns.weight.dtype) @ columns.weight.T).to(torch.float64)
+    if columns.bias is not None:
+        logits += columns.bias
+    if lm.softcap:
+        logits = logits.div(lm.softcap).tanh().mul(lm.softcap)
+    low = torch.logsumexp(logits, dim=1)
+    allowed.copy_(logits.gather(1, columns.place[tok].clamp(min=0)) - low[:, None])
+    covers[:, 0] = 0.0
+    _shells(cover, row_of, where, logits[row_of, columns.place[cover.tokens[where]]] - low[row_of], covers)
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The vocabulary columns a bounding head reads: their ids' head weights and, per id, its
+    column (-1 for an id not read)."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    place: torch.Tensor
+
+    @classmethod
+    def of(cls, lm: LM, ids: np.ndarray) -> Columns:
+        at = torch.as_tensor(np.unique(ids), device=lm.device)
+        place = torch.full((lm.vocab,), -1, dtype=torch.long, device=lm.device)
+        place[at] = torch.arange(len(at), device=lm.device)
+        weight: torch.Tensor = lm.head.weight  # type: ignore[assignment]  # a linear head's [vocab, hidden]
+        bias = getattr(lm.head, "bias", None)
+        return cls(weight[at].to(lm.logit_dtype), None if bias is None else bias[at].to(torch.float64), place)
+
+
+def _deep(state: torch.Tensor, cover: Cover) -> tuple[torch.Tensor, torch.Tensor]:
+    """For rows at node states ``state``: each deep covering token's row, and its index into
+    cover.tokens."""
+    counts = cover.ptr[state + 1] - cover.ptr[state]
+    row_of = torch.repeat_interleave(torch.arange(len(state), device=state.device), counts)
+    where = cover.ptr[state][row_of] + torch.arange(len(row_of), device=state.device) - torch.repeat_interleave(
+        torch.cumsum(counts, 0) - counts, counts)
+    return row_of, where
+
+
+def _shells(cover: Cover, row_of: torch.Tensor, where: torch.Tensor, deep: torch.Tensor, covers: torch.Tensor) -> None:
+    """covers[:, 1:]: per row, the log mass of the tokens matching d + 1 bytes or more (``deep``:
+    each deep covering token's log p), summed shell by shell from the deepest."""
     if cover.depth > 1:
+        n = len(covers)
         segment = row_of * (cover.depth - 1) + cover.shell[where]
-        shells = torch.full((n * (cover.depth - 1),), -math.inf, dtype=torch.float64, device=device)
-        add_at(shells, segment, deep - lse[row_of])
+        shells = torch.full((n * (cover.depth - 1),), -math.inf, dtype=torch.float64, device=covers.device)
+        add_at(shells, segment, deep)
         covers[:, 1:] = torch.logcumsumexp(shells.reshape(n, cover.depth - 1).flip(1), dim=1).flip(1)
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from marginal_core.errors import TooManyPathsError
-from marginal_core.estimators.prefix_heads import covers, node_tables, score_chunk
+from marginal_core.estimators.prefix_heads import Columns, bound_chunk, covers, node_tables, score_chunk
 from marginal_core.estimators.surprisal_result import interval_widths
 from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
 from marginal_core.lm.adapter import LM
@@ -45,6 +45,9 @@ from marginal_core.scoring.trie_run import TrieRun
 
 FIRST_ROWS = 64  # the most exits the first round after round 0 scores; each round doubles it
 MAX_ROWS = 1024  # the most a round scores unless a caller (a server's cap) says otherwise
+# An exit lighter than this beside the prefix probability at its node (or below a bounded prefix)
+# gets a bounding head: its share of any P(s<j) is too small to count but for the certificate.
+BOUND_BELOW = 1e-7
 Step = tuple[int, int]  # a prefix as (its parent prefix, the column of its arc in the parent's node)
 
 
@@ -99,11 +102,14 @@ def check_exact(lattice: Lattice, budget: int = DEFAULT_ENUMERATION_BUDGET) -> i
 
 
 class _Search:
-    """What the rounds over one text have scored: each prefix's parent, arc, node state and log p;
-    the lower bounds its covering masses add up to; its exits; the complete paths' log p."""
+    """What the rounds over one text have scored: each prefix's parent, arc, node state and log p
+    (an upper bound where the prefix is ``bound``: a bounding head scored it or one of its
+    ancestors); the lower bounds the exact prefixes' covering masses add up to, and the bounded
+    prefixes' covering bounds (``bounded``, per byte); its exits; the complete paths' log p."""
 
-    def __init__(self, lm: LM, lattice: Lattice, ctx: ContextState) -> None:
+    def __init__(self, lm: LM, lattice: Lattice, ctx: ContextState, bound_below: float) -> None:
         self.lm, self.lattice, self.ctx = lm, lattice, ctx
+        self.bound_below = math.log(bound_below) if bound_below > 0 else -math.inf
         self.tables, self.cover = node_tables(lattice, lm.device), covers(lattice, lm.vocab, lm.device)
         self.tokens = self.tables.tokens.cpu().numpy()
         self.next = self.tables.next_state.cpu().numpy()
@@ -117,9 +123,16 @@ class _Search:
         self.allowed: list[np.ndarray] = []
         self.scored: dict[Step, int] = {}  # (parent, column) -> prefix id, scored or in the round under way
         self.exits: dict[Step, float] = {}  # (parent, column) -> log mass, for exits not at the end
+        self.bound: list[bool] = []
         self.lower = np.full(lattice.end + 1, -math.inf)
         self.lower[0] = 0.0
+        self.bounded = np.full(lattice.end + 1, -math.inf)
         self.complete: list[float] = []
+        self.complete_bound: list[float] = []
+        self.text_ids = np.unique(np.concatenate([self.tokens[s, : self.width[s]] for s in range(len(self.node))]
+                                                 + [self.cover.tokens.cpu().numpy()]))
+        self.probable: set[int] = set()  # ids full heads found among their most probable
+        self.columns: tuple[int, Columns] | None = None  # the bounding head's columns, and len(probable) then
         self.rounds = 0
         self.stats = ScoreStats()
 
@@ -153,44 +166,53 @@ class _Search:
 
     def run(self, steps: Sequence[Step], progress: Progress | None) -> None:
         """Score the prefixes ``steps`` (parents before children; prefix ids count on from the ones
-        scored) in one trie run: their heads, then their log p, covering masses and exits."""
+        scored) in one trie run: their heads, then their log p, covering masses and exits. An exit
+        below a bounded prefix, or lighter than bound_below beside P(s<its node), gets a
+        bounding head."""
         first = len(self.state)
         for i, (parent, col) in enumerate(steps):
             if parent < 0:
                 self.state.append(0)
                 self.path.append(())
-            else:
-                self.state.append(int(self.next[self.state[parent], col]))
-                self.path.append(self.path[parent] + (int(self.tokens[self.state[parent], col]),))
-                self.scored[parent, col] = first + i
-                self.exits.pop((parent, col), None)
+                self.bound.append(False)
+                continue
+            state = int(self.next[self.state[parent], col])
+            mass = self.exits.pop((parent, col), None)
+            self.state.append(state)
+            self.path.append(self.path[parent] + (int(self.tokens[self.state[parent], col]),))
+            self.bound.append(self.bound[parent] or (mass is not None
+                                                     and mass - self.lower[self.node[state]] < self.bound_below))
+            self.scored[parent, col] = first + i
+        if any(self.bound[first:]) and (self.columns is None or self.columns[0] < len(self.probable)):
+            ids = np.concatenate([self.text_ids, np.fromiter(self.probable, np.int64, len(self.probable))])
+            self.columns = (len(self.probable), Columns.of(self.lm, ids))
         heads = self._heads(range(first, len(self.state)), progress)
         for pid in range(first, len(self.state)):
             parent, col = steps[pid - first]
-            log_p = 0.0 if parent < 0 else self.log_p[parent] + float(self.allowed[parent][col])
-            self.log_p.append(log_p)
+            self.log_p.append(0.0 if parent < 0 else self.log_p[parent] + float(self.allowed[parent][col]))
             allowed, cover = heads[pid]
             self.allowed.append(allowed)
             self._add(pid, cover)
         self.rounds += 1
 
     def _add(self, pid: int, cover: np.ndarray) -> None:
-        """A scored prefix's covering masses to the bytes ahead of it, and its exits."""
-        state, log_p = self.state[pid], self.log_p[pid]
+        """A scored prefix's covering masses to the bytes ahead of it (bounds, for a bounded one),
+        and its exits."""
+        state, log_p, bound = self.state[pid], self.log_p[pid], self.bound[pid]
         at = int(self.node[state]) + 1 + np.arange(len(cover))
         keep = (at <= self.lattice.end) & np.isfinite(cover)
-        np.logaddexp.at(self.lower, at[keep], log_p + cover[keep])
+        np.logaddexp.at(self.bounded if bound else self.lower, at[keep], log_p + cover[keep])
         for c in range(int(self.width[state])):
             mass = log_p + float(self.allowed[pid][c])
             if self.final[self.next[state, c]]:
-                self.complete.append(mass)
+                (self.complete_bound if bound else self.complete).append(mass)
             elif (pid, c) not in self.scored and mass > -math.inf:
                 self.exits[pid, c] = mass
 
     def _heads(self, pids: range, progress: Progress | None) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """Each prefix's arc log p and covering masses (float64, on the CPU), from one trie run
-        over their paths: the decoder feeds every node (scored ancestors again), the head only
-        the prefixes asked for."""
+        """Each prefix's arc log p and covering masses (float64, on the CPU; bounds for a bounded
+        prefix), from one trie run over their paths: the decoder feeds every node (scored
+        ancestors again), the head only the prefixes asked for."""
         out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         paths = [self.path[p] for p in pids if self.path[p]]
         trie = build_trie(paths, every_node=True)
@@ -202,18 +224,11 @@ class _Search:
         def head(hidden: torch.Tensor, blocks: list[tuple[int, int]], max_rows: int) -> None:
             rows = np.concatenate([np.arange(first, first + count) for first, count in blocks])
             take = np.flatnonzero(want[rows] >= 0)
-            step = self.lm.head_rows(max_rows)
-            for lo in range(0, len(take), step):
-                at = take[lo : lo + step]
-                pid = want[rows[at]]
-                state = torch.as_tensor([self.state[p] for p in pid], device=self.lm.device)
-                tok = self.tables.tokens[state]
-                allowed = torch.empty(tok.shape, dtype=torch.float64, device=self.lm.device)
-                cover = torch.full((len(at), self.cover.depth), -math.inf, dtype=torch.float64, device=self.lm.device)
-                score_chunk(self.lm, hidden[torch.as_tensor(at, device=hidden.device)], state, tok, self.cover,
-                            allowed, cover)
-                for p, a, c in zip(pid.tolist(), allowed.cpu().numpy(), cover.cpu().numpy(), strict=True):
-                    out[p] = (a[: self.width[self.state[p]]], c)
+            bound = np.array([self.bound[p] for p in want[rows[take]]], dtype=bool)
+            for kind, step in ((False, self.lm.head_rows(max_rows)), (True, max(1, max_rows))):
+                chosen = take[bound == kind]
+                for lo in range(0, len(chosen), step):
+                    self._score(hidden, chosen[lo : lo + step], want[rows[chosen[lo : lo + step]]], kind, out)
 
         budgets = (pass_tokens(self.lm, None), DEFAULT_ROW_TOKENS, pass_bytes(self.lm, None))
         run = TrieRun(self.lm, trie, self.ctx, *budgets, self.stats, progress, head)
@@ -222,6 +237,23 @@ class _Search:
                 run.run_trie()
             run.finish()
         return out
+
+    def _score(self, hidden: torch.Tensor, at: np.ndarray, pids: np.ndarray, bound: bool,
+               out: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+        """Rows ``at`` of hidden (prefixes ``pids``) through the full head, or a bounding head."""
+        device = self.lm.device
+        state = torch.as_tensor([self.state[p] for p in pids], device=device)
+        tok = self.tables.tokens[state]
+        allowed = torch.empty(tok.shape, dtype=torch.float64, device=device)
+        cover = torch.full((len(at), self.cover.depth), -math.inf, dtype=torch.float64, device=device)
+        rows = hidden[torch.as_tensor(at, device=hidden.device)]
+        if bound:
+            assert self.columns is not None  # made in run() before any bounded prefix is scored
+            bound_chunk(self.lm, rows, state, tok, self.cover, self.columns[1], allowed, cover)
+        else:
+            self.probable.update(score_chunk(self.lm, rows, state, tok, self.cover, allowed, cover).unique().tolist())
+        for p, a, c in zip(pids.tolist(), allowed.cpu().numpy(), cover.cpu().numpy(), strict=True):
+            out[p] = (a[: self.width[self.state[p]]], c)
 
     def choose(self, rows: int | None, slack: float) -> list[Step]:
         """The heaviest exits, as many as it takes for the rest to hold at most ``slack`` (log
@@ -237,7 +269,8 @@ class _Search:
         return sorted(map(tuple, steps[picked].tolist()))  # parents (lower ids) first
 
     def masses(self, started: float, done: bool, cancelled: bool = False) -> PrefixMasses:
-        """The bounds now: the upper adds the mass of the exits ending before each byte."""
+        """The bounds now: the upper adds the mass of the exits ending before each byte and the
+        bounded prefixes' covering bounds."""
         end = self.lattice.end
         by_node = np.full(end + 1, -math.inf)
         if self.exits:
@@ -245,26 +278,28 @@ class _Search:
             states = self.next[np.asarray(self.state)[steps[:, 0]], steps[:, 1]]
             np.logaddexp.at(by_node, self.node[states], np.fromiter(self.exits.values(), float, len(self.exits)))
         reach = np.concatenate([[-math.inf], np.logaddexp.accumulate(by_node)[:-1]])
-        upper = np.logaddexp(self.lower, reach)
+        upper = np.logaddexp(np.logaddexp(self.lower, reach), self.bounded)
         text = float(np.logaddexp.reduce(self.complete)) if self.complete else -math.inf
-        return PrefixMasses(self.lower.copy(), upper, text, float(np.logaddexp(text, reach[-1])), self.rounds,
+        text_upper = float(np.logaddexp.reduce([text, reach[-1], *self.complete_bound]))
+        return PrefixMasses(self.lower.copy(), upper, text, text_upper, self.rounds,
                             len(self.state), len(self.exits), time.perf_counter() - started, done, cancelled)
 
 
 def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextState, *,
                   boundaries: Sequence[int] | None = None, exact: bool = False, max_rows: int = MAX_ROWS,
                   tolerance: float = 0.01, time_budget: float | None = None, progress: Progress | None = None,
-                  should_stop: StopCheck | None = None, budget: int = DEFAULT_ENUMERATION_BUDGET
-                  ) -> Iterator[PrefixMasses]:
+                  should_stop: StopCheck | None = None, budget: int = DEFAULT_ENUMERATION_BUDGET,
+                  bound_below: float = BOUND_BELOW) -> Iterator[PrefixMasses]:
     """The bounds after every round of the search; the last is final. ``boundaries``: the region
     boundaries (lattice bytes, 0 and the end included; default every byte) whose intervals the
-    tolerance is about. ``exact`` scores every prefix (TooManyPathsError past ``budget``).
+    tolerance is about. The search scores at most ``budget`` prefixes; ``exact`` scores every
+    prefix (TooManyPathsError past ``budget``).
     progress hears each round's passes (tokens fed, of the round's)."""
     if exact:
         check_exact(lattice, budget)
     started = time.perf_counter()
     deadline = None if time_budget is None else started + time_budget
-    search = _Search(lm, lattice, lm.state_of(context))
+    search = _Search(lm, lattice, lm.state_of(context), 0.0 if exact else bound_below)
     cuts = np.asarray(boundaries if boundaries is not None else range(lattice.end + 1), dtype=np.int64)
 
     def user_stop() -> bool:
@@ -278,7 +313,7 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
         # every exit can widen the last region's bottom end against the text's end (the mass below
         # an exit may run through every byte after it): the rest must be small beside P(s<end)
         slack = math.log(math.expm1(tolerance) / 4) + float(now.lower[-1]) if not exact else -math.inf
-        steps = search.choose(None if exact else min(rows, max_rows), slack)
+        steps = search.choose(None if exact else max(0, min(rows, max_rows, budget - len(search.state))), slack)
         rows *= 2
         settled = not exact and (float(np.max(widths)) <= tolerance
                                  or (before is not None and float(np.max(np.abs(before - widths))) < tolerance))

@@ -44,8 +44,9 @@ def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", me
                      progress: Progress | None = None) -> Iterator[Surprisal]:
     """The text's surprisal after every round of the prefix search; the last is the result.
     ``search``: rounds of at most ``max_rows`` prefixes (a server's cap) until every ``unit``
-    region's interval is within ``tolerance`` nats, a round moves none by that much, the time
-    budget runs out, or should_stop; ``exact``: every prefix (TooManyPathsError past ``budget``).
+    region's interval is within ``tolerance`` nats, a round moves none by that much, ``budget``
+    prefixes are scored, the time budget runs out, or should_stop; ``exact``: every prefix
+    (TooManyPathsError past ``budget``).
     progress hears each round's passes (tokens fed, of the round's)."""
     spans = region_spans(m.text, unit, space)  # the choices and the text, checked before any work
     check_choice(method, SURPRISAL_METHODS, "surprisal method")

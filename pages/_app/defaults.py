@@ -15,6 +15,9 @@ MAX_SAMPLES = 100_000
 HOME_MAX_SAMPLES = 1_000
 # Exact enumeration is offered in the app up to this many paths (each path is scored).
 APP_EXACT_BUDGET = 2_000
+# The Surprisal page's search scores at most this many prefixes (a run's time and memory stay
+# bounded on a shared server; the intervals say what is left).
+APP_SEARCH_BUDGET = 20_000
 
 
 def exact_feasible(count: int, budget: int = APP_EXACT_BUDGET) -> bool:

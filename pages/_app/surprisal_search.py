@@ -12,7 +12,7 @@ import streamlit as st
 
 from marginal_core import MAX_BEAM_WIDTH
 from pages._app import live, server, shared_results
-from pages._app.defaults import APP_EXACT_BUDGET
+from pages._app.defaults import APP_EXACT_BUDGET, APP_SEARCH_BUDGET
 
 if TYPE_CHECKING:
     from marginal_core import Marginalizer, Surprisal
@@ -22,9 +22,9 @@ _STOPPED = "_surprisal_stopped"  # (key, Surprisal) of the session's last stoppe
 
 def search(key: Hashable, m: Marginalizer, method: str, label: str, on_update: Callable[[Surprisal], None]
          ) -> Surprisal:
-    """The text's surprisal under m (the search, its rounds capped by the server's beam-width cap;
-    or exact, up to APP_EXACT_BUDGET prefixes), each round passed to on_update and said on the
-    bar, widest interval first; a finished search is cached."""
+    """The text's surprisal under m (the search, up to APP_SEARCH_BUDGET prefixes, its rounds
+    capped by the server's beam-width cap; or exact, up to APP_EXACT_BUDGET prefixes), each round
+    passed to on_update and said on the bar, widest interval first; a finished search is cached."""
     from marginal_core import surprisal_stream
 
     done = shared_results.cached(key)
@@ -32,7 +32,8 @@ def search(key: Hashable, m: Marginalizer, method: str, label: str, on_update: C
         return done
     bar = live.Bar(label, "rounds")
     rows = server.policy().cap_beam_width(MAX_BEAM_WIDTH)  # the most prefixes a round scores, on this server
-    stream = surprisal_stream(m, method=method, max_rows=rows, budget=APP_EXACT_BUDGET, should_stop=bar.should_stop)
+    budget = APP_EXACT_BUDGET if method == "exact" else APP_SEARCH_BUDGET
+    stream = surprisal_stream(m, method=method, max_rows=rows, budget=budget, should_stop=bar.should_stop)
 
     def show(s: Surprisal) -> None:
         reached = [r for r in s.regions if r.upper - r.lower <= 0.05]

@@ -148,6 +148,22 @@ def test_every_round_certifies_brute_force(lm, text):
     assert rounds[-1].widest < 1e-6  # a tolerance of 1e-9 ends with nothing left that matters
 
 
+def test_bounding_heads_keep_the_certificate(lm):
+    """Every exit after round 0 through a bounding head (bound_below=1: a few columns, an upper
+    bound on each probability): after every round the bounds still hold brute force, the lower
+    bounds are round 0's (a bounded prefix adds to the upper only), and the text's marginal too."""
+    lm64 = float64_lm(lm)
+    m = Marginalizer(lm64, "rain.")
+    expected = brute_force_prefixes(lm64, m.lattice, m.context_ids)
+    rounds = list(prefix_masses(lm64, m.lattice, m.context_state(), tolerance=1e-9, bound_below=1.0))
+    assert len(rounds) > 1
+    for r in rounds:
+        assert np.all(r.lower <= expected + 1e-9) and np.all(r.upper >= expected - 1e-9)
+        np.testing.assert_array_equal(r.lower, rounds[0].lower)
+    exact = Marginalizer(lm64, "rain.").surprisal(method="exact")
+    assert rounds[-1].log_p_text <= exact.log_p_text + 1e-9 <= rounds[-1].log_p_text_upper + 2e-9
+
+
 def test_the_default_search_is_within_its_tolerance(smollm_model):
     """The default search ends with every region within 0.01 nats, and equals exact there."""
     m = Marginalizer(smollm_model, "It rained.")
@@ -170,6 +186,21 @@ def test_a_stopped_search_keeps_valid_bounds(smollm_model):
     assert np.all(stopped.prefix_upper >= exact.prefix_lower - 1e-5)
     for r, e in zip(stopped.regions, exact.regions, strict=True):
         assert r.lower - 1e-5 <= e.surprisal <= r.upper + 1e-5
+
+
+def test_a_servers_cap_bounds_every_round_after_round_zero(smollm_model):
+    """max_rows (a server's cap on the beam width) bounds the prefixes each round scores after
+    round 0; the bounds still certify the exact values."""
+    from marginal_core.estimators.surprisal_run import surprisal_stream
+
+    m = Marginalizer(smollm_model, "The cat sat.")
+    exact = m.surprisal(unit="byte", method="exact")
+    rounds = list(surprisal_stream(m, "byte", max_rows=8))
+    assert len(rounds) > 2
+    assert all(b.scored - a.scored <= 8 for a, b in zip(rounds, rounds[1:]))
+    last = rounds[-1]
+    assert np.all(last.prefix_lower <= exact.prefix_lower + 1e-5)
+    assert np.all(last.prefix_upper >= exact.prefix_lower - 1e-5)
 
 
 def test_the_time_budget_ends_after_round_zero(smollm_model):
