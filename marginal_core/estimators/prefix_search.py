@@ -12,7 +12,8 @@ its mass to any P(s<j) past the exit's node (their covering events are disjoint)
 ending at or past j is inside its parent's covering mass already. So ``upper(j) = lower(j) +``
 the mass of the exits ending before j, after every round and after a Stop.
 
-Round 0 is every prefix of the canonical tokenization and of its one-token splits, as one trie.
+Round 0 is every prefix of the canonical tokenization and each one-token split's prefixes up to
+where it rejoins the canonical path, as one trie.
 Each later round scores the heaviest exits (mass first: it certifies the text from its start),
 up to a number of rows that doubles each round, within a server's cap. The search stops when
 every region's interval is within the tolerance, a round moved no region's interval by that
@@ -146,8 +147,11 @@ class _Search:
         self.stats = ScoreStats()
 
     def seed(self) -> list[Step]:
-        """Round 0: the empty prefix, then every prefix of the canonical tokenization and of its
-        one-token splits, parents first (prefix ids count on from the ones scored)."""
+        """Round 0: the empty prefix, every prefix of the canonical tokenization, and each one-token
+        split's two prefixes that leave it (the split's first token, and both where the second
+        does not end the text), parents first (prefix ids count on from the ones scored). A
+        split's way on along the canonical tokens is left to the rounds after, by mass: it would
+        make round 0 quadratic in the text's length."""
         lattice, steps = self.lattice, [(-1, -1)]
         ids: dict[tuple[int, ...], tuple[int, int]] = {(): (0, 0)}  # a path -> its prefix id and node state
 
@@ -170,7 +174,7 @@ class _Search:
                 m = int(lattice.arc_end[a])
                 second = lattice.out_arcs(m) if m < v else range(0)
                 for b in (b for b in second if int(lattice.arc_end[b]) == v):
-                    add([*canonical[:i], int(lattice.arc_token[a]), int(lattice.arc_token[b]), *canonical[i + 1 :]])
+                    add([*canonical[:i], int(lattice.arc_token[a]), int(lattice.arc_token[b])])
         return steps
 
     def run(self, steps: Sequence[Step], progress: Progress | None) -> None:
