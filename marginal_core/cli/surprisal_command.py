@@ -35,14 +35,16 @@ def surprisal_command(args: argparse.Namespace) -> Surprisal:
     check_choice(args.method, SURPRISAL_METHODS, "surprisal method")
     tolerance = _tolerance(args.tolerance)
     marginalizer = Marginalizer(load_model(args.model, device=args.device, dtype=args.dtype), text, context)
-    bar = tqdm_bar(None, "surprisal", leave=False, unit="rounds")
+    bar = None  # drawn from the first round on: a refusal before any work prints its one line alone
     try:
         for s in surprisal_stream(marginalizer, args.unit, args.space, args.method, tolerance=tolerance):
+            bar = tqdm_bar(None, "surprisal", leave=False, unit="rounds") if bar is None else bar
             bar.update(1)
             bar.set_postfix_str(f"widest interval {s.widest:.2g} nats, {s.scored:,} prefixes")
         return s
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
 
 
 def _tolerance(value: str | None) -> float:
