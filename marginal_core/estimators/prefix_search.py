@@ -15,11 +15,13 @@ the mass of the exits ending before j, after every round and after a Stop.
 Round 0 is every prefix of the canonical tokenization and each one-token split's prefixes up to
 where it rejoins the canonical path, as one trie.
 Each later round scores the heaviest exits (mass first: it certifies the text from its start),
-up to a number of rows that doubles each round, within a server's cap. The search stops when
-every region's interval is within the tolerance, a round moved no region's interval by that
-much, the time budget ran out, or Stop; exact scores every exit until none is left. A round
-feeds its prefixes' scored ancestors through the decoder again (no KV is kept between rounds:
-a class's sessions hold nothing between passes) but runs the head on each prefix once.
+up to a number of rows that doubles each round, within a server's cap; an exit too light to count
+but for the certificate gets a bounding head (``prefix_heads.bound_chunk``: upper bounds only),
+where the model's head outweighs its decoder. The search stops when every region's interval is
+within the tolerance, a round moved no region's interval by that much, the budget of prefixes or
+the time budget ran out, or Stop; exact scores every exit until none is left. A round feeds its
+prefixes' scored ancestors through the decoder again (no KV is kept between rounds: a class's
+sessions hold nothing between passes) but runs the head on each prefix once.
 """
 
 from __future__ import annotations
