@@ -71,16 +71,6 @@ class PrefixMasses:
     done: bool
     cancelled: bool = False
 
-    @property
-    def exact(self) -> np.ndarray:
-        """Per byte: whether the bound is exact (no exit before it)."""
-        return self.upper <= self.lower
-
-    @property
-    def gap(self) -> float:
-        """The most nats by which any byte's prefix probability may lie above its lower bound."""
-        return float(np.max(self.upper - self.lower))
-
 
 def prefix_counts(lattice: Lattice) -> dict[int, int]:
     """The number of paths from byte 0 to each node (exact integers)."""
