@@ -32,7 +32,7 @@ import numpy as np
 
 from bench.peers.genlm_peer import GenlmPeer
 from marginal_core.estimators.marginalizer import Marginalizer
-from marginal_core.estimators.surprisal_result import region_spans
+from marginal_core.estimators.surprisal_result import intervals
 from marginal_core.estimators.surprisal_run import surprisal_stream
 from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
@@ -85,12 +85,10 @@ class Walk:
         self.process.wait(timeout=60)
 
 
-def word_widths(text: str, offset: int, lower: np.ndarray, upper: np.ndarray, coupled: bool) -> np.ndarray:
-    """Each word region's interval width from bounds on log P(s<j): ours (coupled ends,
-    surprisal_result.intervals) or the walk's own at 6008ecc ([lo_a - up_c, up_a - lo_c])."""
-    from marginal_core.estimators.surprisal_result import intervals
-
-    cuts = np.array([0] + [b + offset for _, b in region_spans(text, "word")])
+def word_widths(cuts: np.ndarray, lower: np.ndarray, upper: np.ndarray, coupled: bool) -> np.ndarray:
+    """Each region's interval width (regions between ``cuts``, lattice bytes) from bounds on
+    log P(s<j): ours (coupled ends, surprisal_result.intervals) or the walk's own at 6008ecc
+    ([lo_a - up_c, up_a - lo_c])."""
     a, c = cuts[:-1], cuts[1:]
     if coupled:
         bottom, top = intervals(lower, upper, a, c)
@@ -100,24 +98,23 @@ def word_widths(text: str, offset: int, lower: np.ndarray, upper: np.ndarray, co
 
 
 def run_text(lm: LM, text: str, walk: Walk | None, peer: GenlmPeer | None, width: int, tight_word: float,
-             budget: float | None = None) -> dict:
-    """One text: our word strip (timed alone after the context is warm; ``budget``: its time
-    budget), with the words certified within ``tight_word`` after each round; the walk's strip;
-    genlm's beam."""
-    m = Marginalizer(lm, text)
+             budget: float | None = None, context: str | None = None) -> dict:
+    """One text (after ``context``, if any): our word strip (timed alone after the context is
+    warm; ``budget``: its time budget), with the words certified within ``tight_word`` after each
+    round; the walk's strip (no context); genlm's beam."""
+    m = Marginalizer(lm, text, context)
     m.canonical_score()
-    offset = len(m.lattice.data) - len(text.encode("utf-8"))
     started, rounds = time.perf_counter(), []
     for strip in surprisal_stream(m, "word", time_budget=budget):
-        widths = word_widths(text, offset, strip.prefix_lower, strip.prefix_upper, True)
+        widths = word_widths(strip.cuts, strip.prefix_lower, strip.prefix_upper, True)
         rounds.append((time.perf_counter() - started, int(np.sum(widths <= tight_word))))
-    row = {"text": text, "bytes": len(m.lattice.data), "search_s": rounds[-1][0], "rounds": strip.rounds,
+    row = {"text": text, "kind": "", "bytes": len(m.lattice.data), "search_s": rounds[-1][0], "rounds": strip.rounds,
            "scored": strip.scored, "lower": strip.prefix_lower, "upper": strip.prefix_upper, "widths": widths,
            "first_s": rounds[0][0], "by_round": rounds}
     if walk is not None:
         theirs = walk.strip(text)
         row |= {"walk_s": theirs["seconds"], "walk_lower": theirs["lower"],
-                "walk_widths": word_widths(text, offset, theirs["lower"], theirs["upper"], False)}
+                "walk_widths": word_widths(strip.cuts, theirs["lower"], theirs["upper"], False)}
     if peer is not None:
         prefix = peer.prefix(m, width)
         row |= {"genlm_s": prefix.seconds, "genlm": prefix.log_z}
@@ -176,6 +173,8 @@ def main() -> None:
     parser.add_argument("--sentences", type=Path, default=SENTENCES, help="one text a line")
     parser.add_argument("--limit", type=int, help="the shortest N lines of the file (default: all)")
     parser.add_argument("--extra", type=Path, action="append", default=[], help="a file read as one more text")
+    parser.add_argument("--kinds", type=Path, help="a TSV of kind, context (\\n for a newline; empty: none) and "
+                                                   "text per line, in place of the sentences (bench/surprisal_kinds.tsv)")
     parser.add_argument("--walk", default="6008ecc", help="the commit whose walk runs beside ours, or none")
     parser.add_argument("--peer", choices=["genlm"], help="genlm-bytes' beam beside ours (own venv, built once)")
     parser.add_argument("--peer-width", type=int, default=16, help="the peer's beam width K")
@@ -185,7 +184,12 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="ours on this device (the walk and genlm stay on the CPU)")
     parser.add_argument("--dtype", default="float32")
     args = parser.parse_args()
-    texts = shortest(args.sentences, args.limit) + [p.read_text(encoding="utf-8").strip() for p in args.extra]
+    texts = [("", None, t) for t in shortest(args.sentences, args.limit) if args.kinds is None]
+    if args.kinds is not None:
+        for line in args.kinds.read_text(encoding="utf-8").splitlines():
+            kind, context, text = line.split("\t")
+            texts.append((kind, context.replace("\\n", "\n") or None, text))
+    texts += [("paragraph", None, p.read_text(encoding="utf-8").strip()) for p in args.extra]
     print(f"{machine()}\n", flush=True)
     rows: dict[str, list[dict]] = {}
     for model in args.models.split(","):
@@ -194,9 +198,10 @@ def main() -> None:
         peer = GenlmPeer(model, lm.tokenizer) if args.peer else None
         run_text(lm, WARM_UP, walk, peer, args.peer_width, args.tight_word)  # kernels and caches, ours and the peers'
         rows[model] = []
-        for text in texts:
-            rows[model].append(run_text(lm, text, walk, peer if len(text) < 200 else None, args.peer_width,
-                                        args.tight_word, args.time_budget))
+        for kind, context, text in texts:
+            rows[model].append(run_text(lm, text, walk if context is None else None,
+                                        peer if len(text) < 200 else None, args.peer_width, args.tight_word,
+                                        args.time_budget, context) | {"kind": kind})
             print(speed_line(model, rows[model][-1]), flush=True)
         for other in (walk, peer):
             if other is not None:
@@ -216,6 +221,14 @@ def main() -> None:
             theirs = np.concatenate([r["walk_widths"] for r in rs])
             line += f", walk {np.mean(theirs <= args.tight_word):.0%}"
         print(line)
+    print("\n| model | kind | text | bytes | search s | word interval widths (nats) | genlm K s |")
+    print("|" + "---|" * 7)
+    for model, rs in rows.items():
+        for r in rs:
+            widths = ", ".join(f"{w:.2g}" for w in r["widths"])
+            genlm = f"{r['genlm_s']:.1f}" if "genlm_s" in r else "-"
+            print(f"| {model} | {r['kind']} | {label(r['text'])} | {r['bytes']} | {r['search_s']:.1f} | {widths} "
+                  f"| {genlm} |")
     print(f"\n| model | text | max abs(search - walk) lower, bytes both within {args.tight} (n) "
           f"| max abs(genlm K={args.peer_width} - search), bytes ours within {args.tight} (n) |")
     print("|" + "---|" * 4)

@@ -57,6 +57,7 @@ _LAZY = {
     "TASK_METHODS": "marginal_core.estimators.methods",
     "DEFAULT_BEAM_WIDTH": "marginal_core.estimators.beam_width",
     "MAX_BEAM_WIDTH": "marginal_core.estimators.beam_width",
+    "DEFAULT_TOLERANCE": "marginal_core.estimators.beam_width",
     "auto_widths": "marginal_core.estimators.beam_width",
     "describe_rounds": "marginal_core.estimators.beam_width",
     "PROXY_BATCH_SIZE": "marginal_core.estimators.proxy",

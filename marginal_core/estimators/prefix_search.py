@@ -291,7 +291,7 @@ class _Search:
 
 
 def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextState, *,
-                  boundaries: Sequence[int] | None = None, exact: bool = False, max_rows: int = MAX_ROWS,
+                  boundaries: Sequence[int] | np.ndarray | None = None, exact: bool = False, max_rows: int = MAX_ROWS,
                   tolerance: float = 0.01, time_budget: float | None = None, progress: Progress | None = None,
                   should_stop: StopCheck | None = None, budget: int = DEFAULT_ENUMERATION_BUDGET,
                   bound_below: float | None = None) -> Iterator[PrefixMasses]:

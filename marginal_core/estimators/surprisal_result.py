@@ -164,6 +164,12 @@ class Surprisal:
         return bool(np.all(self.prefix_upper - self.prefix_lower <= EXACT_NATS))
 
     @property
+    def cuts(self) -> np.ndarray:
+        """The regions' boundaries as lattice bytes, 0 and the end included (the first region holds
+        a dummy-prefix space)."""
+        return np.array([0] + [b + self.offset for _, b in region_spans(self.text, self.unit, self.space)])
+
+    @property
     def widest(self) -> float:
         """The widest region's interval, in nats (inf where a region is not reached yet)."""
         return max((r.upper - r.lower for r in self.regions), default=0.0)
@@ -229,14 +235,13 @@ def _regions(s: Surprisal) -> tuple[Region, ...]:
     """Cut the byte-level bounds and the canonical tokens into s.unit's regions."""
     spans = region_spans(s.text, s.unit, s.space)
     data = s.text.encode("utf-8")
-    lattice_at = [0] + [b + s.offset for _, b in spans]  # the first region holds a dummy-prefix space
     canonical = np.zeros(len(spans))
     ends = np.array([b for _, b in spans])
     spaces = _space_bytes(s.text)
     for (u, v), lp in zip(s.canonical_spans, s.canonical_log_p.tolist(), strict=True):
         first = next((p for p in range(max(u - s.offset, 0), v - s.offset) if not spaces[p]), max(u - s.offset, 0))
         canonical[int(np.searchsorted(ends, first, side="right"))] -= lp
-    cuts = np.asarray(lattice_at)
+    cuts = s.cuts
     bottom, top = intervals(s.prefix_lower, s.prefix_upper, cuts[:-1], cuts[1:])
     lower, gap = s.prefix_lower[cuts], s.prefix_upper[cuts] - s.prefix_lower[cuts]
     with np.errstate(invalid="ignore"):  # a region the search has not reached yet: -inf - -inf

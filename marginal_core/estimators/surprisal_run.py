@@ -48,7 +48,7 @@ def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", me
     prefixes are scored, the time budget runs out, or should_stop; ``exact``: every prefix
     (TooManyPathsError past ``budget``).
     progress hears each round's passes (tokens fed, of the round's)."""
-    spans = region_spans(m.text, unit, space)  # the choices and the text, checked before any work
+    region_spans(m.text, unit, space)  # the choices and the text, checked before any work
     check_choice(method, SURPRISAL_METHODS, "surprisal method")
     if method == "exact":
         check_exact(m.lattice, budget)
@@ -60,8 +60,7 @@ def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", me
     offset = len(m.lattice.data) - len(m.text.encode("utf-8"))
     base = Surprisal(m.text, m.lm.name, m.context, dtype_name(m.lm.dtype), str(m.lm.device), method, unit, space,
                      offset, np.zeros(1), np.zeros(1), tuple(zip(nodes[:-1], nodes[1:])), canonical, -np.inf, 0.0)
-    cuts = [0] + [b + offset for _, b in spans]
-    for masses in prefix_masses(m.lm, m.lattice, state, boundaries=cuts, exact=method == "exact", max_rows=max_rows,
+    for masses in prefix_masses(m.lm, m.lattice, state, boundaries=base.cuts, exact=method == "exact", max_rows=max_rows,
                                 tolerance=tolerance, time_budget=time_budget, progress=progress,
                                 should_stop=should_stop, budget=budget):
         serving_hooks.checkpoint()

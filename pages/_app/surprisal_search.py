@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from marginal_core import MAX_BEAM_WIDTH
+from marginal_core import DEFAULT_TOLERANCE, MAX_BEAM_WIDTH
 from pages._app import live, server, shared_results
 from pages._app.defaults import APP_EXACT_BUDGET, APP_SEARCH_BUDGET
 
@@ -36,7 +36,7 @@ def search(key: Hashable, m: Marginalizer, method: str, label: str, on_update: C
     stream = surprisal_stream(m, method=method, max_rows=rows, budget=budget, should_stop=bar.should_stop)
 
     def show(s: Surprisal) -> None:
-        reached = [r for r in s.regions if r.upper - r.lower <= 0.05]
+        reached = [r for r in s.regions if r.upper - r.lower <= DEFAULT_TOLERANCE]
         bar.update(len(reached) / max(len(s.regions), 1),
                    f"{label}: round {s.rounds}, widest interval {s.widest:.2g} nats, {s.scored:,} prefixes "
                    f"in {s.seconds:.1f} s")
