@@ -1,8 +1,9 @@
 """What one prefix's head says about the bytes ahead (docs/design.md, "Surprisal"): the log p of
-the lattice's arcs from its node (to extend it) and its covering masses, the tokens whose surface
-begins with the bytes from its node to each byte ahead. The search scores prefixes through these:
-exactly (the whole vocabulary), or, for prefixes too light to matter but to the certificate, as
-upper bounds from a bounding head over a few columns.
+the lattice's arcs from its node (to extend it), its covering masses (the tokens whose surface
+begins with the bytes from its node to each byte ahead) and its next-byte masses (those that
+begin with the bytes up to a byte ahead and then any other byte). The search scores prefixes
+through these: exactly (the whole vocabulary), or, for prefixes too light to matter but to the
+certificate, as upper bounds from a bounding head over a few columns.
 """
 
 from __future__ import annotations
@@ -31,14 +32,19 @@ class Cover:
     each ordinary token's surface, 256 for the rest) and the byte-fallback token where the
     lattice has that arc (``fallback[s]``, -1 for none). The bytes after: the tokens matching two
     bytes or more, flat in ``tokens`` (state s's are ``ptr[s]:ptr[s+1]``), each with how many
-    bytes of the text it matches, less two (``shell``: it covers every j up to m + shell + 2)."""
+    bytes of the text it matches, less two (``shell``: it covers every j up to m + shell + 2),
+    and its byte after those (``after``, 256 where it ends there). ``ahead[s, d]``: the text's byte
+    m + d (256 past the end). ``order``: the vocabulary in surface order, for the second bytes."""
 
     label: torch.Tensor
     first: torch.Tensor
     fallback: torch.Tensor
     tokens: torch.Tensor
     shell: torch.Tensor
+    after: torch.Tensor
     ptr: torch.Tensor
+    ahead: torch.Tensor
+    order: SortedIds
     depth: int  # covering masses per row: the byte at m and the deeper shells
 
 
@@ -59,26 +65,41 @@ def node_tables(lattice: Lattice, device: torch.device) -> Tables:
 
 
 @dataclass(frozen=True, eq=False)
-class _SortedIds:
+class SortedIds:
     """A vocabulary's ordinary token ids in the order of its sorted surfaces (key k's ids are
-    ``ids[ptr[k]:ptr[k+1]]``), and each id's first surface byte (256: special, fallback, empty)."""
+    ``ids[ptr[k]:ptr[k+1]]``), and each id's first surface byte (256: special, fallback, empty).
+    The ids that begin with byte b are ``ids[lead[b]:lead[b+1]]``, ``second`` their next byte
+    (256: the surface is that one byte), on the model's device where ``on`` put them."""
 
     ids: np.ndarray
     ptr: np.ndarray
     first_byte: np.ndarray
+    lead: np.ndarray
+    second: np.ndarray
+    device_ids: torch.Tensor | None = None
+    device_second: torch.Tensor | None = None
+
+    def on(self, device: torch.device) -> SortedIds:
+        """The same ids with ``ids`` and ``second`` as tensors on device too."""
+        as_long = lambda a: torch.as_tensor(a, dtype=torch.long, device=device)  # noqa: E731
+        return SortedIds(self.ids, self.ptr, self.first_byte, self.lead, self.second, as_long(self.ids),
+                         as_long(self.second))
 
 
 _SORTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _sorted_ids(vocab: Vocabulary) -> _SortedIds:
+def _sorted_ids(vocab: Vocabulary) -> SortedIds:
     """The vocabulary's ids in surface order and their first bytes, built once per vocabulary."""
     if vocab not in _SORTED:
         counts = np.array([len(i) for i in vocab._ids], dtype=np.int64)
         flat = np.fromiter((t for ids in vocab._ids for t in ids), dtype=np.int64, count=int(counts.sum()))
+        lead = np.repeat(np.array([k[0] if k else -1 for k in vocab._keys], dtype=np.int64), counts)
+        second = np.repeat(np.array([k[1] if len(k) > 1 else 256 for k in vocab._keys], dtype=np.int64), counts)
         first = np.full(vocab.size, 256, dtype=np.int64)
-        first[flat] = np.repeat(np.array([k[0] if k else 256 for k in vocab._keys], dtype=np.int64), counts)
-        _SORTED[vocab] = _SortedIds(flat, np.concatenate([[0], np.cumsum(counts)]), first)
+        first[flat] = np.where(lead < 0, 256, lead)
+        _SORTED[vocab] = SortedIds(flat, np.concatenate([[0], np.cumsum(counts)]), first,
+                                   np.searchsorted(lead, np.arange(257)), second)
     return _SORTED[vocab]
 
 
@@ -98,9 +119,9 @@ def covers(lattice: Lattice, vocab_size: int, device: torch.device) -> Cover:
     vocab, data, keys = lattice.vocab, lattice.data, lattice.vocab._keys
     order = _sorted_ids(vocab)
     byte_ids = {t for t in vocab.byte_tokens if t is not None}
-    first, fallback, tokens, shells, ptr = [], [], [], [], [0]
+    first, fallback, tokens, shells, afters, ptr = [], [], [], [], [], [0]
     for node in lattice.nodes.tolist():
-        found = [np.zeros(0, dtype=np.int64)] * 2
+        found = [np.zeros(0, dtype=np.int64)] * 3
         first.append(data[node] if node < lattice.end else 256)
         arcs = lattice.out_arcs(node)
         fallback.append(next((int(t) for t in lattice.arc_token[arcs.start : arcs.stop] if int(t) in byte_ids), -1))
@@ -113,23 +134,32 @@ def covers(lattice: Lattice, vocab_size: int, device: torch.device) -> Cover:
                 shell[inner[0] - outer[0] : inner[1] - outer[0]] = d
                 d += 1
             lo, hi = outer
-            found = [order.ids[order.ptr[lo] : order.ptr[hi]], np.repeat(shell, order.ptr[lo + 1 : hi + 1] - order.ptr[lo:hi])]
+            after = [k[s + 2] if len(k) > s + 2 else 256 for k, s in zip(keys[lo:hi], shell.tolist(), strict=True)]
+            repeat = order.ptr[lo + 1 : hi + 1] - order.ptr[lo:hi]
+            found = [order.ids[order.ptr[lo] : order.ptr[hi]], np.repeat(shell, repeat), np.repeat(after, repeat)]
         tokens.append(found[0])
         shells.append(found[1])
+        afters.append(found[2])
         ptr.append(ptr[-1] + len(found[0]))
     flat_shells = np.concatenate(shells)
+    depth = int(flat_shells.max(initial=-1)) + 2
+    ahead = np.full((len(first), depth + 1), 256, dtype=np.int64)
+    for s, node in enumerate(lattice.nodes.tolist()):
+        ahead[s, : max(0, min(depth + 1, lattice.end - node))] = list(data[node : node + depth + 1])
     as_long = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.long, device=device)  # noqa: E731
     label = np.full(vocab_size, 256, dtype=np.int64)  # the model's head may have more rows than the tokenizer ids
     label[: min(vocab_size, len(order.first_byte))] = order.first_byte[:vocab_size]
     return Cover(as_long(label), as_long(first), as_long(fallback), as_long(np.concatenate(tokens)),
-                  as_long(flat_shells), as_long(ptr), int(flat_shells.max(initial=-1)) + 2)
+                 as_long(flat_shells), as_long(np.concatenate(afters)), as_long(ptr), as_long(ahead), order.on(device),
+                 depth)
 
 
 def score_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.Tensor, cover: Cover,
-                allowed: torch.Tensor, covers: torch.Tensor) -> torch.Tensor:
+                allowed: torch.Tensor, covers: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
     """One head chunk of rows, exactly: the allowed tokens' and deeper covering tokens' log p
     picked from the logits, then each row's mass by first byte (summed over the vocabulary in
-    place). Returns each row's TOP_TOKENS most probable ids (what a bounding head reads)."""
+    place) and its next-byte masses (``levels``, see :func:`next_levels`). Returns each row's
+    TOP_TOKENS most probable ids (what a bounding head reads)."""
     n, device = len(hidden), hidden.device
     row_of, where = _deep(state, cover)
     logits = lm.head_logits(hidden, {})
@@ -148,7 +178,47 @@ def score_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.Te
     first = mass.gather(1, cover.first[state][:, None])[:, 0].log() - norm
     covers[:, 0] = torch.logaddexp(first, torch.where(cover.fallback[state] >= 0, fallback - lse, -math.inf))
     _shells(cover, row_of, where, deep - lse[row_of], covers)
+    seconds = _second_bytes(probs, cover, cover.first[state])
+    next_levels(cover, state, mass.log() - norm[:, None], seconds.log() - norm[:, None], row_of, where,
+                deep - lse[row_of], covers, levels)
     return probs.topk(min(TOP_TOKENS, probs.shape[1]), dim=1).indices
+
+
+def _second_bytes(probs: torch.Tensor, cover: Cover, first: torch.Tensor) -> torch.Tensor:
+    """Per row, the mass of the tokens that begin with its byte ``first`` by their second byte
+    (256: the surface is that byte alone), in float64: the rows of one first byte at a time,
+    their class's columns a block at a time."""
+    order = cover.order
+    assert order.device_ids is not None and order.device_second is not None  # covers() put them on the device
+    out = torch.zeros((len(probs), 257), dtype=torch.float64, device=probs.device)
+    for b in first.unique().tolist():
+        if b > 255:
+            continue
+        rows = torch.nonzero(first == b)[:, 0]
+        for lo in range(int(order.lead[b]), int(order.lead[b + 1]), SUM_COLUMNS):
+            hi = min(lo + SUM_COLUMNS, int(order.lead[b + 1]))
+            block = probs[rows[:, None], order.device_ids[lo:hi]].to(torch.float64)
+            out[rows] = out[rows].index_add_(1, order.device_second[lo:hi], block)
+    return out
+
+
+def next_levels(cover: Cover, state: torch.Tensor, first: torch.Tensor, second: torch.Tensor, row_of: torch.Tensor,
+                where: torch.Tensor, deep: torch.Tensor, covers: torch.Tensor, levels: torch.Tensor) -> None:
+    """levels[r, d, c]: the log p of the tokens whose surface begins with the text's bytes m..m+d
+    and then byte c, for the row at node m (column 256 and bytes past the text are scratch). At the
+    byte the text has there it is the covering mass to m + d + 1, as the prefix bounds count it;
+    elsewhere: d = 0 the first-byte classes, d = 1 the second bytes, deeper the deep covering
+    tokens whose match stops at d."""
+    levels.fill_(-math.inf)
+    ahead = cover.ahead[state]
+    levels[:, 0] = first
+    if levels.shape[1] > 1:
+        levels[:, 1] = second
+    stops = (cover.shell[where] + 2 < levels.shape[1]) & (cover.after[where] < 256)
+    segment = (row_of * levels.shape[1] + cover.shell[where] + 2) * 257 + cover.after[where]
+    add_at(levels.view(-1), segment[stops], deep[stops])
+    for d in range(min(cover.depth, levels.shape[1])):
+        levels[:, d].scatter_(1, ahead[:, d : d + 1], covers[:, d : d + 1])
 
 
 def bound_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.Tensor, cover: Cover,

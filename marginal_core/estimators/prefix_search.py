@@ -12,8 +12,15 @@ its mass to any P(s<j) past the exit's node (their covering events are disjoint)
 ending at or past j is inside its parent's covering mass already. So ``upper(j) = lower(j) +``
 the mass of the exits ending before j, after every round and after a Stop.
 
+Each exactly scored prefix also adds its next-byte masses (``prefix_heads.next_levels``): for
+each byte j ahead of its node and each byte c, the tokens that begin with the bytes up to j and
+then c, summed into P(s<j, next byte c); the exits and bounded prefixes at nodes up to j hold
+what may be missing there.
+
 Round 0 is every prefix of the canonical tokenization and each one-token split's prefixes up to
-where it rejoins the canonical path, as one trie.
+where it rejoins the canonical path, as one trie: the canonical tokens' log p and the canonical
+prefix row (the canonical tokens before each byte and the mass of the tokens that begin with the
+bytes after them) come from its heads.
 Each later round scores the heaviest exits (mass first: it certifies the text from its start),
 up to a number of rows that doubles each round, within a server's cap; an exit too light to count
 but for the certificate gets a bounding head (``prefix_heads.bound_chunk``: upper bounds only),
@@ -52,13 +59,18 @@ MAX_ROWS = 1024  # the most a round scores unless a caller (a server's cap) says
 # gets a bounding head: its share of any P(s<j) is too small to count but for the certificate.
 BOUND_BELOW = 1e-7
 Step = tuple[int, int]  # a prefix as (its parent prefix, the column of its arc in the parent's node)
+HeadOut = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # a prefix's arc log p, covering and next-byte masses
 
 
 @dataclass(frozen=True)
 class PrefixMasses:
     """Bounds on log P(s<j) for every lattice byte j (``lower``, ``upper``: arrays of len + 1),
     and on the text's own marginal (the tokenizations that end exactly at its end), after
-    ``rounds`` rounds that scored ``scored`` prefixes; ``exits`` prefixes are left unscored."""
+    ``rounds`` rounds that scored ``scored`` prefixes; ``exits`` prefixes are left unscored.
+    ``canonical_log_p``: each canonical token's log p; ``canonical_prefix``: log of the canonical
+    prefix probability at every byte. ``next_lower[j, c]``: log P(s<j, next byte c) summed over
+    the exactly scored prefixes (j < len), ``next_open[j]``: log of the mass that may add to any
+    of byte j's (the exits and bounded prefixes at nodes up to j)."""
 
     lower: np.ndarray
     upper: np.ndarray
@@ -69,6 +81,10 @@ class PrefixMasses:
     exits: int
     seconds: float
     done: bool
+    canonical_log_p: np.ndarray
+    canonical_prefix: np.ndarray
+    next_lower: np.ndarray
+    next_open: np.ndarray
     cancelled: bool = False
 
 
@@ -120,6 +136,7 @@ class _Search:
         self.node = np.asarray(lattice.nodes, dtype=np.int64)
         self.col = {(s, int(t)): c for s in range(len(self.node)) for c, t in enumerate(self.tokens[s, : self.width[s]])}
         self.state: list[int] = []
+        self.parent: list[int] = []
         self.log_p: list[float] = []
         self.path: list[tuple[int, ...]] = []
         self.allowed: list[np.ndarray] = []
@@ -129,6 +146,10 @@ class _Search:
         self.lower = np.full(lattice.end + 1, -math.inf)
         self.lower[0] = 0.0
         self.bounded = np.full(lattice.end + 1, -math.inf)
+        self.next_lower = np.full((lattice.end, 256), -math.inf)
+        self.canonical_ids: list[int] = []  # the canonical tokenization's prefixes' ids, shortest first (round 0)
+        self.canonical_set: frozenset[int] = frozenset()
+        self.canonical_covers: dict[int, np.ndarray] = {}
         self.complete: list[float] = []
         self.complete_bound: list[float] = []
         self.text_ids = np.unique(np.concatenate([self.tokens[s, : self.width[s]] for s in range(len(self.node))]
@@ -161,6 +182,8 @@ class _Search:
 
         canonical, nodes = list(lattice.canonical), list(lattice.canonical_nodes)
         add(canonical)
+        self.canonical_ids = [len(self.state) + ids[tuple(canonical[:i])][0] for i in range(len(canonical))]
+        self.canonical_set = frozenset(self.canonical_ids)
         for i, (u, v) in enumerate(zip(nodes[:-1], nodes[1:], strict=True)):
             for a in lattice.out_arcs(u):
                 m = int(lattice.arc_end[a])
@@ -176,6 +199,7 @@ class _Search:
         bounding head."""
         first = len(self.state)
         for i, (parent, col) in enumerate(steps):
+            self.parent.append(parent)
             if parent < 0:
                 self.state.append(0)
                 self.path.append(())
@@ -195,18 +219,24 @@ class _Search:
         for pid in range(first, len(self.state)):
             parent, col = steps[pid - first]
             self.log_p.append(0.0 if parent < 0 else self.log_p[parent] + float(self.allowed[parent][col]))
-            allowed, cover = heads[pid]
+            allowed, cover, levels = heads[pid]
             self.allowed.append(allowed)
-            self._add(pid, cover)
+            self._add(pid, cover, levels)
         self.rounds += 1
 
-    def _add(self, pid: int, cover: np.ndarray) -> None:
+    def _add(self, pid: int, cover: np.ndarray, levels: np.ndarray | None) -> None:
         """A scored prefix's covering masses to the bytes ahead of it (bounds, for a bounded one),
-        and its exits."""
+        its next-byte masses (an exact one) and its exits."""
         state, log_p, bound = self.state[pid], self.log_p[pid], self.bound[pid]
-        at = int(self.node[state]) + 1 + np.arange(len(cover))
+        node = int(self.node[state])
+        at = node + 1 + np.arange(len(cover))
         keep = (at <= self.lattice.end) & np.isfinite(cover)
         np.logaddexp.at(self.bounded if bound else self.lower, at[keep], log_p + cover[keep])
+        if levels is not None:
+            ahead = self.next_lower[node : node + len(levels)]
+            np.logaddexp(ahead, log_p + levels[: len(ahead)], out=ahead)
+        if self.rounds == 0 and pid in self.canonical_set:
+            self.canonical_covers[pid] = cover
         for c in range(int(self.width[state])):
             mass = log_p + float(self.allowed[pid][c])
             if self.final[self.next[state, c]]:
@@ -214,11 +244,11 @@ class _Search:
             elif (pid, c) not in self.scored and mass > -math.inf:
                 self.exits[pid, c] = mass
 
-    def _heads(self, pids: range, progress: Progress | None) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """Each prefix's arc log p and covering masses (float64, on the CPU; bounds for a bounded
-        prefix), from one trie run over their paths: the decoder feeds every node (scored
-        ancestors again), the head only the prefixes asked for."""
-        out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    def _heads(self, pids: range, progress: Progress | None) -> dict[int, HeadOut]:
+        """Each prefix's arc log p, covering masses and next-byte masses (float64, on the CPU;
+        bounds and no next bytes for a bounded prefix), from one trie run over their paths: the
+        decoder feeds every node (scored ancestors again), the head only the prefixes asked for."""
+        out: dict[int, HeadOut] = {}
         paths = [self.path[p] for p in pids if self.path[p]]
         trie = build_trie(paths, every_node=True)
         want = np.full(1 + len(trie.token), -1, dtype=np.int64)
@@ -244,7 +274,7 @@ class _Search:
         return out
 
     def _score(self, hidden: torch.Tensor, at: np.ndarray, pids: np.ndarray, bound: bool,
-               out: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+               out: dict[int, HeadOut]) -> None:
         """Rows ``at`` of hidden (prefixes ``pids``) through the full head, or a bounding head."""
         device = self.lm.device
         state = torch.as_tensor([self.state[p] for p in pids], device=device)
@@ -255,10 +285,14 @@ class _Search:
         if bound:
             assert self.columns is not None  # made in run() before any bounded prefix is scored
             bound_chunk(self.lm, rows, state, tok, self.cover, self.columns[1], allowed, cover)
+            levels: list[np.ndarray | None] = [None] * len(pids)
         else:
-            self.probable.update(score_chunk(self.lm, rows, state, tok, self.cover, allowed, cover).unique().tolist())
-        for p, a, c in zip(pids.tolist(), allowed.cpu().numpy(), cover.cpu().numpy(), strict=True):
-            out[p] = (a[: self.width[self.state[p]]], c)
+            found = torch.empty((len(at), self.cover.depth + 1, 257), dtype=torch.float64, device=device)
+            self.probable.update(score_chunk(self.lm, rows, state, tok, self.cover, allowed, cover, found).unique().tolist())
+            reach = np.isfinite(cover.cpu().numpy()).sum(axis=1) + 1  # the levels a row's tokens reach
+            levels = [f[:r, :256] for f, r in zip(found.cpu().numpy(), reach.tolist(), strict=True)]
+        for p, a, c, v in zip(pids.tolist(), allowed.cpu().numpy(), cover.cpu().numpy(), levels, strict=True):
+            out[p] = (a[: self.width[self.state[p]]], c, v)
 
     def choose(self, rows: int | None, slack: float) -> list[Step]:
         """The heaviest exits, as many as it takes for the rest to hold at most ``slack`` (log
@@ -286,8 +320,42 @@ class _Search:
         upper = np.logaddexp(np.logaddexp(self.lower, reach), self.bounded)
         text = float(np.logaddexp.reduce(self.complete)) if self.complete else -math.inf
         text_upper = float(np.logaddexp.reduce([text, reach[-1], *self.complete_bound]))
-        return PrefixMasses(self.lower.copy(), upper, text, text_upper, self.rounds,
-                            len(self.state), len(self.exits), time.perf_counter() - started, done, cancelled)
+        return PrefixMasses(self.lower.copy(), upper, text, text_upper, self.rounds, len(self.state), len(self.exits),
+                            time.perf_counter() - started, done, *self.canonical(), self.next_lower.copy(),
+                            self.open_mass(), cancelled)
+
+    def open_mass(self) -> np.ndarray:
+        """Per byte j < len, the log mass that may still add to P(s<j, next byte c): the exits of
+        exact prefixes and the bounded prefixes below exact ones (what lies below them is inside
+        their mass), at nodes up to j."""
+        by_node = np.full(self.lattice.end, -math.inf)
+        bound = np.asarray(self.bound, dtype=bool)
+        if self.exits:
+            steps = np.array(list(self.exits), dtype=np.int64)
+            mass = np.fromiter(self.exits.values(), float, len(self.exits))
+            nodes = self.node[self.next[np.asarray(self.state)[steps[:, 0]], steps[:, 1]]]
+            keep = ~bound[steps[:, 0]] & (nodes < self.lattice.end)
+            np.logaddexp.at(by_node, nodes[keep], mass[keep])
+        parents = np.asarray(self.parent)
+        roots = np.flatnonzero(bound & ~bound[np.maximum(parents, 0)])
+        np.logaddexp.at(by_node, self.node[np.asarray(self.state)[roots]], np.asarray(self.log_p)[roots])
+        return np.logaddexp.accumulate(by_node)
+
+    def canonical(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each canonical token's log p, and the canonical prefix row: at byte j, log p of the
+        canonical tokens that end by j plus the log mass of the tokens that begin with the bytes
+        from the last of them to j (Pimentel & Meister's word probability, cut anywhere)."""
+        canonical, nodes = self.lattice.canonical, self.lattice.canonical_nodes
+        token = np.array([self.allowed[p][self.col[self.state[p], t]] for p, t in zip(self.canonical_ids, canonical,
+                                                                                     strict=True)])
+        row = np.full(self.lattice.end + 1, -math.inf)
+        before = np.concatenate([[0.0], np.cumsum(token)])
+        for i, p in enumerate(self.canonical_ids):
+            u, v = nodes[i], nodes[i + 1]
+            row[u] = before[i]
+            row[u + 1 : v] = before[i] + self.canonical_covers[p][: v - u - 1]
+        row[-1] = before[-1]
+        return token, row
 
 
 def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextState, *,

@@ -5,9 +5,13 @@ and cuts them into regions of any unit without the model.
 
 A region [a, b) of the text's bytes has the marginal surprisal log P(s<a) - log P(s<b), where
 P(s<j) is the probability that the model's string begins with the first j bytes; the regions'
-surprisals sum to -log P(s) as a prefix. The canonical row gives each canonical token's
-surprisal wholly to the region of its first byte that is not whitespace (a token of whitespace
-alone: its first byte), as token-level tools give a word the tokens that start in it.
+surprisals sum to -log P(s) as a prefix. Two rows of the canonical tokenization stand beside it:
+the naive canonical row gives each canonical token's surprisal wholly to the region of its first
+byte that is not whitespace (a token of whitespace alone: its first byte), as token-level tools
+give a word the tokens that start in it; the canonical prefix row cuts the canonical
+tokenization's own prefix probability at the region boundaries, as the marginal is cut (Pimentel
+& Meister's word probability). Each region also holds what the model expected at its first byte:
+the next byte's entropy and the rank of the byte that came (``next_bytes``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from marginal_core.errors import EmptyTextError, MarginalError, UnrepresentableTextError
+from marginal_core.estimators.next_bytes import NextBytes, NextCharacter
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,14 +34,18 @@ Space = Literal["trailing", "leading"]
 UNITS: tuple[str, ...] = ("byte", "char", "word")
 SPACES: tuple[str, ...] = ("trailing", "leading")
 SURPRISAL_METHODS: tuple[str, ...] = ("search", "exact")
-COLUMNS = ("index", "start_byte", "end_byte", "text", "surprisal", "surprisal_canonical", "lower", "upper", "exact")
+COLUMNS = ("index", "start_byte", "end_byte", "text", "surprisal", "surprisal_canonical", "surprisal_canonical_prefix",
+           "lower", "upper", "exact", "entropy", "rank")
+NATS_COLUMNS = ("surprisal", "surprisal_canonical", "surprisal_canonical_prefix", "lower", "upper", "entropy")
 EXACT_NATS = 1e-9  # bounds closer than this are one value (float64 sums of the same terms)
 
 
 @dataclass(frozen=True)
 class Region:
     """One region of the text: its byte span in the text's own UTF-8 bytes, its text, its marginal
-    surprisal (nats) with the interval the search certifies, and the canonical tokens' surprisal."""
+    surprisal (nats) with the interval the search certifies, the naive canonical row's and the
+    canonical prefix row's surprisal, and at its first byte the next byte's entropy (nats) and
+    the rank of the byte that came (0: not reached yet)."""
 
     index: int
     start_byte: int
@@ -44,9 +53,12 @@ class Region:
     text: str
     surprisal: float
     surprisal_canonical: float
+    surprisal_canonical_prefix: float
     lower: float
     upper: float
     exact: bool
+    entropy: float
+    rank: int
 
     def as_dict(self) -> dict[str, object]:
         """The region's fields by name (COLUMNS), in order."""
@@ -111,7 +123,9 @@ class Surprisal:
 
     ``prefix_lower``/``prefix_upper``: log P(s<j) at every byte j of the lattice's bytes (which
     begin with a dummy-prefix space where the tokenizer adds one: ``offset`` bytes);
-    ``canonical_spans`` and ``canonical_log_p``: each canonical token's byte span there and log p.
+    ``canonical_spans`` and ``canonical_log_p``: each canonical token's byte span there and log p;
+    ``canonical_prefix``: the canonical prefix probability's log at every byte; ``next``: what the
+    model expected at every byte (None: not computed, a store's older line).
     ``log_p_text`` is the text's marginal (tokenizations that end exactly at its end) found."""
 
     text: str
@@ -129,6 +143,8 @@ class Surprisal:
     canonical_log_p: np.ndarray
     log_p_text: float
     seconds: float
+    canonical_prefix: np.ndarray | None = None
+    next: NextBytes | None = None
     rounds: int = 0
     scored: int = 0
     cancelled: bool = False
@@ -179,14 +195,32 @@ class Surprisal:
         """-log2 p(text) per byte of the text: a scale on which models of different vocabularies compare."""
         return bits_per_byte(self.log_p_text, self.text)
 
-    def to_pandas(self, bits: bool = False) -> pd.DataFrame:
-        """One row a region (COLUMNS); surprisals in nats, or in bits with ``bits``."""
+    def next_characters(self, j: int, k: int = 5) -> list[NextCharacter]:
+        """The k most probable next characters at byte j of the text (0 to len - 1), most probable
+        first: P(next byte = c | the text's first j bytes), summed over tokenizations, with the
+        interval the search certifies (a character of several bytes by its first byte's mass)."""
+        return self._next().characters(j + self.offset, self.prefix_lower, self.prefix_upper, k)
+
+    def _next(self) -> NextBytes:
+        if self.next is None:
+            raise MarginalError("this surprisal has no next-character sums (a store's older line): "
+                                "compute it again with mc.surprisal")
+        return self.next
+
+    def to_pandas(self, bits: bool = False, next: int = 0) -> pd.DataFrame:
+        """One row a region (COLUMNS); surprisals and entropy in nats, or in bits with ``bits``;
+        ``next``: the columns next_1 .. next_k and p_next_1 .. p_next_k, the k most probable next
+        characters at each region's first byte."""
         import pandas as pd
 
         frame = pd.DataFrame([r.as_dict() for r in self.regions], columns=list(COLUMNS))
         if bits:
-            for column in ("surprisal", "surprisal_canonical", "lower", "upper"):
+            for column in NATS_COLUMNS:
                 frame[column] = frame[column] / math.log(2)
+        for i in range(next):
+            found = [self.next_characters(r.start_byte, next) for r in self.regions]
+            frame[f"next_{i + 1}"] = [f[i].label if i < len(f) else None for f in found]
+            frame[f"p_next_{i + 1}"] = [f[i].probability if i < len(f) else None for f in found]
         return frame
 
     def as_dict(self, seconds: float | None = None) -> dict[str, object]:
@@ -237,6 +271,7 @@ def _regions(s: Surprisal) -> tuple[Region, ...]:
     data = s.text.encode("utf-8")
     canonical = np.zeros(len(spans))
     ends = np.array([b for _, b in spans])
+    starts = np.array([a for a, _ in spans]) + s.offset
     spaces = _space_bytes(s.text)
     for (u, v), lp in zip(s.canonical_spans, s.canonical_log_p.tolist(), strict=True):
         first = next((p for p in range(max(u - s.offset, 0), v - s.offset) if not spaces[p]), max(u - s.offset, 0))
@@ -246,6 +281,11 @@ def _regions(s: Surprisal) -> tuple[Region, ...]:
     lower, gap = s.prefix_lower[cuts], s.prefix_upper[cuts] - s.prefix_lower[cuts]
     with np.errstate(invalid="ignore"):  # a region the search has not reached yet: -inf - -inf
         value = lower[:-1] - lower[1:]
+        row = s.canonical_prefix[cuts] if s.canonical_prefix is not None else np.full(len(cuts), np.nan)
+        prefix = row[:-1] - row[1:]
+    entropy = s.next.entropy[starts] if s.next is not None else np.full(len(spans), np.nan)
+    rank = s.next.rank[starts] if s.next is not None else np.zeros(len(spans), dtype=int)
     return tuple(Region(i, a, b, data[a:b].decode("utf-8", "backslashreplace"), float(value[i]), float(canonical[i]),
-                        float(bottom[i]), float(top[i]), bool(gap[i] <= EXACT_NATS and gap[i + 1] <= EXACT_NATS))
+                        float(prefix[i]), float(bottom[i]), float(top[i]),
+                        bool(gap[i] <= EXACT_NATS and gap[i + 1] <= EXACT_NATS), float(entropy[i]), int(rank[i]))
                  for i, (a, b) in enumerate(spans))
