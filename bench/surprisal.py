@@ -175,7 +175,9 @@ def main() -> None:
     parser.add_argument("--extra", type=Path, action="append", default=[], help="a file read as one more text")
     parser.add_argument("--kinds", type=Path, help="a TSV of kind, context (\\n for a newline; empty: none) and "
                                                    "text per line, in place of the sentences (bench/surprisal_kinds.tsv)")
-    parser.add_argument("--walk", default="6008ecc", help="the commit whose walk runs beside ours, or none")
+    parser.add_argument("--walk", default="6008ecc", help="the commit whose word strip runs beside ours (6008ecc: "
+                                                          "the walk; 3a2ee44: the search before the next "
+                                                          "characters and the canonical prefix row), or none")
     parser.add_argument("--peer", choices=["genlm"], help="genlm-bytes' beam beside ours (own venv, built once)")
     parser.add_argument("--peer-width", type=int, default=16, help="the peer's beam width K")
     parser.add_argument("--tight", type=float, default=0.02, help="nats: a byte's bounds count as exact within this")

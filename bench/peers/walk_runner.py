@@ -1,7 +1,8 @@
-"""The prefix walk as it was at 6008ecc, run from a worktree of that commit (bench.surprisal's
-baseline): started with PYTHONPATH at the worktree, it loads one model (argv[1]) and answers each
-line of standard input (a JSON text) with one JSON line: the word strip's seconds (after the
-context is warm) and its bounds at every byte."""
+"""A past commit's word strip, run from a worktree of that commit (bench.surprisal's baseline: the
+prefix walk at 6008ecc, or the search before the next characters at 3a2ee44): started with
+PYTHONPATH at the worktree, it loads one model (argv[1]) and answers each line of standard input
+(a JSON text) with one JSON line: the word strip's seconds (after the context is warm) and its
+bounds at every byte."""
 
 from __future__ import annotations
 

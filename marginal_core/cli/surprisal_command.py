@@ -1,6 +1,7 @@
 """`marginal surprisal`: a text's marginal surprisal by region beside the canonical tokenization's
-(docs/design.md, "Surprisal: where in the text"), as a table, CSV (``--csv``) or one JSON object
-(``--json``, always in nats). The choices and the text are checked before the model loads, so a
+two rows, naive and canonical prefix, with the next character's entropy at each region's start
+(and with ``--next K`` the K most probable next characters there) (docs/design.md, "Surprisal:
+where in the text"), as a table, CSV (``--csv``) or one JSON object (``--json``, always in nats). The choices and the text are checked before the model loads, so a
 mistyped unit costs no load; every refusal is one line and exit status 2 (``errors.run_cli``).
 """
 
@@ -34,6 +35,7 @@ def surprisal_command(args: argparse.Namespace) -> Surprisal:
     region_spans(text, args.unit, args.space)  # the unit, the space rule and the text, checked before the model loads
     check_choice(args.method, SURPRISAL_METHODS, "surprisal method")
     tolerance = _tolerance(args.tolerance)
+    _count(args.next)
     marginalizer = Marginalizer(load_model(args.model, device=args.device, dtype=args.dtype), text, context)
     bar = None  # drawn from the first round on: a refusal before any work prints its one line alone
     try:
@@ -62,16 +64,18 @@ def _tolerance(value: str | None) -> float:
 
 def show(args: argparse.Namespace, s: Surprisal) -> str:
     """What the command prints: one JSON object, the regions as CSV, or the readable summary."""
+    next = _count(args.next)
     if args.json:
-        return json.dumps(s.as_dict(), ensure_ascii=False)
+        return json.dumps(s.as_dict(next=next), ensure_ascii=False)
     if args.csv:
-        return s.to_pandas(bits=args.bits).to_csv(index=False).rstrip("\n")
-    return summary(s, args.bits)
+        return s.to_pandas(bits=args.bits, next=next).to_csv(index=False).rstrip("\n")
+    return summary(s, args.bits, next)
 
 
-def summary(s: Surprisal, bits: bool = False) -> str:
-    """The regions with their marginal surprisal, its interval and the canonical one, then the
-    totals and the sentence on what differs between the prefix probability and log p(text)."""
+def summary(s: Surprisal, bits: bool = False, next: int = 0) -> str:
+    """The regions with their marginal surprisal, its interval, the canonical prefix and naive
+    canonical rows, the entropy and rank at their start (and the ``next`` most probable next
+    characters), then the totals and the sentences on what the rows' differences are."""
     from marginal_core.viz.surprisal import difference_sentence
     from marginal_core.viz.text import show_piece
 
@@ -82,15 +86,24 @@ def summary(s: Surprisal, bits: bool = False) -> str:
     shown = [show_piece(r.text) for r in regions]
     wide = max(8, *map(len, shown))
     lines = [f"{s.model} on {s.device} in {s.dtype}, {context}; {s.unit} regions (space {s.space}), "
-             f"method {s.method} ({how}); surprisal in {unit}", "",
-             f"{'#':>4}  {'bytes':>9}  {'region':<{wide}}  {'marginal':>9}  {'interval':>19}  {'canonical':>9}"]
+             f"method {s.method} ({how}); surprisal and entropy in {unit}", "",
+             f"{'#':>4}  {'bytes':>9}  {'region':<{wide}}  {'marginal':>9}  {'interval':>19}  {'canon.pre':>9}  "
+             f"{'naive':>9}  {'entropy':>7}  {'rank':>4}" + ("  next" if next else "")]
     for r, piece in zip(regions, shown, strict=True):
         interval = "exact" if r.exact else f"[{r.lower * scale:.3f}, {r.upper * scale:.3f}]"
+        expected = "  " + "  ".join(f"{show_piece(c.label)} {c.probability:.2f}"
+                                    for c in s.next_characters(r.start_byte, next)) if next else ""
         lines.append(f"{r.index:>4}  {f'{r.start_byte}-{r.end_byte}':>9}  {piece:<{wide}}  "
-                     f"{r.surprisal * scale:>9.3f}  {interval:>19}  {r.surprisal_canonical * scale:>9.3f}")
+                     f"{r.surprisal * scale:>9.3f}  {interval:>19}  {r.surprisal_canonical_prefix * scale:>9.3f}  "
+                     f"{r.surprisal_canonical * scale:>9.3f}  {r.entropy * scale:>7.3f}  {r.rank:>4}{expected}")
     canonical = -float(s.canonical_log_p.sum())
-    lines += ["", f"sum of regions, -log P(text as a prefix): {s.total * scale:.3f} {unit}",
-              f"sum of the canonical row, -log p(canonical): {canonical * scale:.3f} {unit}",
+    lines += ["", "canon.pre: the canonical tokenization's prefix probability cut at the regions (Pimentel & "
+                  "Meister's word probability); naive: each canonical token's surprisal in the region of its first "
+                  "byte that is not whitespace, as token tools give it. naive - canon.pre is the whitespace "
+                  "convention; canon.pre - marginal is what the other tokenizations add. entropy and rank: the "
+                  "next character at the region's first byte, and where the one that came ranked.",
+              "", f"sum of regions, -log P(text as a prefix): {s.total * scale:.3f} {unit}",
+              f"sum of either canonical row, -log p(canonical): {canonical * scale:.3f} {unit}",
               f"log p(text): {_signed(s.log_p_text * scale)} {unit}",
               f"bits per byte: {s.bits_per_byte:.3f}" if math.isfinite(s.bits_per_byte) else "bits per byte: -",
               "", difference_sentence(s)]
@@ -98,6 +111,17 @@ def summary(s: Surprisal, bits: bool = False) -> str:
         lines.append("A region's interval is what the search certifies; 'exact': the search left nothing unscored "
                      "before it.")
     return "\n".join(lines)
+
+
+def _count(value: str | None) -> int:
+    """--next's K: a whole number from 0 to 256 (none: 0), else one clear error."""
+    from marginal_core.errors import MarginalError
+
+    if value is None:
+        return 0
+    if not value.isdigit() or int(value) > 256:
+        raise MarginalError(f"--next takes a whole number of characters from 0 to 256, not {value!r}")
+    return int(value)
 
 
 def _signed(value: float) -> str:
@@ -110,8 +134,9 @@ def add_command(subparsers: Any) -> None:
         "surprisal", help="where in the text: marginal surprisal by byte, character or word beside the canonical",
         description="The surprisal of each region of the text, -log P(the string begins with the region and what "
                     "precedes it) + log P(it begins with what precedes it), summed over every tokenization, beside "
-                    "the canonical tokenization's (each token's surprisal in the region of its first byte that is "
-                    "not whitespace). The regions sum to -log P(text as a prefix).")
+                    "the canonical tokenization's two rows: its prefix probability cut at the same regions, and the "
+                    "naive row (each token's surprisal in the region of its first byte that is not whitespace). "
+                    "The regions sum to -log P(text as a prefix).")
     p.add_argument("text", help="the text, or - to read it from standard input")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"embedded name, HF id or folder (default: {DEFAULT_MODEL})")
     p.add_argument("--context", help="text the tokenizations are conditioned on, or - (default: none)")
@@ -125,6 +150,9 @@ def add_command(subparsers: Any) -> None:
     p.add_argument("--tolerance", help=f"the search's target width of every region's interval, in nats "
                                        f"(default: {DEFAULT_TOLERANCE})")
     p.add_argument("--bits", action="store_true", help="the table and the CSV in bits (JSON stays in nats)")
+    p.add_argument("--next", metavar="K",
+                   help="the K most probable next characters at each region's first byte, summed over "
+                        "tokenizations (a character of several bytes by its first byte) (default: none)")
     shape = p.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="print one JSON object")
     shape.add_argument("--csv", action="store_true", help="print the regions as CSV")

@@ -223,12 +223,18 @@ class Surprisal:
             frame[f"p_next_{i + 1}"] = [f[i].probability if i < len(f) else None for f in found]
         return frame
 
-    def as_dict(self, seconds: float | None = None) -> dict[str, object]:
-        """The JSON object of ``marginal surprisal --json`` (non-finite floats as None)."""
+    def as_dict(self, seconds: float | None = None, next: int = 0) -> dict[str, object]:
+        """The JSON object of ``marginal surprisal --json`` (non-finite floats as None); ``next``:
+        each region's k most probable next characters at its first byte, as a list ``next``."""
         from marginal_core.estimators.jsonsafe import json_float
 
         regions = [{k: (json_float(v) if isinstance(v, float) else v) for k, v in r.as_dict().items()}
                    for r in self.regions]
+        for region, r in zip(regions, self.regions, strict=True):
+            if next:
+                region["next"] = [{"character": c.label, "byte": c.byte, "probability": c.probability,
+                                   "lower": c.lower, "upper": c.upper}
+                                  for c in self.next_characters(r.start_byte, next)]
         return {"text": self.text, "model": self.model, "context": self.context, "unit": self.unit,
                 "space": self.space, "method": self.method, "dtype": self.dtype, "device": self.device,
                 "regions": regions, "log_prefix_probability": json_float(self.log_prefix_probability),

@@ -19,12 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marginal_core.errors import MarginalError
 from marginal_core.tasks.datafiles import dataset_file, read_json_records
 from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import Request, Task
+
+if TYPE_CHECKING:
+    from marginal_core.tasks.scan_surprisal import Cut
 
 SUFFIXES = (".txt", ".jsonl", ".csv")
 
@@ -156,9 +159,9 @@ def parse_models(value: str) -> list[str]:
     return models
 
 
-def write_index(out: str | Path, dataset: str, models: Sequence[str], surprisal: tuple[str, str] | None = None) -> None:
-    """scan.json: the file scanned, each model's folder, so that readers find the parts, and the
-    (unit, space rule) surprisal.csv is cut by, once a run asked for the surprisal (kept after)."""
+def write_index(out: str | Path, dataset: str, models: Sequence[str], surprisal: Cut | None = None) -> None:
+    """scan.json: the file scanned, each model's folder, so that readers find the parts, and how
+    surprisal.csv is cut (unit, space rule, bits), once a run asked for the surprisal (kept after)."""
     path = Path(out) / "scan.json"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -167,7 +170,7 @@ def write_index(out: str | Path, dataset: str, models: Sequence[str], surprisal:
     known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     folders = {**known.get("models", {}), **{m: model_folder(out, m).name for m in models}}
     index = {"task": "scan", "dataset": Path(dataset).name, "models": folders}
-    cut = {"unit": surprisal[0], "space": surprisal[1]} if surprisal is not None else known.get("surprisal")
+    cut = surprisal.as_json() if surprisal is not None else known.get("surprisal")
     if cut is not None:
         index["surprisal"] = cut
     path.write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
@@ -201,22 +204,20 @@ def _columns(folder: Path) -> list[str]:
 
 def run_scan(file: str | Path, out: str | Path, models: Sequence[str], options: EvalOptions, *,
              shard: tuple[int, int] | None = None, merge_from: Sequence[str | Path] = (),
-             surprisal: tuple[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any], bool]:
+             surprisal: Cut | None = None) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """`marginal scan`: every text of the file under each model, into out (resumable), with
-    ``surprisal`` (unit, space rule) each text's surprisal by region too, then the exports; Ctrl-C
+    ``surprisal`` (how surprisal.csv is cut) each text's surprisal by region too, then the exports; Ctrl-C
     stops it and keeps what finished. Returns (the export's figures, the last model's report,
     whether it was stopped). Notes go to standard error."""
     from dataclasses import replace
 
-    from marginal_core.estimators.surprisal_result import SPACES, UNITS, check_choice
     from marginal_core.models import load_model
     from marginal_core.tasks.evaluator import evaluate
     from marginal_core.tasks.scan_report import export
-    from marginal_core.tasks.scan_surprisal import search_texts
+    from marginal_core.tasks.scan_surprisal import NO_WORDFREQ, has_wordfreq, search_texts
 
-    if surprisal is not None:
-        check_choice(surprisal[0], UNITS, "surprisal unit")
-        check_choice(surprisal[1], SPACES, "space rule")
+    if surprisal is not None and surprisal.unit == "word" and not has_wordfreq():
+        print(f"marginal scan: note: {NO_WORDFREQ}", file=sys.stderr)
     task = ScanTask(str(file), shard)
     texts = task.load(options)
     if bare := bare_leading_space(texts):

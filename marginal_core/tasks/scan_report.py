@@ -23,7 +23,7 @@ from marginal_core.tasks import markdown, store
 from marginal_core.tasks.gains import TOP, best_rows, gains, short_text
 from marginal_core.tasks.report import complete_items, load_rows, methods_present, task_report
 from marginal_core.tasks.scan_compare import comparisons
-from marginal_core.tasks.scan_surprisal import surprisal_markdown, surprisal_table
+from marginal_core.tasks.scan_surprisal import Cut, surprisal_markdown, surprisal_table
 
 
 def scan_report(out: str | Path, items: Sequence[str] | None = None,
@@ -158,11 +158,11 @@ def export(out: str | Path) -> dict[str, Any]:
     figures = {"texts": int(texts["id"].nunique()), "models": list(folders), "rows": len(texts), "paths": len(paths),
                "comparisons": [c.as_json() for c in pairs]}
     if (cut := _surprisal_cut(out)) is not None:
-        regions = surprisal_table(folders, cut["unit"], cut["space"])
+        regions = surprisal_table(folders, cut)
         store.write_whole(out / "surprisal.csv", partial(regions.to_csv, index=False))
         figures["surprisal_rows"] = len(regions)
         if len(regions):
-            parts.append(surprisal_markdown(regions, cut["unit"], cut["space"]))
+            parts.append(surprisal_markdown(regions, cut))
     store.write_whole(out / "report.md", lambda tmp: tmp.write_text("\n".join(parts), encoding="utf-8"))
     if (out / "scan.json").is_file():  # not one model's folder, whose report.json is its run's
         body = {**figures, "by_model": {m: {k: v for k, v in r.items() if k != "markdown"}
@@ -172,10 +172,11 @@ def export(out: str | Path) -> dict[str, Any]:
     return {**figures, "markdown": "\n".join(parts), "out": str(out)}
 
 
-def _surprisal_cut(out: Path) -> dict[str, str] | None:
-    """The unit and space rule a scan folder's surprisal.csv is cut by (scan.json's), or None."""
+def _surprisal_cut(out: Path) -> Cut | None:
+    """How a scan folder's surprisal.csv is cut (scan.json's), or None."""
     index = out / "scan.json"
-    return json.loads(index.read_text(encoding="utf-8")).get("surprisal") if index.is_file() else None
+    cut = json.loads(index.read_text(encoding="utf-8")).get("surprisal") if index.is_file() else None
+    return None if cut is None else Cut.of(cut)
 
 
 def across_models(texts: pd.DataFrame) -> str:

@@ -62,10 +62,11 @@ def eval_mt_command(args: argparse.Namespace) -> dict[str, Any]:
 def scan_command(args: argparse.Namespace) -> dict[str, Any]:
     """Score every text of a file under each model; export the tidy tables (Ctrl-C keeps what is done)."""
     from marginal_core.tasks.scan import parse_models, parse_shard, run_scan
+    from marginal_core.tasks.scan_surprisal import Cut
 
+    cut = Cut(args.surprisal, args.space, args.bits) if args.surprisal else None  # checked before any work
     found, report, stopped = run_scan(args.file, args.out, parse_models(args.models), _options(args),
-                                      shard=parse_shard(args.shard), merge_from=args.merge or (),
-                                      surprisal=(args.surprisal, args.space) if args.surprisal else None)
+                                      shard=parse_shard(args.shard), merge_from=args.merge or (), surprisal=cut)
     return {"report": f"{args.out}/report.md", "out": args.out, "model": ", ".join(found["models"]),
             "device": report.get("device", "-"), "dtype": report.get("dtype", "-"), "texts": found["texts"],
             "rows": found["rows"], "paths": found["paths"], "surprisal_rows": found.get("surprisal_rows"),
@@ -141,10 +142,14 @@ def add_commands(subparsers: Any) -> None:
                                                                "(shards run elsewhere); then score what is missing")
     scan.add_argument("--surprisal", metavar="UNIT",
                       help="also search each text's prefixes and write surprisal.csv: a row per text, model and region "
-                           "(byte, char or word), marginal and canonical surprisal (default: none)")
+                           "(byte, char or word): the marginal surprisal, the naive canonical and canonical prefix "
+                           "rows, the next character's entropy and rank at the region's start, its length and "
+                           "zipf_frequency (with wordfreq: pip install 'marginal[words]') (default: none)")
     scan.add_argument("--space", default="trailing",
                       help="with --surprisal word: trailing or leading, where the whitespace after a word goes "
                            "(default: trailing)")
+    scan.add_argument("--bits", action="store_true",
+                      help="with --surprisal: surprisal.csv's surprisals and entropy in bits (default: nats)")
     _options_arguments(scan, 100, "canonical,beam", width="auto")  # a new command: the anytime beam
     scan.set_defaults(run=scan_command)
 

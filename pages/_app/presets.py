@@ -33,9 +33,12 @@ PRESETS: tuple[Preset, ...] = (
         "",
         "The tokenizer keeps ␣powerhouse whole, yet Gemma 3 puts nearly all of the sentence's mass on "
         "␣power|house: the marginal is far above the canonical score. SmolLM2 keeps most of it on the canonical.",
-        on_surprisal="Under Gemma 3 the canonical row misplaces the surprise: it gives ␣powerhouse about 16.5 nats, "
-        "the marginal gives the word about 13.6, since Gemma puts 99.6% of the mass on ␣power|house, a cut the "
-        "canonical row never scores. Click the word to see both cuts on the Lattice page.",
+        on_surprisal="The two canonical rows part two effects. Other tokenizations: under Gemma 3 both canonical rows "
+        "give powerhouse about 16.5 nats and the marginal 13.6, since Gemma puts 99.6% of the mass on "
+        "␣power|house, a cut the canonical tokenization never takes. The whitespace convention: choose SmolLM2 and "
+        "the naive row gives The␣ 8.2 nats and powerhouse␣ 19.5, the canonical prefix row 13.7 and 14.4, the "
+        "marginal 13.7 and 14.3: the 5 nats the naive row moves are the closing space, charged to the next word, "
+        "not other tokenizations. Click the word to see both cuts on the Lattice page.",
     ),
     Preset(
         "Two models disagree",

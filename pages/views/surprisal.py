@@ -1,5 +1,6 @@
 """Surprisal: where in the text the model is surprised, region by region, by the canonical
-tokenization and by the marginal over every tokenization (and a second model's marginal)."""
+tokenization's two rows (naive, canonical prefix) and by the marginal over every tokenization (and
+a second model's marginal), with what the model expected at each region's first character."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import SPACES, SURPRISAL_METHODS, UNITS, region_spans, viz
-from marginal_core.viz.surprisal import bars_figure, difference_sentence, strip_html
+from marginal_core.viz.surprisal import COLOURINGS, bars_figure, difference_sentence, strip_html
 from pages._app import (
     inputs,
     live,
@@ -40,16 +41,21 @@ def page() -> None:
     projector.about(
         "A region's **marginal surprisal** is log P(s<a) − log P(s<b): P(s<j) is the probability, summed over "
         "every tokenization, that the model's string begins with the text's first j bytes, and the region runs "
-        "from byte a to byte b. The regions sum to −log P(text as a prefix). The **canonical row** (dashed, on "
-        "top) gives each canonical token's surprisal wholly to the region of its first non-whitespace byte, as "
-        "token-level tools do: where the model prefers other cuts, it puts the surprise in the wrong place or "
-        "overstates it. Hover a region for its numbers and the interval the search certifies; click it to open the "
-        "Lattice page on that stretch."
+        "from byte a to byte b. The regions sum to −log P(text as a prefix). Two rows of the canonical tokenization "
+        "stand on top. The **naive** row (dashed) gives each canonical token's surprisal wholly to the region of its "
+        "first non-whitespace byte, as token-level tools do: with tokens that carry a leading space it charges a "
+        "word's closing space to the next word. The **canonical prefix** row (dotted) cuts the canonical "
+        "tokenization's own prefix probability at the same boundaries (Pimentel & Meister's word probability, "
+        "minicons' bow correction). Naive − canonical prefix is that whitespace convention; canonical prefix − "
+        "marginal is what the other tokenizations add. Hover a marginal region for its numbers, the interval the "
+        "search certifies and the characters the model expected at its start (summed over tokenizations, so two "
+        "models compare on one axis); colour by rank to see where the one that came stood (GLTR's bins). Click a "
+        "region to open the Lattice page on that stretch."
     )
     loaders.require_lattice(inp)  # a text the tokenizer cannot represent is refused here
     figure, settings = projector.figure_first()
     with settings:
-        c = st.columns([1.5, 1.5, 1.4, 2.8])
+        c = st.columns([1.5, 1.5, 1.4, 1.4, 2.8])
         unit = c[0].segmented_control("Regions", UNITS, default="word", key="unit", bind="query-params", required=True,
                                       help="Cut the text into bytes, characters or whitespace-delimited words.")
         space = c[1].segmented_control("Spaces go", SPACES, default="trailing", key="space", bind="query-params",
@@ -59,7 +65,11 @@ def page() -> None:
                                         bind="query-params", required=True, help="search: rounds of batched passes "
                                         "over the heaviest prefixes, with a certified interval per region; exact: "
                                         "every prefix (short texts).")
-        name_b = inputs.model_box(c[3], server.policy(), "Second model (optional)", "model_b", index=None)
+        colour = c[3].segmented_control("Colour by", COLOURINGS, default="surprisal", key="colour",
+                                        bind="query-params", required=True, help="The marginal rows coloured by "
+                                        "surprisal, or by the rank of each region's first character among the "
+                                        "characters the model expected there: top 1, top 3, top 10, below.")
+        name_b = inputs.model_box(c[4], server.policy(), "Second model (optional)", "model_b", index=None)
     try:
         region_spans(inp.text, unit, space)
     except Exception as exc:  # noqa: BLE001 -- e.g. a text of whitespace alone
@@ -86,7 +96,7 @@ def page() -> None:
         shown = [s.by(unit, space) for s in found if s is not None]
         if shown:
             strip_spot.html(strip_html(shown, font="1.6em" if projector.on() else "1.1em",
-                                       links=region_links.lattice_links(inp, shown[0])))
+                                       links=region_links.lattice_links(inp, shown[0]), colour=colour))
             with totals_spot.container():
                 _totals(shown)
         bars_spot.plotly_chart(bars_figure(shown, projector=projector.on()), key=f"bars_{drawn[0]}")
@@ -152,8 +162,9 @@ def _totals(shown: list[Surprisal]) -> None:
         c[0].markdown(f"**{s.model}**")
         c[1].metric("Σ marginal row", _nats(s.total), help="The marginal row's regions summed: −log P(text as a "
                     "prefix), the probability that the model's string begins with the text.")
-        c[2].metric("Σ canonical row", _nats(-float(s.canonical_log_p.sum())),
-                    help="−log p(canonical): the canonical row's regions summed.")
+        c[2].metric("Σ canonical rows", _nats(-float(s.canonical_log_p.sum())),
+                    help="−log p(canonical): either canonical row's regions summed (they move surprisal between "
+                         "regions, not in or out).")
         c[3].metric("log p(text)", _nats(s.log_p_text), help="The tokenizations that end exactly at the text's end.")
         c[4].metric("bits per byte", f"{s.bits_per_byte:.3f}" if math.isfinite(s.bits_per_byte) else "—",
                     help="−log2 p(text) per byte of the text: comparable across vocabularies.")

@@ -43,11 +43,16 @@ def test_run_draws_the_strip_the_bars_and_the_totals():
     expected = Marginalizer(load_model(SMOL, dtype="float32"), TEXT, None).surprisal()
     assert regions(at) == len(expected.regions) == 3
     html = strip(at)
-    assert html.count("title='canonical smollm2-135m") == 3 and html.count("title='smollm2-135m") == 3
+    assert html.count("title='naive canonical · smollm2-135m") == 3 and html.count("title='smollm2-135m") == 3
+    assert html.count("title='canonical prefix · smollm2-135m") == 3 and "whitespace convention" in html
     assert "href='lattice?" in html and "first=3&amp;span=2" in html  # nice. -> ␣nice and .
+    first = expected.next_characters(0, 5)[0]  # " Paris ": what SmolLM2 expected at its first byte
+    assert f"next character expected: {first.label} {first.probability:.3f}" in html
+    assert f"came at rank {expected.regions[0].rank}" in html
     (bars,) = plotly(at)
-    canonical, marginal = bars.data
+    canonical, prefix, marginal = bars.data
     assert list(canonical.y) == pytest.approx([r.surprisal_canonical for r in expected.regions], abs=1e-6)
+    assert list(prefix.y) == pytest.approx([r.surprisal_canonical_prefix for r in expected.regions], abs=1e-6)
     assert list(marginal.y) == pytest.approx([r.surprisal for r in expected.regions], abs=1e-6)
     assert marginal.error_y.visible
     shown = {m.label: m.value for m in at.metric}
@@ -77,7 +82,22 @@ def test_a_second_model_adds_its_row_on_the_same_regions():
     html = strip(at)
     assert regions(at) == 3 and html.count("title='gemma3-270m") == 3 and html.count("title='smollm2-135m") == 3
     (bars,) = plotly(at)
-    assert [t.name for t in bars.data] == ["canonical (smollm2-135m)", "marginal (smollm2-135m)", "marginal (gemma3-270m)"]
+    assert [t.name for t in bars.data] == ["naive canonical (smollm2-135m)", "canonical prefix (smollm2-135m)",
+                                           "marginal (smollm2-135m)", "marginal (gemma3-270m)"]
+
+
+def test_colour_by_rank_from_the_url():
+    """colour=rank: the marginal chips take GLTR's bin colours by the rank of each region's first
+    character, with their key under the strip."""
+    from marginal_core.viz.surprisal import RANK_COLOURS
+
+    at = app("pages/views/surprisal.py", **LINK, colour="rank")
+    click(at, "run")
+    assert_clean(at)
+    assert at.segmented_control(key="colour").value == "rank"
+    html = strip(at)
+    assert "by the rank of the region's first character" in html and "top 10" in html
+    assert sum(html.count(f"background:{c}' title='smollm2-135m") for c in RANK_COLOURS) == 3
 
 
 @pytest.mark.parametrize(("params", "said"), [

@@ -44,6 +44,29 @@ def test_json_keys_and_regions_sum_to_the_prefix_probability(as_json):
     assert all(r["lower"] <= r["surprisal"] + 1e-9 and r["surprisal"] <= r["upper"] + 1e-9 for r in regions)
 
 
+def test_next_characters_in_the_json_the_csv_and_the_table(smollm_model, capsys):
+    """--next 3: each region's three most probable next characters at its first byte, most
+    probable first, in the JSON (with their intervals), the CSV's next_k columns and the table."""
+    assert cli_main(["surprisal", TEXT, *SETUP, "--json", "--next", "3"]) == 0
+    regions = json.loads(capsys.readouterr().out)["regions"]
+    assert all(len(r["next"]) == 3 for r in regions)
+    for r in regions:
+        chances = [c["probability"] for c in r["next"]]
+        assert chances == sorted(chances, reverse=True)
+        assert all(c["lower"] - 1e-9 <= c["probability"] <= c["upper"] + 1e-9 for c in r["next"])
+        assert 1 <= r["rank"] and r["entropy"] > 0
+    came = regions[1]["text"][0]  # "cat": the rank of "c" is where it stands among the candidates, if there
+    if came in [c["character"] for c in regions[1]["next"]]:
+        assert [c["character"] for c in regions[1]["next"]].index(came) + 1 == regions[1]["rank"]
+    assert cli_main(["surprisal", TEXT, *SETUP, "--csv", "--next", "2"]) == 0
+    frame = pd.read_csv(io.StringIO(capsys.readouterr().out), keep_default_na=False)
+    assert list(frame.columns) == [*COLUMNS, "next_1", "p_next_1", "next_2", "p_next_2"]
+    assert frame["next_1"].tolist() == [r["next"][0]["character"] for r in regions]
+    assert cli_main(["surprisal", TEXT, *SETUP, "--next", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "canon.pre" in out and "naive" in out and "whitespace convention" in out
+
+
 def test_csv_in_bits_and_the_summary(as_json, capsys):
     assert cli_main(["surprisal", TEXT, *SETUP, "--csv", "--bits"]) == 0
     frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
@@ -62,6 +85,7 @@ def test_csv_in_bits_and_the_summary(as_json, capsys):
     (["a b", "--space", "before"], "unknown space rule"),
     (["a b", "--method", "lattice"], "unknown surprisal method"),
     (["a b", "--tolerance", "0"], "tolerance is a positive number"),
+    (["a b", "--next", "many"], "a whole number of characters"),
     (["a\udc80b"], "not valid Unicode"),
     (["ab " * 3000], "context window"),
     (["The quick brown fox jumps over the lazy dog by the river.", "--method", "exact"], "over the budget"),
