@@ -55,7 +55,7 @@ def page() -> None:
     loaders.require_lattice(inp)  # a text the tokenizer cannot represent is refused here
     figure, settings = projector.figure_first()
     with settings:
-        c = st.columns([1.5, 1.5, 1.4, 1.4, 2.8])
+        c = st.columns([1.7, 1.5, 1.4, 1.4, 2.4])
         unit = c[0].segmented_control("Regions", UNITS, default="word", key="unit", bind="query-params", required=True,
                                       help="Cut the text into bytes, characters or whitespace-delimited words.")
         space = c[1].segmented_control("Spaces go", SPACES, default="trailing", key="space", bind="query-params",

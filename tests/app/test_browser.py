@@ -36,6 +36,8 @@ from bench.support.browser import (
     wait_until_idle,
 )
 
+from marginal_core.viz.surprisal import RANK_COLOURS
+
 SMOL = "smollm2-135m"
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")]
@@ -315,7 +317,9 @@ def test_a_text_too_long_for_a_link_leaves_a_page_that_reloads():
 
 def test_the_surprisal_strip_shows_and_a_region_opens_its_lattice_window():
     """Issue 42: Run on /surprisal draws the strip (a column of chips a region, its numbers on
-    hover); a click on a region opens the Lattice page on that stretch of the text."""
+    hover); a click on a region opens the Lattice page on that stretch of the text. Issue 50: the
+    naive and canonical prefix rows above the marginal, a marginal chip's hover with the next
+    characters the model expected and the rank of the one that came, and colouring by that rank."""
     text = " Paris is nice."
     with streamlit_server() as server, browser_page(1400, 1400) as page:
         run_button(page, f"{server.url}/surprisal?model={SMOL}&text={quote(text)}&context=&dtype=float32").click()
@@ -324,8 +328,24 @@ def test_the_surprisal_strip_shows_and_a_region_opens_its_lattice_window():
         settle(page)
         no_traceback(page)
         assert regions.count() == 3  # ␣Paris␣ | is␣ | nice.
-        assert "marginal" in regions.first.locator("span[title]").nth(1).get_attribute("title")
+        naive, prefix, marginal = (regions.nth(1).locator("span[title]").nth(i) for i in range(3))
+        assert naive.get_attribute("title").startswith("naive canonical")
+        assert prefix.get_attribute("title").startswith("canonical prefix")
+        marginal.hover()  # what the model expected at "is": its next characters, the rank of "i", the entropy
+        note = marginal.get_attribute("title")
+        assert "marginal" in note and "next character expected:" in note and "i came at rank" in note
+        assert "entropy" in note and "whitespace convention" in note
         page.screenshot(path=str(OUTPUT / "surprisal.png"))
+        page.locator(".st-key-colour button").filter(has_text="rank").click()  # GLTR's colours by rank
+        page.get_by_text("by the rank of the region's first character").wait_for()
+        settle(page)
+        no_traceback(page)
+        shades = {regions.nth(i).locator("span[title]").nth(2).evaluate("e => e.style.background") for i in range(3)}
+        gltr = {page.evaluate("c => { const e = document.createElement('span'); e.style.background = c; "
+                              "return e.style.background; }", c) for c in RANK_COLOURS}
+        assert shades <= gltr, (shades, gltr)
+        assert "colour=rank" in page.url
+        page.screenshot(path=str(OUTPUT / "surprisal_rank.png"))
         regions.nth(2).click()
         page.locator("h1").filter(has_text="The tokenization lattice").wait_for()
         assert "first=3" in page.url and "span=2" in page.url, page.url  # ␣nice and .
