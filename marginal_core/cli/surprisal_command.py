@@ -1,8 +1,9 @@
 """`marginal surprisal`: a text's marginal surprisal by region beside the canonical tokenization's
 two rows, naive and canonical prefix, with the next character's entropy at each region's start
 (and with ``--next K`` the K most probable next characters there) (docs/design.md, "Surprisal:
-where in the text"), as a table, CSV (``--csv``) or one JSON object (``--json``, always in nats). The choices and the text are checked before the model loads, so a
-mistyped unit costs no load; every refusal is one line and exit status 2 (``errors.run_cli``).
+where in the text"), as a table, CSV (``--csv``) or one JSON object (``--json``, always in nats).
+The choices and the text are checked before the model loads, so a mistyped unit costs no load;
+every refusal is one line and exit status 2 (``errors.run_cli``).
 """
 
 from __future__ import annotations

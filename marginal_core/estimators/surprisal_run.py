@@ -12,8 +12,8 @@ from typing import Protocol
 import numpy as np
 
 from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
-from marginal_core.estimators.prefix_search import MAX_ROWS, PrefixMasses, check_exact, prefix_masses
 from marginal_core.estimators.next_bytes import NextBytes
+from marginal_core.estimators.prefix_search import MAX_ROWS, PrefixMasses, check_exact, prefix_masses
 from marginal_core.estimators.surprisal_result import SURPRISAL_METHODS, Surprisal, check_choice, region_spans
 from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
 from marginal_core.lattice.proposal import proposal_of

@@ -35,7 +35,6 @@ from bench.support.browser import (
     streamlit_server,
     wait_until_idle,
 )
-
 from marginal_core.viz.surprisal import RANK_COLOURS
 
 SMOL = "smollm2-135m"
