@@ -124,11 +124,6 @@ def brute_force(lm64: LM, lattice, context: list[int]) -> Brute:
     return Brute(prefix, nxt, rest, canonical)
 
 
-def brute_force_prefixes(lm64: LM, lattice, context: list[int]) -> np.ndarray:
-    """log P(s<j) for every byte j by brute force."""
-    return brute_force(lm64, lattice, context).prefix
-
-
 @pytest.mark.parametrize(("text", "context"), [(" Paris", None), (" Paris", QUESTION), ("Né à", None)])
 def test_prefix_probabilities_equal_brute_force(lm, text, context):
     """Exact: every byte's log P(s<j), covering tokens included, within 1e-6 of brute force in
@@ -212,15 +207,21 @@ def test_every_round_certifies_brute_force(lm, text):
 def test_bounding_heads_keep_the_certificate(lm):
     """Every exit after round 0 through a bounding head (bound_below=1: a few columns, an upper
     bound on each probability): after every round the bounds still hold brute force, the lower
-    bounds are round 0's (a bounded prefix adds to the upper only), and the text's marginal too."""
+    bounds are round 0's (a bounded prefix adds to the upper only), and the text's marginal too;
+    each next byte's probability lies between its scored mass over the upper bound and its scored
+    and open mass (the bounded prefixes' included) over the lower."""
     lm64 = float64_lm(lm)
     m = Marginalizer(lm64, "rain.")
-    expected = brute_force_prefixes(lm64, m.lattice, m.context_ids)
+    brute = brute_force(lm64, m.lattice, m.context_ids)
+    expected, following = brute.prefix, np.exp(brute.next - brute.prefix[:-1, None])
     rounds = list(prefix_masses(lm64, m.lattice, m.context_state(), tolerance=1e-9, bound_below=1.0))
     assert len(rounds) > 1
     for r in rounds:
         assert np.all(r.lower <= expected + 1e-9) and np.all(r.upper >= expected - 1e-9)
         np.testing.assert_array_equal(r.lower, rounds[0].lower)
+        low = np.exp(r.next_lower - r.upper[:-1, None])
+        high = np.exp(np.logaddexp(r.next_lower, r.next_open[:, None]) - r.lower[:-1, None])
+        assert np.all(low <= following + 1e-9) and np.all(following <= high + 1e-9)
     exact = Marginalizer(lm64, "rain.").surprisal(method="exact")
     assert rounds[-1].log_p_text <= exact.log_p_text + 1e-9 <= rounds[-1].log_p_text_upper + 2e-9
 
