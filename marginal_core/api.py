@@ -22,27 +22,46 @@ if TYPE_CHECKING:
 
 
 def estimate(text: str, model: str | LM = DEFAULT_MODEL, methods: str | Sequence[str] = "beam",
-             context: str | None = None, **options: Any) -> Estimate | dict[str, Estimate]:
+             context: str | None = None, *, device: str | None = None, dtype: str | None = None,
+             **options: Any) -> Estimate | dict[str, Estimate]:
     """The text's estimate by one method (an Estimate), or by several (a comma list or a list: a
     dict of Estimates by method, in order); options as ``Marginalizer.stream`` takes them
-    (samples, seed, max_len, beam_width, ...). ``model``: a name, or a loaded model (``load_model``'s)."""
+    (samples, seed, max_len, beam_width, ...). ``model``: a name, loaded on ``device`` in
+    ``dtype`` (as the CLI's --device and --dtype; default auto), or a loaded model (``load_model``'s)."""
     from marginal_core.estimators.marginalizer import Marginalizer
 
     chosen = parse_methods(methods, allowed=[m.value for m in Method])
-    marginalizer = Marginalizer(model, text, context)
+    marginalizer = Marginalizer(_loaded(model, device, dtype), text, context)
     found = {name: marginalizer.estimate(name, **options) for name in chosen}
     single = isinstance(methods, (str, Method)) and "," not in str(methods)
     return found[chosen[0]] if single else found
 
 
 def surprisal(text: str, model: str | LM = DEFAULT_MODEL, context: str | None = None, unit: str = "word",
-              space: str = "trailing", method: str = "search", **settings: Any) -> Surprisal:
+              space: str = "trailing", method: str = "search", *, device: str | None = None,
+              dtype: str | None = None, **settings: Any) -> Surprisal:
     """The text's marginal surprisal by region (``unit``: byte, char or word; ``space``: trailing
     or leading; ``method``: search or exact) beside the canonical tokenization's, as a Surprisal
-    (a heat strip in a notebook; ``to_pandas()``). Settings as ``Marginalizer.surprisal``."""
+    (a heat strip in a notebook; ``to_pandas()``). ``model``, ``device`` and ``dtype`` as
+    :func:`estimate`'s; settings as ``Marginalizer.surprisal``."""
     from marginal_core.estimators.marginalizer import Marginalizer
 
-    return Marginalizer(model, text, context).surprisal(unit, space, method, **settings)
+    return Marginalizer(_loaded(model, device, dtype), text, context).surprisal(unit, space, method, **settings)
+
+
+def _loaded(model: str | LM, device: str | None, dtype: str | None) -> str | LM:
+    """A model's name loaded on device in dtype (either given), or the model as it is; a loaded
+    model with a device or dtype is one clear error (it is loaded already)."""
+    if device is None and dtype is None:
+        return model
+    if not isinstance(model, str):
+        from marginal_core.errors import MarginalError
+
+        raise MarginalError(f"device and dtype go with a model's name: {model.name} is loaded already "
+                            f"(load_model(name, device=..., dtype=...) loads it otherwise)")
+    from marginal_core.models import load_model
+
+    return load_model(model, device=device, dtype=dtype or "auto")
 
 
 def scan(file: str | Path, models: str | Sequence[str] = DEFAULT_MODEL, methods: str | Sequence[str] = "canonical,beam",

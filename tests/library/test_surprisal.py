@@ -362,3 +362,17 @@ def test_past_the_window_and_over_the_budget_are_refused_before_any_work(smollm_
     monkeypatch.setattr(smollm_model.config, "max_position_embeddings", 5)
     with pytest.raises(ContextWindowError):
         m.surprisal()
+
+
+def test_the_one_call_forms_take_a_device_and_a_dtype_with_a_models_name(smollm_model):
+    """mc.estimate and mc.surprisal take --device and --dtype as the CLI does (a model's name is
+    loaded so); with a model loaded already, either is one clear error."""
+    import marginal_core as mc
+
+    s = mc.surprisal("The cat sat.", "smollm2-135m", device="cpu", dtype="float32")
+    assert (s.dtype, s.device, s.model) == ("float32", "cpu", "smollm2-135m")
+    e = mc.estimate(" Paris", model="smollm2-135m", methods="canonical", device="cpu", dtype="float32")
+    assert e.source is not None and (e.source.dtype, e.source.device) == ("float32", "cpu")
+    assert e.log_p_canonical == pytest.approx(Marginalizer(smollm_model, " Paris").canonical_score().log_p, abs=1e-5)
+    with pytest.raises(MarginalError, match="device and dtype go with a model's name"):
+        mc.surprisal("The cat sat.", smollm_model, dtype="float32")
