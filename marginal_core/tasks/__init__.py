@@ -14,7 +14,9 @@ loop (:func:`marginal_core.tasks.evaluator.evaluate`) runs every task.
   each sentence's distinct proxy samples, by sentence length (the app's Rank correlation page
   and ``bench/paper_tables/`` run it).
 * :mod:`marginal_core.tasks.scan`: the texts of a .txt/.jsonl/.csv file, each scored as it is
-  (after its optional context); :mod:`marginal_core.tasks.scan_report`: the gains, tidy exports.
+  (after its optional context); :mod:`marginal_core.tasks.scan_report`: the gains, tidy exports;
+  :mod:`marginal_core.tasks.scan_surprisal`: surprisal.csv; :mod:`marginal_core.tasks.scan_compare`:
+  compare.csv.
 * :mod:`marginal_core.tasks.report` and :mod:`marginal_core.tasks.report_tables`: Tables 2, 3 and 4
   from results folders.
 * :mod:`marginal_core.tasks.options`: the options every task takes (``EvalOptions``).
@@ -27,5 +29,5 @@ Importing this package is cheap; the heavy modules load when used.
 
 from __future__ import annotations
 
-__all__ = ["task", "options", "evaluator", "qa", "mt", "rank", "scan", "scan_report", "datafiles", "report", "tables",
-           "store", "cli"]
+__all__ = ["task", "options", "evaluator", "qa", "mt", "rank", "scan", "scan_report", "scan_surprisal", "scan_compare",
+           "datafiles", "report", "report_tables", "store", "task_commands"]

@@ -12,6 +12,8 @@ from collections import defaultdict
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "marginal_core"
 MAX_LINES = 450
@@ -64,6 +66,17 @@ def test_no_module_is_over_450_lines():
     paths = [ROOT / "app.py", *(p for folder in folders for p in folder.rglob("*.py"))]
     long = {str(p.relative_to(ROOT)): n for p in paths if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, long
+
+
+@pytest.mark.parametrize("package", ["marginal_core", "marginal_core.models", "marginal_core.tasks", "marginal_core.viz"])
+def test_every_name_in_a_packages_all_exists(package):
+    """`from package import *` works: each name of __all__ is an attribute or a submodule."""
+    import importlib.util
+
+    module = importlib.import_module(package)
+    missing = [name for name in module.__all__ if not hasattr(module, name)
+               and importlib.util.find_spec(f"{package}.{name}") is None]
+    assert not missing, f"{package}.__all__ names {missing}, which do not exist"
 
 
 def test_no_public_name_is_shadowed_by_a_module():
