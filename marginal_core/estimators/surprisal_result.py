@@ -217,8 +217,8 @@ class Surprisal:
         if bits:
             for column in NATS_COLUMNS:
                 frame[column] = frame[column] / math.log(2)
+        found = [self.next_characters(r.start_byte, next) for r in self.regions] if next else []
         for i in range(next):
-            found = [self.next_characters(r.start_byte, next) for r in self.regions]
             frame[f"next_{i + 1}"] = [f[i].label if i < len(f) else None for f in found]
             frame[f"p_next_{i + 1}"] = [f[i].probability if i < len(f) else None for f in found]
         return frame
