@@ -104,7 +104,9 @@ def summary(s: Surprisal, bits: bool = False, next: int = 0) -> str:
                   "convention; canon.pre - marginal is what the other tokenizations add. entropy and rank: the "
                   "next character at the region's first byte, and where the one that came ranked.",
               "", f"sum of regions, -log P(text as a prefix): {s.total * scale:.3f} {unit}",
-              f"sum of either canonical row, -log p(canonical): {canonical * scale:.3f} {unit}",
+              f"sum of the canonical prefix row, -log P(text as a prefix) along the canonical tokenization: "
+              f"{-float(s.canonical_prefix[-1]) * scale:.3f} {unit}" if s.canonical_prefix is not None else "",
+              f"sum of the naive row, -log p(canonical): {canonical * scale:.3f} {unit}",
               f"log p(text): {_signed(s.log_p_text * scale)} {unit}",
               f"bits per byte: {s.bits_per_byte:.3f}" if math.isfinite(s.bits_per_byte) else "bits per byte: -",
               "", difference_sentence(s)]

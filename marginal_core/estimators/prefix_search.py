@@ -342,19 +342,18 @@ class _Search:
         return np.logaddexp.accumulate(by_node)
 
     def canonical(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each canonical token's log p, and the canonical prefix row: at byte j, log p of the
-        canonical tokens that end by j plus the log mass of the tokens that begin with the bytes
-        from the last of them to j (Pimentel & Meister's word probability, cut anywhere)."""
+        """Each canonical token's log p, and the canonical prefix row: at byte j, the canonical
+        path's share of log P(s<j), log p of the canonical tokens that end before j plus the log
+        mass of the tokens that begin with the bytes from the last of them to j (Pimentel &
+        Meister's word probability, cut anywhere)."""
         canonical, nodes = self.lattice.canonical, self.lattice.canonical_nodes
         token = np.array([self.allowed[p][self.col[self.state[p], t]] for p, t in zip(self.canonical_ids, canonical,
                                                                                      strict=True)])
-        row = np.full(self.lattice.end + 1, -math.inf)
+        row = np.zeros(self.lattice.end + 1)
         before = np.concatenate([[0.0], np.cumsum(token)])
         for i, p in enumerate(self.canonical_ids):
             u, v = nodes[i], nodes[i + 1]
-            row[u] = before[i]
-            row[u + 1 : v] = before[i] + self.canonical_covers[p][: v - u - 1]
-        row[-1] = before[-1]
+            row[u + 1 : v + 1] = before[i] + self.canonical_covers[p][: v - u]
         return token, row
 
 

@@ -158,15 +158,17 @@ def _search(side: inputs.Inputs, key: tuple, method: str, update: Callable[[Surp
 def _totals(shown: list[Surprisal]) -> None:
     """Per model the regions' sum, log p(text) and bits per byte, and the sentence on what differs."""
     for s in shown:
-        c = st.columns([2, 1, 1, 1, 1])
+        c = st.columns([2, 1, 1, 1, 1, 1])
         c[0].markdown(f"**{s.model}**")
         c[1].metric("Σ marginal row", _nats(s.total), help="The marginal row's regions summed: −log P(text as a "
                     "prefix), the probability that the model's string begins with the text.")
-        c[2].metric("Σ canonical rows", _nats(-float(s.canonical_log_p.sum())),
-                    help="−log p(canonical): either canonical row's regions summed (they move surprisal between "
-                         "regions, not in or out).")
-        c[3].metric("log p(text)", _nats(s.log_p_text), help="The tokenizations that end exactly at the text's end.")
-        c[4].metric("bits per byte", f"{s.bits_per_byte:.3f}" if math.isfinite(s.bits_per_byte) else "—",
+        prefix = -float(s.canonical_prefix[-1]) if s.canonical_prefix is not None else math.nan
+        c[2].metric("Σ canonical prefix row", _nats(prefix), help="The canonical prefix row's regions summed: the "
+                    "canonical tokenization's share of −log P(text as a prefix) (its last token may run on).")
+        c[3].metric("Σ naive row", _nats(-float(s.canonical_log_p.sum())),
+                    help="−log p(canonical): the naive row's regions summed.")
+        c[4].metric("log p(text)", _nats(s.log_p_text), help="The tokenizations that end exactly at the text's end.")
+        c[5].metric("bits per byte", f"{s.bits_per_byte:.3f}" if math.isfinite(s.bits_per_byte) else "—",
                     help="−log2 p(text) per byte of the text: comparable across vocabularies.")
     st.caption(difference_sentence(shown[0]))
 
