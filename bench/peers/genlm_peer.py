@@ -13,30 +13,26 @@ weights sum token probabilities over its trie in float32. ``prefix`` asks instea
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
-import subprocess
-import sys
 import tempfile
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 
+from bench.peers.venv import PeerProcess, ensure_venv, pinned_torch
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.lattice.paths import Path as TokenPath
 from marginal_core.lattice.tokenizer import TokenizerLike
 from marginal_core.lattice.vocab import vocabulary
 from marginal_core.models import model_cache_dir
-from marginal_core.models.caches import cache_root
 from marginal_core.scoring.trie_scoring import score_paths
 
 RUNNER = Path(__file__).with_name("genlm_runner.py")
+CHECK = "import genlm.bytes, genlm.backend.llm"  # the venv is built when this runs
 
 
 def recipe() -> list[list[str]]:
@@ -45,34 +41,8 @@ def recipe() -> list[list[str]]:
     torch and transformers pinned to ours (a torch without a pin pulls CUDA wheels)."""
     return [
         ["--no-deps", "genlm-bytes==0.2.0", "genlm-backend==0.3.1"],
-        [f"torch=={version('torch').split('+')[0]}", f"transformers=={version('transformers')}",
-         f"numpy=={version('numpy')}", "scipy", "numba", "pandas", "ipython", "arsenal"],
+        [*pinned_torch(), f"numpy=={version('numpy')}", "scipy", "numba", "pandas", "ipython", "arsenal"],
     ]
-
-
-def venv_dir() -> Path:
-    return cache_root() / "peers" / "genlm-venv"
-
-
-def ensure_venv(log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)) -> Path:
-    """The peer venv's python, building the venv first when missing or built by another recipe."""
-    venv, wanted = venv_dir(), json.dumps(recipe())
-    marker, python = venv / "marginal-peer.json", venv / "bin" / "python"
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / "genlm-venv.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time
-        if marker.is_file() and marker.read_text() == wanted:
-            return python
-        log(f"building the genlm-bytes peer venv in {venv} (a few minutes, once)")
-        started = time.perf_counter()
-        shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        for line in recipe():
-            subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-warn-conflicts", *line], check=True)
-        subprocess.run([str(python), "-c", "import genlm.bytes, genlm.backend.llm"], check=True)
-        marker.write_text(wanted)  # written last: a broken build is rebuilt next time
-        log(f"peer venv built in {time.perf_counter() - started:.0f} s")
-    return python
 
 
 @dataclass(frozen=True)
@@ -102,12 +72,9 @@ class GenlmPeer:
     """A genlm-bytes subprocess holding one model; ``run`` and ``prefix`` beam one Marginalizer's text."""
 
     def __init__(self, model: str, tokenizer: TokenizerLike) -> None:
-        python = ensure_venv()
+        python = ensure_venv("genlm", recipe(), CHECK)
         vocab, folder = vocabulary(tokenizer), model_cache_dir(model)
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        # -P: the runner's folder stays off sys.path, so nothing beside it can shadow genlm
-        self.process = subprocess.Popen([str(python), "-P", str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        text=True, env=env)
+        self.peer = PeerProcess("genlm", python, RUNNER)
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump({"surfaces": [None if s is None else s.hex() for s in vocab.surfaces],
                        "byte_pieces": [t for t in vocab.byte_tokens if t is not None]}, f)
@@ -118,16 +85,7 @@ class GenlmPeer:
             os.unlink(f.name)
 
     def _ask(self, request: dict) -> dict:
-        assert self.process.stdin and self.process.stdout
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the genlm peer exited with status {self.process.wait()}")
-        reply = json.loads(line)
-        if "error" in reply:
-            raise RuntimeError(f"genlm peer: {reply['error']}")
-        return reply
+        return self.peer.ask(request)
 
     def _text(self, m: Marginalizer) -> dict:
         """The request's fields for m's text: the context ids, the lattice's bytes, the byte pieces it needs."""
@@ -159,9 +117,7 @@ class GenlmPeer:
         return runs
 
     def close(self) -> None:
-        if self.process.stdin:
-            self.process.stdin.close()
-        self.process.wait(timeout=60)
+        self.peer.close()
 
     def __enter__(self) -> GenlmPeer:
         return self
