@@ -10,11 +10,9 @@ the same converted model folder, float32 on the CPU). Two tables:
 word probability on the canonical tokenization): words compared, words whose split is ours, the
 max and mean |minicons - ours| and how many are within 1e-3 nats; then every word past 1e-3 (or
 split otherwise) with its reason. A difference is explained where it equals, within 1e-3, the terms
-by which minicons' bow correction and our cut differ at the word's two boundaries: after the last
-word minicons adds -log P(next token starts a word | the whole text) where our last region ends at
-the text's end; where the next word's first canonical token is the bare space token, our cut after
-the space takes that token's log p where minicons takes log P(bow), the mass of every token that
-starts a word (the runner returns both terms from minicons' own logits).
+by which minicons' bow correction and our cut differ: after the last word minicons adds
+-log P(next token starts a word | the whole text) where our last region ends at the text's end
+(the runner returns that term from minicons' own logits).
 
 (b) the naive canonical row's gap to the marginal, ``surprisal_canonical - surprisal``, split into
 the whitespace confound (naive - canonical prefix) and the other tokenizations' part (canonical
@@ -65,11 +63,9 @@ def offsets(text: str, words: Sequence[str]) -> list[tuple[int, int] | None]:
 
 def cut_terms(peer: PeerWords) -> list[float]:
     """Per word, how far minicons' log probability at the cut after it lies above our canonical
-    prefix's: log P(bow | text) after the last word (ours ends there), log P(bow) - log p(bare
-    space token) where the next word starts with that token, else 0."""
+    prefix's: log P(bow | text) after the last word (ours ends there), else 0."""
     last = len(peer.words) - 1
-    return [a if i == last else a - b if b is not None else 0.0
-            for i, (a, b) in enumerate(zip(peer.bow_after, peer.bare_after))]
+    return [a if i == last else 0.0 for i, a in enumerate(peer.bow_after)]
 
 
 def reason(peer: PeerWords, i: int, context: list[int], expected: float, residual: float) -> str:
@@ -82,15 +78,9 @@ def reason(peer: PeerWords, i: int, context: list[int], expected: float, residua
     if not peer.bow_correction:
         return "minicons applied no bow correction (its tokenizer has no beginning-of-word symbol)"
     parts = []
-    if i and peer.bare_after[i - 1] is not None:
-        parts.append(f"its first token is the bare space token, whose log p ({peer.bare_after[i - 1]:.3f}) our cut "
-                     f"gave the word before; minicons divides by P(bow) ({peer.bow_after[i - 1]:.3f})")
     if i == len(peer.words) - 1:
         parts.append(f"last word: minicons adds -log P(bow | whole text) = {-peer.bow_after[i]:.4f}; our last region "
                      "ends at the text's end")
-    elif peer.bare_after[i] is not None:
-        parts.append(f"the next word starts with the bare space token: our cut after the space takes its log p "
-                     f"({peer.bare_after[i]:.3f}), minicons log P(bow) ({peer.bow_after[i]:.3f})")
     if abs(residual) > MATCH:
         parts.append(f"unexplained: {residual:+.2e} nats beside the terms' {expected:+.4f}")
     return "; ".join(parts)

@@ -41,7 +41,6 @@ class PeerWords:
     pieces: list[str]  # the text each word's token span decodes to
     bow_correction: bool  # whether minicons applied the correction (a bow tokenizer)
     bow_after: list[float]  # per word, log P(the next token starts a word): minicons' forward correction
-    bare_after: list[float | None]  # per word, log p of the next word's first token where it is the bare space token
 
 
 class MiniconsPeer:

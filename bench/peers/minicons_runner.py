@@ -7,7 +7,7 @@ answered with minicons' words (the text split on whitespace), their surprisals i
 ``word_score_tokenized(..., bow_correction=True, surprisal=True)``, and what the bench needs to
 explain a difference: the token ids minicons conditions the first word on, the text each word's
 token span decodes to, and after each word log P(the next token starts a word), minicons' forward
-correction, and where the next word's first token is the bare space token, that token's log p.
+correction.
 """
 
 from __future__ import annotations
@@ -49,13 +49,10 @@ class Peer:
         # row r: log p of the token after ids[:r + 1]; row e is the distribution after a word's span [s, e)
         log_p = torch.log_softmax(self.scorer.model(**encoded).logits[0].double(), -1)
         bow = torch.tensor(self.scorer.bow_subword_idx)
-        bare = [e < len(ids) - 1 and self.scorer.tokenizer.convert_ids_to_tokens(ids[e + 1]) == self.scorer.bow_symbol
-                for _, e in spans]
         return {"words": [w for w, _ in scored], "surprisal": [float(s) for _, s in scored], "context": ids[:1],
                 "pieces": [self.scorer.tokenizer.decode(ids[1:][s:e]) for s, e in spans],
                 "bow_correction": self.scorer.is_bow_tokenizer,
-                "bow_after": [log_p[e, bow].logsumexp(0).item() for _, e in spans],
-                "bare_after": [log_p[e, ids[e + 1]].item() if b else None for (_, e), b in zip(spans, bare)]}
+                "bow_after": [log_p[e, bow].logsumexp(0).item() for _, e in spans]}
 
 
 def main() -> None:
