@@ -147,9 +147,8 @@ class _Search:
         self.lower[0] = 0.0
         self.bounded = np.full(lattice.end + 1, -math.inf)
         self.next_lower = np.full((lattice.end, 256), -math.inf)
-        self.canonical_ids: list[int] = []  # the canonical tokenization's prefixes' ids, shortest first (round 0)
-        self.canonical_set: frozenset[int] = frozenset()
-        self.canonical_covers: dict[int, np.ndarray] = {}
+        # the canonical tokenization's prefixes' ids, shortest first, and their covering masses once scored
+        self.canonical_covers: dict[int, np.ndarray | None] = {}
         self.complete: list[float] = []
         self.complete_bound: list[float] = []
         self.text_ids = np.unique(np.concatenate([self.tokens[s, : self.width[s]] for s in range(len(self.node))]
@@ -182,8 +181,8 @@ class _Search:
 
         canonical, nodes = list(lattice.canonical), list(lattice.canonical_nodes)
         add(canonical)
-        self.canonical_ids = [len(self.state) + ids[tuple(canonical[:i])][0] for i in range(len(canonical))]
-        self.canonical_set = frozenset(self.canonical_ids)
+        self.canonical_covers = dict.fromkeys(len(self.state) + ids[tuple(canonical[:i])][0]
+                                              for i in range(len(canonical)))
         for i, (u, v) in enumerate(zip(nodes[:-1], nodes[1:], strict=True)):
             for a in lattice.out_arcs(u):
                 m = int(lattice.arc_end[a])
@@ -235,7 +234,7 @@ class _Search:
         if levels is not None:
             ahead = self.next_lower[node : node + len(levels)]
             np.logaddexp(ahead, log_p + levels[: len(ahead)], out=ahead)
-        if self.rounds == 0 and pid in self.canonical_set:
+        if pid in self.canonical_covers:
             self.canonical_covers[pid] = cover
         for c in range(int(self.width[state])):
             mass = log_p + float(self.allowed[pid][c])
@@ -347,13 +346,14 @@ class _Search:
         mass of the tokens that begin with the bytes from the last of them to j (Pimentel &
         Meister's word probability, cut anywhere)."""
         canonical, nodes = self.lattice.canonical, self.lattice.canonical_nodes
-        token = np.array([self.allowed[p][self.col[self.state[p], t]] for p, t in zip(self.canonical_ids, canonical,
-                                                                                     strict=True)])
+        ids = list(self.canonical_covers)
+        token = np.array([self.allowed[p][self.col[self.state[p], t]] for p, t in zip(ids, canonical, strict=True)])
         row = np.zeros(self.lattice.end + 1)
         before = np.concatenate([[0.0], np.cumsum(token)])
-        for i, p in enumerate(self.canonical_ids):
+        for i, cover in enumerate(self.canonical_covers.values()):
+            assert cover is not None  # round 0 scored every canonical prefix
             u, v = nodes[i], nodes[i + 1]
-            row[u + 1 : v + 1] = before[i] + self.canonical_covers[p][: v - u]
+            row[u + 1 : v + 1] = before[i] + cover[: v - u]
         return token, row
 
 
