@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from bench.support.apptest import app
-from marginal_core.tasks.scan_compare import comparisons
+from marginal_core.corpus.scan_compare import comparisons
 from marginal_core.viz.charts import paired_scatter
 from pages._app.folders import scan_table
 

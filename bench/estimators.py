@@ -20,9 +20,9 @@ import statistics
 import numpy as np
 
 from bench.peers.genlm_peer import GenlmPeer
-from marginal_core.errors import TooManyPathsError
 from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH
 from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.ground.errors import TooManyPathsError
 from marginal_core.models import load_model
 
 QUESTION = "Question: {q}\nAnswer:"

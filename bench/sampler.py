@@ -12,7 +12,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from marginal_core.lattice.graph import DEFAULT_LENGTH_MARGIN, build_lattice, format_count
+from marginal_core.lattice.graph import DEFAULT_LENGTH_MARGIN, format_count, lattice_of
 from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.lattice.vocab import Vocabulary, load_vocabulary
 from marginal_core.models import load_tokenizer
@@ -56,14 +56,14 @@ def measure(fn: Callable[[], object], runs: int) -> tuple[float, float]:
 
 def bench_text(name: str, text: str, tokenizer, runs: int, samples: int) -> list[tuple[str, str]]:
     """Rows (label, value) for one text."""
-    lat = build_lattice(text, tokenizer)
+    lat = lattice_of(text, tokenizer)
     bound = len(lat.canonical) + DEFAULT_LENGTH_MARGIN
     total, bounded = lat.count(), lat.count(bound)
     drawn = lattice_samples(lat, samples, max_len=bound, seed=0)
     assert len(set(drawn.paths.tolist())) == len(drawn), "samples must be distinct"
 
     def fresh():
-        return build_lattice(text, tokenizer)
+        return lattice_of(text, tokenizer)
 
     rows = [
         ("text", f"{name}: {len(text)} chars, {len(lat.data)} bytes"),

@@ -39,11 +39,11 @@ from bench.estimators import text_sets  # bench/estimators.py: the same texts as
 from bench.paper_tables.figures import PAPER_T2
 from bench.scoring import model_flops, roofline, synchronize
 from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.ground.cache_home import cache_root
 from marginal_core.lattice.conditioning import context_ids
 from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model, load_tokenizer
-from marginal_core.models.caches import cache_root
 from marginal_core.models.random_weights import random_weights_folder, write_random_weights_folder
 from marginal_core.scoring.score_stats import ScoreStats
 from marginal_core.scoring.trie_scoring import score_paths

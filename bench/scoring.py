@@ -30,7 +30,7 @@ import torch
 
 from bench.estimators import text_sets  # bench/estimators.py: the same texts as the estimator benchmark
 from marginal_core.lattice.conditioning import context_ids
-from marginal_core.lattice.graph import build_lattice
+from marginal_core.lattice.graph import lattice_of
 from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
@@ -44,7 +44,7 @@ FAR_K = 1000
 
 def tokenizations(tokenizer, context: str | None, text: str, k: int, seed: int) -> tuple[list[int], list]:
     """The context ids, and the canonical tokenization followed by k Algorithm-1 samples."""
-    lattice = build_lattice(text, tokenizer)
+    lattice = lattice_of(text, tokenizer)
     samples = lattice_samples(lattice, k, seed=seed).paths.tolist()
     return context_ids(tokenizer, context), [lattice.canonical, *samples]
 

@@ -26,7 +26,7 @@ import importlib
 import sys
 from typing import Any
 
-from marginal_core.errors import (
+from marginal_core.ground.errors import (
     EmptyTextError,
     MarginalError,
     NormalizationError,
@@ -40,7 +40,7 @@ __version__ = "0.1.0"
 # name -> the module that defines it, imported when the name is first read; by stage
 _LAZY = {
     # the lattice: a text's tokenizations, counted and sampled without a model
-    "build_lattice": "marginal_core.lattice.graph",
+    "build_lattice": "marginal_core.api.calls",
     "Lattice": "marginal_core.lattice.graph",
     "lattice_samples": "marginal_core.lattice.sampling",
     "vocabulary": "marginal_core.lattice.vocab",
@@ -61,7 +61,7 @@ _LAZY = {
     "auto_widths": "marginal_core.estimators.beam_width",
     "describe_rounds": "marginal_core.estimators.beam_width",
     "PROXY_BATCH_SIZE": "marginal_core.estimators.proxy",
-    "on_one_scorer": "marginal_core.scoring.shared_scores",
+    "on_one_scorer": "marginal_core.estimators.shared_scores",
     # where in the text
     "Surprisal": "marginal_core.estimators.surprisal_result",
     "Region": "marginal_core.estimators.surprisal_result",
@@ -71,10 +71,10 @@ _LAZY = {
     "region_spans": "marginal_core.estimators.surprisal_result",
     "surprisal_stream": "marginal_core.estimators.surprisal_run",
     # one call each
-    "estimate": "marginal_core.api",
-    "scan": "marginal_core.api",
-    "surprisal": "marginal_core.api",
-    "compare": "marginal_core.tasks.comparison",
+    "estimate": "marginal_core.api.calls",
+    "scan": "marginal_core.api.calls",
+    "surprisal": "marginal_core.api.calls",
+    "compare": "marginal_core.api.comparison",
 }
 
 __all__ = [

@@ -109,10 +109,10 @@ def llama():
 @pytest.fixture(scope="module")
 def qa(gemma_tokenizer):
     """The lattice of tests/viz_cases.QA_TEXT under Gemma 3's tokenizer."""
-    from marginal_core.lattice.graph import build_lattice
+    from marginal_core.lattice.graph import lattice_of
     from tests.viz_cases import QA_TEXT
 
-    return build_lattice(QA_TEXT, gemma_tokenizer)
+    return lattice_of(QA_TEXT, gemma_tokenizer)
 
 
 @pytest.fixture(scope="session")

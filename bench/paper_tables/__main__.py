@@ -32,7 +32,7 @@ from typing import Any
 
 from bench.paper_tables.runs import DEFAULT, FULL, MODELS, Part, Sizes, log_time, plan
 from bench.paper_tables.section import RESULTS, section, write_section
-from marginal_core.models.caches import cache_root
+from marginal_core.ground.cache_home import cache_root
 
 
 def print_plan(parts: Sequence[Part], sizes: Sizes) -> None:

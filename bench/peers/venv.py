@@ -20,7 +20,7 @@ from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
-from marginal_core.models.caches import cache_root
+from marginal_core.ground.cache_home import cache_root
 
 MARKER = "marginal-peer.json"
 

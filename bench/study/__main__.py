@@ -32,11 +32,11 @@ from bench.estimators import text_sets
 from bench.peers.genlm_peer import GenlmPeer
 from bench.study.points import Budgets, long_texts, run_text
 from bench.study.report import explain, report
-from marginal_core.errors import TooManyPathsError
+from marginal_core.cli.model_commands import add_device_arguments
 from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.ground.errors import TooManyPathsError
 from marginal_core.models import load_model
-from marginal_core.models.model_commands import add_device_arguments
 
 
 def _machine() -> str:

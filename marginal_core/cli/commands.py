@@ -16,20 +16,20 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from marginal_core.api.comparison import difference, figures, labels, parse_sides, run_methods
+from marginal_core.cli.model_commands import add_beam_width, add_device_arguments
 from marginal_core.cli.surprisal_command import add_command as add_surprisal_command
+from marginal_core.cli.task_commands import add_commands as add_task_commands
+from marginal_core.cli.task_commands import task_summary
 from marginal_core.cli.text_input import read_text
-from marginal_core.errors import MarginalError, run_cli
 from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE, Round, describe_rounds, parse_width
 from marginal_core.estimators.methods import METHODS, Method, parse_methods
-from marginal_core.lattice.graph import DEFAULT_LENGTH_MARGIN, Lattice, build_lattice
+from marginal_core.ground.errors import MarginalError, run_cli
+from marginal_core.ground.progress import Progress, tqdm_progress
+from marginal_core.lattice.graph import DEFAULT_LENGTH_MARGIN, Lattice, lattice_of
 from marginal_core.lattice.sampling import lattice_samples, num_candidates
 from marginal_core.lattice.vocab import vocabulary
 from marginal_core.models import DEFAULT_MODEL, load_text_tokenizer
-from marginal_core.models.model_commands import add_beam_width, add_device_arguments
-from marginal_core.progress import Progress, tqdm_progress
-from marginal_core.tasks.comparison import difference, figures, labels, parse_sides, run_methods
-from marginal_core.tasks.task_commands import add_commands as add_task_commands
-from marginal_core.tasks.task_commands import task_summary
 
 if TYPE_CHECKING:  # the estimators import torch: only the commands that run a model import them
     from marginal_core.estimators.estimate_options import EstimateOptions
@@ -54,7 +54,7 @@ def load_lattice(args: argparse.Namespace, timer: Timer) -> Lattice:
     """Tokenizer, vocabulary index and lattice for the command's text, each timed."""
     tokenizer = timer("tokenizer_s", lambda: load_text_tokenizer(args.model))
     timer("index_s", lambda: vocabulary(tokenizer))
-    return timer("lattice_s", lambda: build_lattice(read_text(args.text), tokenizer))
+    return timer("lattice_s", lambda: lattice_of(read_text(args.text), tokenizer))
 
 
 def lattice_command(args: argparse.Namespace) -> dict[str, Any]:
@@ -193,7 +193,8 @@ def _summary(result: dict[str, Any]) -> str:
 
 def _compare_summary(result: dict[str, Any]) -> str:
     """compare's side-by-side table: a column per model, a row per figure, then the difference."""
-    from marginal_core.viz.text import count_label, show_piece
+    from marginal_core.lattice.readable import show_piece
+    from marginal_core.viz.text import count_label
 
     def bound(f: dict) -> str:
         if f["exact"]:
@@ -303,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `marginal` console script."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["lm-eval"]:  # every later argument is lm-eval's own
-        from marginal_core.harness.lm_eval_command import lm_eval_main
+        from marginal_core.cli.lm_eval_command import lm_eval_main
 
         return run_cli(lambda: lm_eval_main(argv[1:]), "marginal lm-eval")
     args = build_parser().parse_args(argv)

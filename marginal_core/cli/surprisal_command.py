@@ -13,12 +13,12 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from marginal_core.cli.model_commands import add_device_arguments
 from marginal_core.cli.text_input import read_text
 from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
 from marginal_core.estimators.surprisal_result import SPACES, SURPRISAL_METHODS, UNITS, check_choice, region_spans
+from marginal_core.ground.progress import tqdm_bar
 from marginal_core.models import DEFAULT_MODEL
-from marginal_core.models.model_commands import add_device_arguments
-from marginal_core.progress import tqdm_bar
 
 if TYPE_CHECKING:
     from marginal_core.estimators.surprisal_result import Surprisal
@@ -52,7 +52,7 @@ def surprisal_command(args: argparse.Namespace) -> Surprisal:
 
 def _tolerance(value: str | None) -> float:
     """The --tolerance in nats: a positive number, else one clear error."""
-    from marginal_core.errors import MarginalError
+    from marginal_core.ground.errors import MarginalError
 
     try:
         tolerance = DEFAULT_TOLERANCE if value is None else float(value)
@@ -77,8 +77,8 @@ def summary(s: Surprisal, bits: bool = False, next: int = 0) -> str:
     """The regions with their marginal surprisal, its interval, the canonical prefix and naive
     canonical rows, the entropy and rank at their start (and the ``next`` most probable next
     characters), then the totals and the sentences on what the rows' differences are."""
+    from marginal_core.lattice.readable import show_piece
     from marginal_core.viz.surprisal import difference_sentence
-    from marginal_core.viz.text import show_piece
 
     scale, unit = (1 / math.log(2), "bits") if bits else (1.0, "nats")
     context = "no context" if not s.context else f"context {s.context!r}"
@@ -118,7 +118,7 @@ def summary(s: Surprisal, bits: bool = False, next: int = 0) -> str:
 
 def _count(value: str | None) -> int:
     """--next's K: a whole number from 0 to 256 (none: 0), else one clear error."""
-    from marginal_core.errors import MarginalError
+    from marginal_core.ground.errors import MarginalError
 
     if value is None:
         return 0

@@ -6,5 +6,5 @@
 * ``proxy`` (importance sampling, the paper's baseline), ``beam`` and ``beam_width`` (the anytime beam).
 * ``prefix_heads``, ``prefix_search``, ``surprisal_run`` and ``surprisal_result``: where in the
   text, the marginal surprisal of every byte, character or word.
-* ``analysis`` and ``mass_flow`` read finished estimates; ``comparison`` puts models side by side.
+* ``shared_scores``: one score per path across estimates shown together.
 """

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 
 DEFAULT_BEAM_WIDTH = 32
 MAX_BEAM_WIDTH = 1024

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from marginal_core.errors import MarginalError
 from marginal_core.estimators.beam_width import Round
 from marginal_core.estimators.jsonsafe import json_float
 from marginal_core.estimators.methods import Method
 from marginal_core.estimators.run_state import BeamRun, RunState
+from marginal_core.ground.errors import MarginalError
 from marginal_core.lattice.graph import Lattice
 from marginal_core.lattice.paths import PathBatch
 
@@ -116,7 +116,7 @@ class Estimate:
         its tokens joined by "|", their number, log p, kind and share of the mass found."""
         import pandas as pd
 
-        from marginal_core.viz.text import segmented
+        from marginal_core.lattice.readable import segmented
 
         lattice = self._known_lattice(lattice)
         rows = self.found(lattice)

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from marginal_core.errors import ContextWindowError
 from marginal_core.estimators.beam import anytime_beam, beam_stream
 from marginal_core.estimators.beam_width import auto_widths
 from marginal_core.estimators.estimate_options import EstimateOptions
@@ -37,18 +36,19 @@ from marginal_core.estimators.methods import Method
 from marginal_core.estimators.proxy import ProxyResult, proxy_stream
 from marginal_core.estimators.run_state import BeamRun, Checkpoints, Completion, RunState
 from marginal_core.estimators.surprisal_result import Surprisal
+from marginal_core.ground import hooks as serving_hooks
+from marginal_core.ground.errors import ContextWindowError
+from marginal_core.ground.progress import Progress, StopCheck
 from marginal_core.lattice.conditioning import context_ids
-from marginal_core.lattice.graph import Lattice, build_lattice
+from marginal_core.lattice.graph import Lattice, lattice_of
 from marginal_core.lattice.paths import PathBatch
 from marginal_core.lattice.proposal import proposal_of
 from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 from marginal_core.models import dtype_name, load_model
-from marginal_core.progress import Progress, StopCheck
 from marginal_core.scoring.score_stats import ScoreStats
 from marginal_core.scoring.trie_scoring import score_paths
-from marginal_core.serving import hooks as serving_hooks
 
 __all__ = ["CanonicalScore", "Marginalizer", "by_context", "chunk_sizes"]
 
@@ -119,7 +119,7 @@ class Marginalizer:
         """``lm``: a loaded model (``load_model``'s LM), or a model's name (loaded on device and dtype 'auto'); ``state``: the
         context's prefilled KV to share (several texts after one context)."""
         self.lm, self.text, self.context = load_model(lm) if isinstance(lm, str) else lm, text, context
-        self.lattice: Lattice = build_lattice(text, self.lm.text_tokenizer)
+        self.lattice: Lattice = lattice_of(text, self.lm.text_tokenizer)
         self.context_ids: list[int] = context_ids(self.lm.text_tokenizer, context)
         if state is not None and list(state.ids) != self.context_ids:
             raise ValueError("the shared context state holds other ids than this context's")

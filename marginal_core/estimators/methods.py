@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import Enum
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 
 
 class Method(str, Enum):

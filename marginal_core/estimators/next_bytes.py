@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 
 GLTR_BINS: tuple[int, ...] = (1, 3, 10)  # GLTR's rank bins: top 1, top 3, top 10, the rest
 

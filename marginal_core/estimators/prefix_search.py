@@ -41,13 +41,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marginal_core.errors import TooManyPathsError
 from marginal_core.estimators.prefix_heads import Columns, bound_chunk, covers, node_tables, score_chunk
 from marginal_core.estimators.surprisal_result import interval_widths
+from marginal_core.ground.errors import TooManyPathsError
+from marginal_core.ground.progress import Progress, StopCheck
 from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
-from marginal_core.progress import Progress, StopCheck
 from marginal_core.scoring.pass_budget import DEFAULT_ROW_TOKENS, pass_bytes, pass_tokens
 from marginal_core.scoring.score_stats import ScoreStats
 from marginal_core.scoring.trie import build_trie

@@ -38,14 +38,14 @@ import torch
 from transformers import DynamicCache
 
 from marginal_core.estimators.run_state import Completion
+from marginal_core.ground import hooks as serving_hooks
+from marginal_core.ground.progress import Progress, StopCheck
 from marginal_core.lattice.graph import Lattice
 from marginal_core.lattice.paths import PathBatch
 from marginal_core.lattice.proposal import Proposal, proposal_of
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 from marginal_core.lm.oom import halved
-from marginal_core.progress import Progress, StopCheck
-from marginal_core.serving import hooks as serving_hooks
 
 PROXY_BATCH_SIZE = 1024  # samples per batch: more share more prefixes
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from marginal_core.errors import EmptyTextError, MarginalError, UnrepresentableTextError
 from marginal_core.estimators.next_bytes import NextBytes, NextCharacter
+from marginal_core.ground.errors import EmptyTextError, MarginalError, UnrepresentableTextError
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -15,13 +15,13 @@ from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
 from marginal_core.estimators.next_bytes import NextBytes
 from marginal_core.estimators.prefix_search import MAX_ROWS, PrefixMasses, check_exact, prefix_masses
 from marginal_core.estimators.surprisal_result import SURPRISAL_METHODS, Surprisal, check_choice, region_spans
+from marginal_core.ground import hooks as serving_hooks
+from marginal_core.ground.progress import Progress, StopCheck
 from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
 from marginal_core.lattice.proposal import proposal_of
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 from marginal_core.models import dtype_name
-from marginal_core.progress import Progress, StopCheck
-from marginal_core.serving import hooks as serving_hooks
 
 
 class OneText(Protocol):

@@ -6,8 +6,9 @@
   the schema of lm-eval's own tasks.
 * ``tasks/``: the task configurations (``marginal_arc_easy``, ``marginal_arc_challenge``,
   ``marginal_openbookqa``, ``marginal_medmcqa``; group ``marginal_qa``).
-* :mod:`marginal_core.harness.lm_eval_command`: ``marginal lm-eval ARGS``.
 * :mod:`marginal_core.harness.lm_eval_results`: reading an lm-eval results folder, for the app.
+
+``marginal lm-eval ARGS`` is ``cli.lm_eval_command``'s.
 
 Importing this package imports neither lm-eval nor torch; :func:`register` does, when called.
 lm-eval finds the task folder through its public ``include_path`` (``--include_path`` on its

@@ -2,7 +2,7 @@
 
 import sys
 
-from marginal_core.errors import run_cli
-from marginal_core.harness.lm_eval_command import lm_eval_main
+from marginal_core.cli.lm_eval_command import lm_eval_main
+from marginal_core.ground.errors import run_cli
 
 sys.exit(run_cli(lambda: lm_eval_main(sys.argv[1:]), "marginal lm-eval"))

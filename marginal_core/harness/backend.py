@@ -27,9 +27,9 @@ from lm_eval.api.model import LM as HarnessLM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
-from marginal_core.errors import MarginalError
 from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.estimators.methods import TASK_METHODS
+from marginal_core.ground.errors import MarginalError
 from marginal_core.tasks.options import EvalOptions
 
 MODEL_ARGS = ("model", "method", "samples", "beam_width", "max_len", "seed", "dtype", "device")

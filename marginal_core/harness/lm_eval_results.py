@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 
 _RESULTS = re.compile(r"^results_(.+)\.json$")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from marginal_core.errors import UnrepresentableTextError
+from marginal_core.ground.errors import UnrepresentableTextError
 from marginal_core.lattice.tokenizer import TokenizerLike, text_tokenizer
 
 

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from marginal_core.errors import (
+from marginal_core.ground.errors import (
     EmptyTextError,
     MarginalError,
     NormalizationError,
@@ -26,7 +26,7 @@ from marginal_core.lattice.paths import Path, PathBatch, PathIndex
 from marginal_core.lattice.tokenizer import TokenizerLike, text_tokenizer
 from marginal_core.lattice.vocab import SPACE_PIECE, ByteFallback, Vocabulary, vocabulary
 
-__all__ = ["DEFAULT_ENUMERATION_BUDGET", "DEFAULT_LENGTH_MARGIN", "Lattice", "build_lattice", "canonical_ids", "format_count"]
+__all__ = ["DEFAULT_ENUMERATION_BUDGET", "DEFAULT_LENGTH_MARGIN", "Lattice", "canonical_ids", "format_count", "lattice_of"]
 
 DEFAULT_LENGTH_MARGIN = 10
 T = TypeVar("T")
@@ -312,20 +312,16 @@ def canonical_ids(tokenizer: TokenizerLike, text: str) -> list[int]:
     return text_tokenizer(tokenizer).encode(text)
 
 
-def build_lattice(
+def lattice_of(
     text: str,
-    tokenizer: TokenizerLike | str,
+    tokenizer: TokenizerLike,
     *,
     byte_fallback: ByteFallback = "unknown_chars",
 ) -> Lattice:
-    """Build and check the lattice of a text (docs/design.md, points 3 and 4); the tokenizer may be
-    given by its model's name (the light snapshot, no model loaded)."""
+    """Build and check the lattice of a text under a tokenizer (docs/design.md, points 3 and 4;
+    ``mc.build_lattice`` also takes a model's name)."""
     if not text:
         raise EmptyTextError("the text is empty: type at least one character")
-    if isinstance(tokenizer, str):
-        from marginal_core.models import load_text_tokenizer
-
-        tokenizer = load_text_tokenizer(tokenizer)
     UnrepresentableTextError.check_unicode(text)
     view = text_tokenizer(tokenizer)
     vocab = vocabulary(tokenizer)

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from marginal_core.errors import TooManyPathsError
+from marginal_core.ground.errors import TooManyPathsError
 from marginal_core.lattice import bigint
 
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Literal
 
+from marginal_core.ground.cache_home import cache_root
 from marginal_core.lattice.tokenizer import TokenizerLike, text_tokenizer
-from marginal_core.models.caches import cache_root
 
 Family = Literal["byte_level", "sentencepiece"]
 ByteFallback = Literal["unknown_chars", "everywhere"]

@@ -16,12 +16,12 @@ from typing import Any, Protocol
 import torch
 from transformers import DynamicCache
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground import hooks as serving_hooks
+from marginal_core.ground.errors import MarginalError
 from marginal_core.lm.attention import CONTIGUOUS_SDPA, FLEX_OR_SDPA, tree_kernel, use_tree_attention
 from marginal_core.lm.contexts import ContextState, KeptContexts
 from marginal_core.lm.oom import halved
 from marginal_core.lm.refined_head import refined_logprobs
-from marginal_core.serving import hooks as serving_hooks
 
 
 class Loaded(Protocol):

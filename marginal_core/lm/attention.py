@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 
 TREE_ATTENTION_ENV = "MARGINAL_TREE_ATTENTION"
 KERNELS = ("math", "efficient", "flex")

@@ -3,7 +3,7 @@ allocation failure (``errors.is_oom`` recognises one); a clear error when a sing
 
 from __future__ import annotations
 
-from marginal_core.errors import OutOfMemory, is_oom
+from marginal_core.ground.errors import OutOfMemory, is_oom
 
 
 def free_accelerator_cache(device_type: str) -> None:

@@ -9,12 +9,12 @@ Their converted tokenizers and dequantized weights are cached under the cache ro
 :mod:`marginal_core.models.caches`), so only the first load converts. Any other name is a
 Hugging Face model id or a local folder (or a path to a ``.gguf`` file), tried in the local
 Hugging Face cache first and on the hub only if the hub answers, so an unknown name fails fast
-on an offline machine with :class:`~marginal_core.errors.UnknownModelError`.
+on an offline machine with :class:`~marginal_core.ground.errors.UnknownModelError`.
 
 The modules: ``registry`` (names and their resolution), ``caches`` (on-disk folders),
-``devices`` (device and precision), ``hub``, ``loading`` (tokenizers, models, warming) and
-``model_commands`` (the --device/--dtype arguments; ``python -m marginal_core.models --warm
-[names...]`` builds the caches; ``--list`` shows the embedded models and whether they are cached).
+``devices`` (device and precision), ``hub`` and ``loading`` (tokenizers, models, warming).
+``python -m marginal_core.models --warm [names...]`` builds the caches and ``--list`` shows the
+embedded models and whether they are cached (``cli.model_commands``).
 Importing this package imports neither torch nor transformers: the loaders import them when called.
 """
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 from marginal_core.models.caches import model_cache_dir
 from marginal_core.models.devices import DTYPES, dtype_name, resolve_device, resolve_dtype
 from marginal_core.models.loading import LoadedModel, load_model, load_text_tokenizer, load_tokenizer, warm
-from marginal_core.models.model_commands import models_main
 from marginal_core.models.registry import (
     DEFAULT_MODEL,
     EMBEDDED_MODELS,
@@ -50,5 +49,4 @@ __all__ = [
     "load_text_tokenizer",
     "load_model",
     "warm",
-    "models_main",
 ]

@@ -19,20 +19,16 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 from typing import Any, TypeVar
 
+from marginal_core.ground.cache_home import cache_root
 from marginal_core.models.registry import is_embedded, resolve
 
-__all__ = ["DONE_FILE", "cache_root", "cached", "is_done", "model_cache_dir", "publish", "scratch"]
+__all__ = ["DONE_FILE", "cached", "is_done", "model_cache_dir", "publish", "scratch"]
 
 T = TypeVar("T")
 
 # Bump when the on-disk layout of the caches changes, so old caches are ignored.
 _CACHE_FORMAT = 1
 DONE_FILE = "marginal-cache.json"
-
-
-def cache_root() -> Path:
-    """The cache root; an empty ``$MARGINAL_CACHE`` counts as unset."""
-    return Path(os.environ.get("MARGINAL_CACHE") or Path.home() / ".cache" / "marginal")
 
 
 def _slug(text: str) -> str:

@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from marginal_core.errors import MarginalError
-from marginal_core.models.caches import cache_root
+from marginal_core.ground.cache_home import cache_root
+from marginal_core.ground.errors import MarginalError
 
 if TYPE_CHECKING:
     import torch

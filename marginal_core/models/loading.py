@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 from marginal_core.lattice.tokenizer import TextTokenizer, TransformersTokenizer, file_fingerprint
 from marginal_core.lattice.tokenizer_snapshot import TokenizerSnapshot
 from marginal_core.models.caches import DONE_FILE, cached, is_done, model_cache_dir, publish, scratch

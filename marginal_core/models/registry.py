@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from marginal_core.errors import UnknownModelError
+from marginal_core.ground.errors import UnknownModelError
 
 __all__ = [
     "DEFAULT_MODEL",

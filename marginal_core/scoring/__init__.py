@@ -4,5 +4,4 @@
   distinct prefix once; ``trie`` plans its passes (numpy), ``trie_run`` runs them (torch).
 * ``pass_budget``: how large one pass may be; ``score_stats``: the work scoring did.
 * ``plain_scoring``: the reference scorer (padded batches), what the trie scorer is checked against.
-* ``shared_scores``: one score per path across estimates shown together.
 """

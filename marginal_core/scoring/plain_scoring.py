@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from marginal_core.ground.progress import Progress
 from marginal_core.lattice.paths import Path, PathBatch
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.oom import halved
-from marginal_core.progress import Progress
 from marginal_core.scoring.pass_budget import pass_bytes, pass_tokens
 from marginal_core.scoring.score_stats import ScoreStats, count_call
 from marginal_core.scoring.trie import as_paths

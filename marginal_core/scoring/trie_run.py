@@ -14,14 +14,14 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from marginal_core.ground import hooks as serving_hooks
+from marginal_core.ground.progress import Progress
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 from marginal_core.lm.oom import halved
-from marginal_core.progress import Progress
 from marginal_core.scoring.pass_budget import pass_pairs
 from marginal_core.scoring.score_stats import ScoreStats
 from marginal_core.scoring.trie import Pass, Shape, TreeLayout, Trie, cut, plan_pass, plan_shape, sees, tree_allowed, tree_layout
-from marginal_core.serving import hooks as serving_hooks
 
 Head = Callable[[torch.Tensor, list[tuple[int, int]], int], None]
 """What a run does with its hidden states: called with hidden, which holds the rows [first,

@@ -20,15 +20,15 @@ from functools import partial
 import numpy as np
 import torch
 
+from marginal_core.ground import hooks as serving_hooks
+from marginal_core.ground.progress import Progress
 from marginal_core.lattice.paths import Path, PathBatch
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
-from marginal_core.progress import Progress
 from marginal_core.scoring.pass_budget import DEFAULT_ROW_TOKENS, pass_bytes, pass_tokens
 from marginal_core.scoring.score_stats import ScoreStats, count_call
 from marginal_core.scoring.trie import as_paths, build_trie, path_sums
 from marginal_core.scoring.trie_run import TrieRun
-from marginal_core.serving import hooks as serving_hooks
 
 # what callers import from here: the scorer, its stats, and its pass budget
 __all__ = ["check_paths", "context_state", "score_paths"]

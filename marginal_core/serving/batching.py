@@ -30,7 +30,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from marginal_core.serving import hooks as serving_hooks
+from marginal_core.ground import hooks as serving_hooks
 from marginal_core.serving.turns import POLL_S, Place, Run, TurnCancelled, Turns
 
 __all__ = ["Batcher"]

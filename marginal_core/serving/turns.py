@@ -32,9 +32,9 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from marginal_core.errors import MarginalError
-from marginal_core.progress import StopCheck
-from marginal_core.serving import hooks as serving_hooks
+from marginal_core.ground import hooks as serving_hooks
+from marginal_core.ground.errors import MarginalError
+from marginal_core.ground.progress import StopCheck
 
 __all__ = ["Clock", "Place", "Run", "TurnCancelled", "Turns"]
 

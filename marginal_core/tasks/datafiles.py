@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 
 
 def dataset_file(path: str | Path) -> Path:

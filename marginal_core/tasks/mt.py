@@ -36,15 +36,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 from marginal_core.tasks.datafiles import dataset_file, read_json_records
 from marginal_core.tasks.evaluator import Following, ItemProgress, evaluate
 from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import Request, Task
 
 if TYPE_CHECKING:
+    from marginal_core.ground.progress import StopCheck
     from marginal_core.lm.adapter import LM
-    from marginal_core.progress import StopCheck
 
 DATA_DIR = Path(__file__).parent / "data"
 PACKAGED_PAIRS = {"en-de": DATA_DIR / "en-de.tsv", "en-cs": DATA_DIR / "en-cs.tsv"}

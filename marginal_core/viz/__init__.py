@@ -12,6 +12,7 @@ works without them. The names below are the package's public face: ``viz.lattice
 
 from __future__ import annotations
 
+from marginal_core.lattice.readable import segmented, show_piece
 from marginal_core.viz.arcs import (
     MAX_DRAW_ARCS,
     READABLE_NODES,
@@ -46,7 +47,7 @@ from marginal_core.viz.drawing import (
 from marginal_core.viz.frames import arcs_frame, samples_frame
 from marginal_core.viz.notebook import estimate_html, lattice_html
 from marginal_core.viz.style import COLORS, KIND_LABELS
-from marginal_core.viz.text import chips_html, code_span, count_label, format_log, format_small, segmented, show_piece
+from marginal_core.viz.text import chips_html, code_span, count_label, format_log, format_small
 
 __all__ = [
     "COLORS",

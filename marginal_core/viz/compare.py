@@ -17,12 +17,13 @@ import numpy as np
 
 from marginal_core.lattice.graph import Lattice
 from marginal_core.lattice.paths import Path
+from marginal_core.lattice.readable import show_piece
 from marginal_core.viz.arcs import arc_roles
 from marginal_core.viz.charts import _layout
 from marginal_core.viz.drawing import flow_color
 from marginal_core.viz.mass_flow import MassFlow
 from marginal_core.viz.style import CHIP_COLORS, COLORS
-from marginal_core.viz.text import format_small, show_piece
+from marginal_core.viz.text import format_small
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 from marginal_core.lattice.graph import Lattice
+from marginal_core.lattice.readable import segmented, show_piece
 from marginal_core.viz.arcs import MAX_DRAW_ARCS, arc_roles, arcs_in_bound, window_arcs
 from marginal_core.viz.mass_flow import MassFlow
 from marginal_core.viz.style import COLORS
-from marginal_core.viz.text import format_small, segmented, show_piece
+from marginal_core.viz.text import format_small
 
 if TYPE_CHECKING:
     import graphviz

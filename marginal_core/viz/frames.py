@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from marginal_core.lattice.graph import Lattice
 from marginal_core.lattice.paths import Path
+from marginal_core.lattice.readable import segmented, show_piece
 from marginal_core.viz.arcs import arc_roles, arcs_in_bound
-from marginal_core.viz.text import segmented, show_piece
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -8,11 +8,12 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from marginal_core.lattice.graph import Lattice
+from marginal_core.lattice.readable import segmented, show_piece
 from marginal_core.viz.arcs import default_window
 from marginal_core.viz.drawing import dot_to_svg, lattice_dot
 from marginal_core.viz.style import COLORS
 from marginal_core.viz.surprisal import strip_html
-from marginal_core.viz.text import count_label, format_log, format_small, segmented, show_piece
+from marginal_core.viz.text import count_label, format_log, format_small
 
 if TYPE_CHECKING:
     from marginal_core.estimators.estimate_result import Estimate

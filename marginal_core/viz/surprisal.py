@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from marginal_core.estimators.next_bytes import gltr_bin
 from marginal_core.estimators.surprisal_result import Region, Surprisal
+from marginal_core.lattice.readable import show_piece
 from marginal_core.viz.style import COLORS, MODEL_COLORS
-from marginal_core.viz.text import show_piece
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

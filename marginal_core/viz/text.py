@@ -1,46 +1,16 @@
-"""Text for display: token pieces with invisible characters made visible, code spans, segmented
-tokenizations, token chips, counts, logs and tiny shares."""
+"""Text for display: code spans, token chips, counts, logs and tiny shares (pieces with invisible
+characters made visible, and segmented tokenizations, are ``lattice.readable``'s)."""
 
 from __future__ import annotations
 
 import html
 import math
 import re
-import unicodedata
 
 from marginal_core.lattice.graph import Lattice, format_count
 from marginal_core.lattice.paths import Path
+from marginal_core.lattice.readable import show_piece
 from marginal_core.viz.style import CHIP_COLORS
-
-# Characters a label shows as an escape (\x07, \u200b, \ud800) instead of as themselves: control
-# and format characters (bidi overrides, zero-width joiners), line and paragraph separators, lone
-# surrogates and noncharacters. They are invisible, reorder or break lines, and are not allowed in
-# XML (SVG); combining marks, emoji and every script are shown as they are.
-_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-
-_SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
-
-
-
-def _visible(char: str) -> str:
-    if char in _SHOWN_AS:
-        return _SHOWN_AS[char]
-    code = ord(char)
-    noncharacter = 0xFDD0 <= code <= 0xFDEF or (code & 0xFFFE) == 0xFFFE
-    if unicodedata.category(char) in _HIDDEN_CATEGORIES or noncharacter:
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-    return char
-
-
-
-def show_piece(text: str) -> str:
-    r"""A token's text with invisible characters made visible: space ␣, newline ↵, tab ⇥, CR ␍, and
-    any other control, format or separator character, lone surrogate or noncharacter as a Python
-    escape (``\x07``, ``\u200d``)."""
-    if text.isprintable():  # the common case, fast: nothing to escape but spaces
-        return text.replace(" ", "␣")
-    return "".join(map(_visible, text))
-
 
 
 def code_span(text: str) -> str:
@@ -49,13 +19,6 @@ def code_span(text: str) -> str:
     longest = max(map(len, re.findall("`+", text)), default=0)
     fence = "`" * (longest + 1)
     return f"{fence} {text} {fence}" if longest else f"`{text}`"
-
-
-
-def segmented(lattice: Lattice, path: Path, sep: str = "|") -> str:
-    """A tokenization as one string with its token boundaries marked: ``␣The|␣cap|ital``."""
-    return sep.join(show_piece(p) for p in lattice.pieces(path))
-
 
 
 def chips_html(lattice: Lattice, path: Path | None = None, *, show_ids: bool = True) -> str:
@@ -81,7 +44,6 @@ def chips_html(lattice: Lattice, path: Path | None = None, *, show_ids: bool = T
     return '<div style="line-height:2.2">' + "".join(chips) + "</div>"
 
 
-
 def count_label(n: int) -> str:
     """A count as a page shows it: digits with separators below a billion, else "1.23 × 10^13"
     (lattice.format_count, typeset)."""
@@ -89,11 +51,9 @@ def count_label(n: int) -> str:
     return f"{mantissa} × 10^{exponent}" if exponent else mantissa
 
 
-
 def format_log(x: float, digits: int = 3) -> str:
     """A natural log for display ('−inf' where no mass was found)."""
     return f"{x:.{digits}f}" if math.isfinite(x) else "−inf"
-
 
 
 def format_small(x: float, digits: int = 3, *, percent: bool = False, signed: bool = False) -> str:

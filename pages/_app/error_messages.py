@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import streamlit as st
 
-from marginal_core.errors import ContextWindowError, MarginalError, UnknownModelError, is_oom
+from marginal_core.ground.errors import ContextWindowError, MarginalError, UnknownModelError, is_oom
 from marginal_core.serving.turns import TurnCancelled
 from pages._app import server
 

@@ -9,8 +9,8 @@ from urllib.parse import urlencode
 
 import pandas as pd
 
-from marginal_core.errors import MarginalError
-from marginal_core.models.caches import cache_root
+from marginal_core.ground.cache_home import cache_root
+from marginal_core.ground.errors import MarginalError
 from marginal_core.tasks import store
 
 KINDS = {"scan": "a `marginal scan`", "qa": "an `eval-qa` run", "mt": "an `eval-mt` run", "lm-eval": "an lm-eval run"}
@@ -61,7 +61,7 @@ def scan_table(folder: Path) -> pd.DataFrame:
     tidy = folder / "scan.parquet"
     if tidy.is_file():
         return pd.read_parquet(tidy)
-    from marginal_core.tasks.scan_report import model_folders, paths_table, texts_table, top_tokenizations_table
+    from marginal_core.corpus.scan_report import model_folders, paths_table, texts_table, top_tokenizations_table
 
     parts = model_folders(folder).values()
     return top_tokenizations_table(pd.concat([texts_table(f) for f in parts]), pd.concat([paths_table(f) for f in parts]))
@@ -70,7 +70,7 @@ def scan_table(folder: Path) -> pd.DataFrame:
 def scan_rows(table: pd.DataFrame) -> pd.DataFrame:
     """Per text and model of a scan's tidy table, the best bound's gain over the canonical, its
     heaviest tokenization and links to the text's mass flow and probability mass; largest gain first."""
-    from marginal_core.tasks.gains import best_rows
+    from marginal_core.corpus.gains import best_rows
 
     best = best_rows(table.rename(columns={"id": "item"}), ("item", "model"))
     return pd.DataFrame({
@@ -88,8 +88,8 @@ def surprisal_rows(folder: Path, table: pd.DataFrame) -> pd.DataFrame | None:
     (cut as the scan cut it); None for a scan run without --surprisal."""
     import json
 
-    from marginal_core.tasks.scan_surprisal import differing_regions
-    from marginal_core.viz.text import show_piece
+    from marginal_core.corpus.scan_surprisal import differing_regions
+    from marginal_core.viz import show_piece
 
     path = folder / "surprisal.csv"
     if not path.is_file():

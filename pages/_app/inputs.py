@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import streamlit as st
 
-from marginal_core.errors import EmptyTextError
+from marginal_core.ground.errors import EmptyTextError
 from marginal_core.models import DEFAULT_MODEL, DTYPES, EMBEDDED_MODELS, known_models
 from marginal_core.viz import code_span
 from pages._app import device_choices, presets, projector, server

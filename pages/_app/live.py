@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import streamlit as st
 
 from marginal_core import MAX_BEAM_WIDTH, Method
-from marginal_core.progress import Progress, StopCheck, describe_gap
+from marginal_core.ground.progress import Progress, StopCheck, describe_gap
 from marginal_core.serving.turns import TurnCancelled
 from pages._app import machine, server, shared_results
 from pages._app.defaults import DEFAULT_SAMPLES

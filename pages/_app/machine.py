@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 from streamlit.logger import get_logger
 
-from marginal_core.progress import StopCheck
+from marginal_core.ground.progress import StopCheck
 from marginal_core.serving.batching import Batcher
 from marginal_core.serving.turns import Place, Run, Turns
 from pages._app.server import policy

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from marginal_core import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 from marginal_core.models import EMBEDDED_MODELS, known_models
 from pages._app.defaults import MAX_SAMPLES
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from marginal_core.models.caches import cache_root
+from marginal_core.ground.cache_home import cache_root
 from marginal_core.tasks.report import complete_items, load_rows
 from marginal_core.tasks.store import read_samples, read_sessions
 from pages._app import loaders, server, wrapped_tables

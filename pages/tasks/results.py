@@ -8,8 +8,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from marginal_core.tasks.comparison import MOVED_NATS
-from marginal_core.tasks.scan_compare import Comparison, differ_most
+from marginal_core.corpus.scan_compare import MOVED_NATS, Comparison, differ_most
 from marginal_core.viz.charts import paired_scatter
 from pages._app import folders, server, wrapped_tables
 from pages._app.error_messages import guard, show_error

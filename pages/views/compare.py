@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import viz
+from marginal_core.api.comparison import Figures, difference, figures
 from marginal_core.models import DTYPES, EMBEDDED_MODELS, known_models
-from marginal_core.tasks.comparison import Figures, difference, figures
 from marginal_core.viz.compare import byte_axis_chips_html, flows_figure
 from marginal_core.viz.style import MODEL_COLORS
 from pages._app import bounds, device_choices, inputs, live, loaders, projector, server, shared_results, widgets, words

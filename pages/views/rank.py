@@ -6,9 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
+from marginal_core.corpus.scan import text_id
 from marginal_core.tasks import rank
 from marginal_core.tasks.evaluator import evaluate
-from marginal_core.tasks.scan import text_id
 from pages._app import inputs, live, loaders, server, shared_results, widgets
 from pages._app.error_messages import guard
 from pages._app.table1 import RANK_SENTENCES

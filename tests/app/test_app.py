@@ -91,7 +91,7 @@ def test_the_exact_count_of_a_20000_character_text_is_shown():
     import sys
     import time
 
-    from marginal_core.lattice.graph import build_lattice
+    from marginal_core.lattice.graph import lattice_of
     from marginal_core.models import load_tokenizer
 
     sentence = "The committee postponed its decision until the next meeting, citing the need for further analysis. "
@@ -102,7 +102,7 @@ def test_the_exact_count_of_a_20000_character_text_is_shown():
         cwd=Path(APP).parent, capture_output=True, text=True, check=True,
     )
     assert lifted.stdout.split() == ["4300", "0"]
-    count = build_lattice(text, load_tokenizer(SMOL)).count()
+    count = lattice_of(text, load_tokenizer(SMOL)).count()
     started = time.perf_counter()
     at = app("pages/views/lattice.py", model=SMOL, text=text)
     print(f"lattice page of a 20,000-character text in {time.perf_counter() - started:.1f} s", flush=True)
@@ -263,11 +263,11 @@ def test_lattice_page_mass_flow_mode():
 def test_the_length_bound_follows_the_text_unless_set_by_hand():
     """Issue 13 item 3: a new text gets its own default L (canonical length + 10); an L set by
     hand stays, and one below the shortest tokenization says so and offers the smallest feasible L."""
-    from marginal_core.lattice.graph import build_lattice
+    from marginal_core.lattice.graph import lattice_of
     from marginal_core.models import load_tokenizer
 
     long_text = (" The committee postponed its decision until the next meeting." * 10)[:600]
-    short, long = (build_lattice(t, load_tokenizer(SMOL)) for t in (SHORT, long_text))
+    short, long = (lattice_of(t, load_tokenizer(SMOL)) for t in (SHORT, long_text))
     at = app("pages/views/lattice.py", model=SMOL, text=SHORT)
     assert_clean(at)
     assert at.number_input(key="L").value == short.default_max_len()

@@ -139,12 +139,12 @@ def test_a_text_with_control_characters_draws_its_whole_lattice():
     XML, which forbids the bell) or made `dot` fail; now every node of the window is drawn, the
     bell shown as \\x07, and no exception box appears."""
     from marginal_core import viz
-    from marginal_core.lattice.graph import build_lattice
+    from marginal_core.lattice.graph import lattice_of
     from marginal_core.models import load_tokenizer
 
     OUTPUT.mkdir(parents=True, exist_ok=True)
     text = "bell\x07 and tab\there"
-    lat = build_lattice(text, load_tokenizer(SMOL))
+    lat = lattice_of(text, load_tokenizer(SMOL))
     window = viz.token_window(lat, 0, viz.fit_window(lat, max_nodes=viz.READABLE_NODES))  # the page's default
     with streamlit_server() as server, browser_page() as page:
         page.goto(f"{server.url}/lattice?model={SMOL}&text=bell%07%20and%20tab%09here")

@@ -15,9 +15,9 @@ import pytest
 
 from bench.support.apptest import app
 from marginal_core.cli.commands import build_parser
-from marginal_core.errors import MarginalError
+from marginal_core.corpus.scan import load_texts, model_folder, parse_shard, text_id
+from marginal_core.ground.errors import MarginalError
 from marginal_core.tasks.report import load_rows
-from marginal_core.tasks.scan import load_texts, model_folder, parse_shard, text_id
 
 TEXTS = ["Entschuldigung", " Tokyo", "unbelievably"]
 SETUP = ["--samples", "6", "--beam-width", "4", "--device", "cpu", "--dtype", "float32"]
@@ -115,9 +115,9 @@ def test_shards_and_resume_equal_one_run(smollm_model, tmp_path):
 def test_shards_share_a_folder_at_once_while_a_shard_runs_once(smollm_model, tmp_path):
     """Each shard holds the run lock of its own texts: while shard 1/2 runs, shard 2/2 writes the
     same folder, and a second shard 1/2 is refused (tasks/writer.py)."""
+    from marginal_core.corpus.scan import ScanTask
     from marginal_core.tasks.evaluator import evaluate
     from marginal_core.tasks.options import EvalOptions
-    from marginal_core.tasks.scan import ScanTask
     from marginal_core.tasks.writer import FolderBusy, RunLock
 
     (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n")

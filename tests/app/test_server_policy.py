@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from bench.support.apptest import app
-from marginal_core.errors import UnknownModelError
+from marginal_core.ground.errors import UnknownModelError
 from pages._app import error_messages, serve, server
 from pages._app.server import PolicyError, ServerPolicy
 

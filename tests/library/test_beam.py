@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from marginal_core.cli.commands import main as cli_main
-from marginal_core.errors import MarginalError
 from marginal_core.estimators.estimate_options import EstimateOptions
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.estimators.methods import Method
+from marginal_core.ground.errors import MarginalError
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 

@@ -1,4 +1,4 @@
-"""One text under two models (marginal_core.tasks.comparison, `marginal compare`): every figure equals the
+"""One text under two models (marginal_core.api.comparison, `marginal compare`): every figure equals the
 single-model estimate for the same model, text, context, method and seed; the difference and its
 sentence; a side that fails says why while the other still runs."""
 
@@ -9,11 +9,11 @@ import math
 
 import pytest
 
+from marginal_core.api.comparison import Difference, Side, compare, difference, figures, labels, parse_sides
 from marginal_core.cli.commands import main as cli_main
-from marginal_core.errors import MarginalError
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.estimators.surprisal_result import bits_per_byte
-from marginal_core.tasks.comparison import Difference, Side, compare, difference, figures, labels, parse_sides
+from marginal_core.ground.errors import MarginalError
 from tests.conftest import GEMMA, SMOL
 
 TEXT = " flooded roads"

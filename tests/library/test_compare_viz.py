@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from marginal_core import viz
-from marginal_core.lattice.graph import build_lattice
+from marginal_core.lattice.graph import lattice_of
 from marginal_core.models import load_text_tokenizer
 from marginal_core.viz.mass_flow import mass_flow
 from tests.tokenizer_cases import GEMMA, SMOL, llama_style
@@ -30,7 +30,7 @@ def tokenizers():
 
 
 def sides_of(text, tokenizers):
-    return [(name, build_lattice(text, tok), None) for name, tok in tokenizers.items()]
+    return [(name, lattice_of(text, tok), None) for name, tok in tokenizers.items()]
 
 
 def token_spans(lattice, path=None):
@@ -85,9 +85,9 @@ def test_a_split_character_renders_and_the_differing_cuts_are_marked(tokenizers)
 
 def test_a_dummy_prefix_space_gets_its_own_column_before_the_text(tokenizers):
     text = "the quick brown fox é"
-    llama = build_lattice(text, llama_style())
+    llama = lattice_of(text, llama_style())
     assert llama.vocab.dummy_prefix and llama.data == b" " + text.encode()
-    sides = [("llama", llama, None), (SMOL, build_lattice(text, tokenizers[SMOL]), None)]
+    sides = [("llama", llama, None), (SMOL, lattice_of(text, tokenizers[SMOL]), None)]
     page = viz.byte_axis_chips_html(sides)
     rows = chips(page)
     size = len(text.encode())
@@ -105,7 +105,7 @@ def test_chips_escape_the_text_and_refuse_different_texts(tokenizers):
     assert "<b>" not in page and "&lt;b&gt;" in page
     a, b = sides_of("one", tokenizers)
     with pytest.raises(ValueError, match="one text"):
-        viz.byte_axis_chips_html([a, (b[0], build_lattice("two", tokenizers[SMOL]), None)])
+        viz.byte_axis_chips_html([a, (b[0], lattice_of("two", tokenizers[SMOL]), None)])
 
 
 # --------------------------------------------------------------------------------------------
@@ -175,8 +175,8 @@ def test_flow_hover_names_token_bytes_and_share_and_projector_enlarges(tokenizer
 
 def test_flows_shift_a_dummy_prefix_to_byte_minus_one(tokenizers):
     text = "the quick brown fox é"
-    llama = build_lattice(text, llama_style())
-    smol = build_lattice(text, tokenizers[SMOL])
+    llama = lattice_of(text, llama_style())
+    smol = lattice_of(text, tokenizers[SMOL])
     fig = viz.flows_figure([("llama", llama, hand_flow(llama)), (SMOL, smol, hand_flow(smol))])
     firsts = {xs[0] for _, xs, *_ in arc_segments(fig, "llama")}
     assert min(firsts) == -1 and min(xs[0] for _, xs, *_ in arc_segments(fig, SMOL)) == 0

@@ -10,12 +10,12 @@ import re
 import pytest
 
 from marginal_core import viz
-from marginal_core.errors import MarginalError
+from marginal_core.api.comparison import figures
 from marginal_core.estimators.beam_width import describe_rounds
 from marginal_core.estimators.estimate_result import Estimate
 from marginal_core.estimators.marginalizer import Marginalizer
-from marginal_core.lattice.graph import build_lattice, format_count
-from marginal_core.tasks.comparison import figures
+from marginal_core.ground.errors import MarginalError
+from marginal_core.lattice.graph import format_count, lattice_of
 from marginal_core.viz import analysis
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
@@ -48,7 +48,7 @@ def drawn_nodes(svg: str) -> list[int]:
 
 
 def test_a_short_lattice_is_drawn_whole_with_canonical_arcs_blue_and_splits_orange(smollm_tokenizer):
-    lat = build_lattice(" Paris", smollm_tokenizer)
+    lat = lattice_of(" Paris", smollm_tokenizer)
     shown = viz.lattice_html(lat)
     assert "<svg" in shown and "<?xml" not in shown and "Window" not in shown
     assert f'stroke="{viz.COLORS["canonical"]}"' in shown and f'stroke="{viz.COLORS["off_by_one"]}"' in shown
@@ -58,19 +58,19 @@ def test_a_short_lattice_is_drawn_whole_with_canonical_arcs_blue_and_splits_oran
 
 
 def test_a_long_lattice_is_drawn_as_the_window_the_app_draws(gemma_tokenizer):
-    lat = build_lattice(LONG, gemma_tokenizer)
+    lat = lattice_of(LONG, gemma_tokenizer)
     window = viz.token_window(lat, 0, viz.fit_window(lat, max_nodes=viz.READABLE_NODES))
     assert lat.num_nodes > viz.READABLE_NODES and viz.default_window(lat) == window
     shown = viz.lattice_html(lat)
     nodes = drawn_nodes(shown)
     assert (nodes[0], nodes[-1]) == window and len(nodes) <= viz.READABLE_NODES
     assert f"Window: bytes {window[0]}–{window[1]}" in shown and f'stroke="{viz.COLORS["canonical"]}"' in shown
-    text = short_repr(build_lattice(LONG * 40, gemma_tokenizer))  # 3,560 characters: shortened
+    text = short_repr(lattice_of(LONG * 40, gemma_tokenizer))  # 3,560 characters: shortened
     assert "…" in text and re.search(r" \d\.\d\de\d+ tokenizations", text)  # the count shortened too
 
 
 def test_a_lattice_that_cannot_be_drawn_says_why_in_one_line(smollm_tokenizer, monkeypatch):
-    lat = build_lattice(LONG, smollm_tokenizer)
+    lat = lattice_of(LONG, smollm_tokenizer)
     assert lat.num_arcs > viz.MAX_DRAW_ARCS
     monkeypatch.setattr("marginal_core.viz.notebook.default_window", lambda lattice: None)  # the whole of it
     shown = viz.lattice_html(lat)

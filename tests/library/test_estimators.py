@@ -10,10 +10,10 @@ import pytest
 import torch
 from scipy.special import logsumexp
 
-from marginal_core.errors import MarginalError, TooManyPathsError
 from marginal_core.estimators.estimate_options import EstimateOptions
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.estimators.methods import Method
+from marginal_core.ground.errors import MarginalError, TooManyPathsError
 from marginal_core.viz import analysis
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
@@ -207,7 +207,7 @@ def test_texts_beyond_the_context_window_are_refused_before_any_scoring(smollm_m
     """The canonical tokenization (and every sample) must fit the model's context window with
     the context; otherwise a ContextWindowError names the counts before any forward pass."""
     from marginal_core.cli.commands import main
-    from marginal_core.errors import ContextWindowError
+    from marginal_core.ground.errors import ContextWindowError
 
     lm = smollm_model
     text = " The committee postponed its decision until the next meeting."

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 
-from marginal_core.errors import NormalizationError, UnrepresentableTextError
-from marginal_core.lattice.graph import build_lattice
+from marginal_core.ground.errors import NormalizationError, UnrepresentableTextError
+from marginal_core.lattice.graph import lattice_of
 from marginal_core.lattice.sampling import sample_uniform
 from tests.tokenizer_cases import (
     UNSEEN_CHARACTERS,
@@ -51,9 +51,9 @@ def check_against_reference(tokenizer, text: str, byte_fallback: str = "unknown_
     ref = reference(tokenizer)
     if not spells(tokenizer, text):
         with pytest.raises((UnrepresentableTextError, NormalizationError)):
-            build_lattice(text, tokenizer, byte_fallback=byte_fallback)
+            lattice_of(text, tokenizer, byte_fallback=byte_fallback)
         return None
-    lat = build_lattice(text, tokenizer, byte_fallback=byte_fallback)
+    lat = lattice_of(text, tokenizer, byte_fallback=byte_fallback)
     assert lat.text == text
     assert lat.data == expected_data(tokenizer, text)
 
@@ -122,7 +122,7 @@ def test_lattice_matches_brute_force(embedded_tokenizer, text):
 def test_byte_fallback_everywhere_matches_brute_force(embedded_tokenizer, text):
     lat = check_against_reference(embedded_tokenizer, text, byte_fallback="everywhere")
     assume(lat is not None)
-    assert lat.count() >= build_lattice(text, embedded_tokenizer).count()
+    assert lat.count() >= lattice_of(text, embedded_tokenizer).count()
     vocab = lat.vocab
     if vocab.has_byte_fallback:
         # A byte-fallback arc on every byte: the all-bytes spelling is always a path.
@@ -147,7 +147,7 @@ def test_llama_style_lattice_matches_brute_force(llama, text):
 def test_every_sampled_path_spells_the_text(embedded_tokenizer, text):
     """Longer texts than the brute force handles: sampled paths still spell the bytes."""
     assume(spells(embedded_tokenizer, text))
-    lat = build_lattice(text, embedded_tokenizer)
+    lat = lattice_of(text, embedded_tokenizer)
     assert lat.data == text.encode("utf-8")
     assert lat.path_bytes(lat.canonical) == lat.data
     for bound in (None, len(lat.canonical)):

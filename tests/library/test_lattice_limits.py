@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from marginal_core.errors import EmptyTextError, TooManyPathsError, UnknownModelError, UnrepresentableTextError
-from marginal_core.lattice.graph import build_lattice, format_count
+from marginal_core.ground.errors import EmptyTextError, TooManyPathsError, UnknownModelError, UnrepresentableTextError
+from marginal_core.lattice.graph import format_count, lattice_of
 from tests.tokenizer_cases import EMBEDDED, GEMMA, SMOL, embedded, reference
 
 # --------------------------------------------------------------------------------------------
@@ -20,7 +20,7 @@ from tests.tokenizer_cases import EMBEDDED, GEMMA, SMOL, embedded, reference
 @pytest.mark.parametrize("name", EMBEDDED)
 def test_empty_text_is_refused(name):
     with pytest.raises(EmptyTextError):
-        build_lattice("", embedded(name))
+        lattice_of("", embedded(name))
 
 
 @pytest.mark.parametrize("name", EMBEDDED)
@@ -30,7 +30,7 @@ def test_lone_surrogates_are_refused_with_a_message(name):
     from marginal_core.lattice.conditioning import context_ids
 
     with pytest.raises(UnrepresentableTextError, match="character 2 is a lone surrogate U[+]DCFF"):
-        build_lattice("a\udcffb", embedded(name))
+        lattice_of("a\udcffb", embedded(name))
     with pytest.raises(UnrepresentableTextError, match="context is not valid Unicode"):
         context_ids(embedded(name), "Question:\ud800")
 
@@ -47,7 +47,7 @@ def test_unknown_model_names_the_known_ones():
 
 @pytest.mark.parametrize("name", EMBEDDED)
 def test_rank_refuses_what_is_not_a_path(name):
-    lat = build_lattice("Hello world", embedded(name))
+    lat = lattice_of("Hello world", embedded(name))
     canon = lat.canonical
     with pytest.raises(ValueError):
         lat.rank(canon[:-1])  # stops early
@@ -102,7 +102,7 @@ def huge():
     text = (unit * (repeats + 1))[:100_000]
     assert len(text) == 100_000 and text.endswith(BLOCK[: 100_000 - repeats * len(unit)])
     started = time.perf_counter()
-    lat = build_lattice(text, tok)
+    lat = lattice_of(text, tok)
     count = lat.count()
     return tok, text, unit, repeats, lat, count, time.perf_counter() - started
 
@@ -158,7 +158,7 @@ def test_huge_text_enumeration_is_refused(huge):
 
 @pytest.mark.parametrize("name", EMBEDDED)
 def test_enumeration_refusal_names_count_and_budget(name):
-    lat = build_lattice("Marginal probabilities sum over all tokenizations. " * 8, embedded(name))
+    lat = lattice_of("Marginal probabilities sum over all tokenizations. " * 8, embedded(name))
     count = lat.count()
     assert count > 10**60  # docs/design.md point 6: counts pass 10^60 on a few hundred characters
     with pytest.raises(TooManyPathsError) as err:
@@ -176,7 +176,7 @@ def test_long_text_counts_and_ranks_stay_exact_across_limbs():
     """A 300-character text: counts beyond 2^64 (several 62-bit limbs), checked exactly."""
     tok = embedded(GEMMA)
     text = ("The lattice of a sentence: tokens 日本語 and émoji 🎉 all count. " * 5)[:300]
-    lat = build_lattice(text, tok)
+    lat = lattice_of(text, tok)
     ref = reference(tok)
     count = lat.count()
     assert count == ref.count(lat.data) > 2**124

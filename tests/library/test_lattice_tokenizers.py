@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marginal_core.errors import NormalizationError, UnrepresentableTextError
-from marginal_core.lattice.graph import build_lattice
+from marginal_core.ground.errors import NormalizationError, UnrepresentableTextError
+from marginal_core.lattice.graph import lattice_of
 from tests.tokenizer_cases import (
     GEMMA,
     SMOL,
@@ -35,26 +35,26 @@ def test_u2581_is_rejected_by_sentencepiece_tokenizers(prefix, suffix):
     """Gemma maps U+2581 to a space before tokenizing: no lattice over the written text exists."""
     text = prefix + SPACE_PIECE + suffix
     with pytest.raises(NormalizationError) as err:
-        build_lattice(text, embedded(GEMMA))
+        lattice_of(text, embedded(GEMMA))
     message = str(err.value)
     assert "U+2581" in message and "normaliz" in message
     assert f"byte {len(prefix.encode())}" in message  # where the rewrite happens
     # A byte-level tokenizer reads U+2581 as three ordinary bytes.
     if spells(embedded(SMOL), text):
-        lat = build_lattice(text, embedded(SMOL))
+        lat = lattice_of(text, embedded(SMOL))
         assert lat.data == text.encode("utf-8") and lat.path_bytes(lat.canonical) == lat.data
 
 
 def test_u2581_in_a_dummy_prefix_tokenizer_is_rejected(llama):
     with pytest.raises(NormalizationError, match="U\\+2581"):
-        build_lattice("ab" + SPACE_PIECE + "c", llama)
+        lattice_of("ab" + SPACE_PIECE + "c", llama)
     with pytest.raises(NormalizationError, match="U\\+2581"):
-        build_lattice(SPACE_PIECE, llama)
+        lattice_of(SPACE_PIECE, llama)
 
 
 def test_normalization_error_points_at_the_rewrite_with_a_dummy_prefix(llama):
     with pytest.raises(NormalizationError) as err:
-        build_lattice("ab" + SPACE_PIECE + "c", llama)
+        lattice_of("ab" + SPACE_PIECE + "c", llama)
     # The rewrite is at byte 2 of the text (byte 3 of the tokenizer's view), not at byte 0.
     assert re.search(r"byte [23]\b", str(err.value)), str(err.value)
 
@@ -64,7 +64,7 @@ def test_normalization_error_points_at_the_rewrite_with_a_dummy_prefix(llama):
 
 
 def test_llama_style_vocabulary_and_dummy_prefix(llama):
-    lat = build_lattice("the shells", llama)
+    lat = lattice_of("the shells", llama)
     assert lat.vocab.family == "sentencepiece"
     assert lat.vocab.dummy_prefix is True
     assert lat.vocab.has_byte_fallback
@@ -80,14 +80,14 @@ def test_legacy_and_non_legacy_conversions_give_the_same_lattices():
     (split_special_tokens=True), so both conversions tokenize, and build lattices, identically."""
     legacy, modern = llama_style(legacy=True), llama_style(legacy=False)
     for text in ["the Hat", " a  b", "x</s> the", "<s>", "日本\n"]:
-        a, b = build_lattice(text, legacy), build_lattice(text, modern)
+        a, b = lattice_of(text, legacy), lattice_of(text, modern)
         assert (a.data, a.canonical, a.arcs) == (b.data, b.canonical, b.arcs)
 
 
 @pytest.mark.parametrize("char", list(UNSEEN_CHARACTERS))
 def test_unseen_characters_get_byte_fallback_arcs_only_inside_themselves(llama, char):
     text = f"the{char}sea shells"
-    lat = build_lattice(text, llama)
+    lat = lattice_of(text, llama)
     vocab = lat.vocab
     byte_ids = {t for t in vocab.byte_tokens if t is not None}
     start = len(b" the")
@@ -99,16 +99,16 @@ def test_unseen_characters_get_byte_fallback_arcs_only_inside_themselves(llama, 
     # The tokenizer itself spells the character with those bytes.
     assert [t for t in lat.canonical if t in byte_ids] == [a[2] for a in fallback]
     # Seen characters get byte arcs only when asked for everywhere.
-    everywhere = build_lattice(text, llama, byte_fallback="everywhere")
+    everywhere = lattice_of(text, llama, byte_fallback="everywhere")
     assert {s for s, _, t in everywhere.arcs if t in byte_ids} == set(range(len(lat.data)))
     assert everywhere.count() > lat.count() == reference(llama).count(lat.data)
 
 
 def test_unknown_characters_without_byte_fallback_are_unrepresentable():
     tok = llama_with_unk()
-    assert build_lattice("the hat", tok).count() == reference(tok).count(b" the hat")
+    assert lattice_of("the hat", tok).count() == reference(tok).count(b" the hat")
     with pytest.raises(UnrepresentableTextError, match="<unk>"):
-        build_lattice("the Hat", tok)
+        lattice_of("the Hat", tok)
 
 
 @pytest.mark.parametrize(
@@ -126,5 +126,5 @@ def test_a_tokenizer_that_drops_characters_is_reported_as_unrepresentable(which,
     tok = llama_style(byte_fallback=False) if which == "llama-no-fallback" else embedded(which)
     assert not spells(tok, text)
     with pytest.raises(UnrepresentableTextError):
-        build_lattice(text, tok)
+        lattice_of(text, tok)
 

@@ -3,11 +3,13 @@ statement (lazy ones inside functions and TYPE_CHECKING ones too: either way two
 import each other know each other's insides), and no Python module of the project over 450
 lines (one idea a module: a longer one holds several), and no module named like a public name.
 The tree shows the pipeline: at most 15 modules at the top of marginal_core (a stage package
-counts once), each name defined in one module and imported from that module."""
+counts once), each name defined in one module and imported from that module, and no package
+importing one later in docs/design.md's order of the stages."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
@@ -157,8 +159,10 @@ def test_every_test_file_sits_on_one_side():
 
 # What the app (app.py and pages/) may import of the library: its public names (``marginal_core``),
 # the errors and progress types, and the stages whose modules are the app's to use.
-PAGE_IMPORTS = ("marginal_core", "marginal_core.errors", "marginal_core.progress")
-PAGE_STAGES = ("marginal_core.viz", "marginal_core.tasks", "marginal_core.serving", "marginal_core.models",
+PAGE_IMPORTS = ("marginal_core", "marginal_core.ground.errors", "marginal_core.ground.progress",
+                "marginal_core.ground.cache_home")
+PAGE_STAGES = ("marginal_core.viz", "marginal_core.tasks", "marginal_core.corpus", "marginal_core.api",
+               "marginal_core.serving", "marginal_core.models",
                "marginal_core.harness")
 
 
@@ -184,3 +188,76 @@ def test_no_two_library_modules_share_a_file_name():
             names[path.name].append(str(path.relative_to(ROOT)))
     shared = {n: p for n, p in names.items() if len(p) > 1}
     assert not shared, shared
+
+
+# ---------------------------------------------------------------- the order of the stages
+
+
+def stage_rows(design: str) -> dict[str, int]:
+    """docs/design.md's order of the stages: each package's row (its table under that heading)."""
+    section = design.split("### The order of the stages", 1)[1].split("\n#", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        if (match := re.match(r"\|\s*(\d+)\s*\|([^|]*)\|", line)):
+            rows.update((name, int(match.group(1))) for name in re.findall(r"`(\w+)`", match.group(2)))
+    return rows
+
+
+def package_of(module: str) -> str:
+    """A module's package in the order: its stage folder; the package face and every ``__main__``
+    (entry points: commands) count as ``cli``."""
+    parts = module.split(".")
+    return "cli" if len(parts) == 1 or parts[-1] == "__main__" or parts[1] == "__main__" else parts[1]
+
+
+def package_imports(mods: dict[str, Path]) -> dict[tuple[str, str], list[str]]:
+    """Each (importer, imported) pair of distinct packages, with the module imports behind it."""
+    found = defaultdict(list)
+    for name, path in mods.items():
+        for imported in sorted(imports(name, path, set(mods))):
+            if (pair := (package_of(name), package_of(imported)))[0] != pair[1]:
+                found[pair].append(f"{name} -> {imported}")
+    return dict(found)
+
+
+def order_violations(mods: dict[str, Path], rows: dict[str, int]) -> list[str]:
+    """The imports against the order: a package importing one of its own row or a later one, or a
+    package the table does not place."""
+    wrong = [f"{p} has no row in the order" for p in sorted({package_of(m) for m in mods} - set(rows))]
+    for (a, b), lines in package_imports(mods).items():
+        if a in rows and b in rows and rows[b] >= rows[a]:
+            wrong += [f"{line}  ({a}, row {rows[a]}, may not import {b}, row {rows[b]})" for line in lines]
+    return wrong
+
+
+def import_table(mods: dict[str, Path], rows: dict[str, int]) -> str:
+    """The packages in the order's rows, each with the packages it imports."""
+    pairs = package_imports(mods)
+    lines = []
+    for package in sorted(rows, key=lambda p: (rows[p], p)):
+        used = sorted({b for a, b in pairs if a == package}, key=lambda p: (rows.get(p, 99), p))
+        lines.append(f"{rows[package]:>3}  {package:<11} imports {', '.join(used) or '-'}")
+    return "\n".join(lines)
+
+
+def test_the_stages_import_in_order():
+    """No package imports one of its own row or below in docs/design.md's order (every import
+    statement counts: module level, in a function, under TYPE_CHECKING)."""
+    rows = stage_rows((ROOT / "docs" / "design.md").read_text(encoding="utf-8"))
+    mods = modules()
+    print(import_table(mods, rows))  # the package import table (pytest -s shows it)
+    wrong = order_violations(mods, rows)
+    assert not wrong, "\n".join(["imports against the order of the stages:", *wrong, "", import_table(mods, rows)])
+
+
+def test_the_order_test_fails_on_a_planted_import(tmp_path):
+    """A lattice module that imports the models (the stage-1-on-stage-3 import the order forbids) is
+    caught, whether the import sits at the top, in a function or under TYPE_CHECKING."""
+    rows = stage_rows((ROOT / "docs" / "design.md").read_text(encoding="utf-8"))
+    for body in ("from marginal_core.models import caches\n",
+                 "def f():\n    from marginal_core.models.caches import model_cache_dir\n",
+                 "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import marginal_core.models.loading\n"):
+        planted = tmp_path / "planted.py"
+        planted.write_text(body, encoding="utf-8")
+        wrong = order_violations({**modules(), "marginal_core.lattice.planted": planted}, rows)
+        assert [w for w in wrong if w.startswith("marginal_core.lattice.planted -> marginal_core.models")], body

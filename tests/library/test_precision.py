@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from marginal_core.cli.commands import main as cli_main
-from marginal_core.errors import MarginalError
 from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.ground.errors import MarginalError
 from marginal_core.models import devices, load_model, resolve_dtype
 from marginal_core.scoring.trie_scoring import score_paths
 from marginal_core.tasks.evaluator import _Run
@@ -198,7 +198,7 @@ def test_under_auto_float16_the_cli_says_so_and_agrees_with_the_library(auto_flo
 
 @pytest.mark.models
 def test_under_auto_float16_a_text_past_the_window_is_refused_as_in_float32(auto_float16, monkeypatch, capsys):
-    from marginal_core.errors import ContextWindowError
+    from marginal_core.ground.errors import ContextWindowError
 
     f16 = load_model("smollm2-135m", device="cpu", dtype="float16")
     monkeypatch.setattr(f16.config, "max_position_embeddings", 4)
@@ -224,7 +224,7 @@ def test_a_folder_started_in_one_dtype_refuses_to_resume_in_another(tmp_path, mo
 
 @pytest.mark.models
 def test_under_auto_float16_eval_qa_reports_its_dtype(auto_float16, tmp_path, capsys):
-    from marginal_core.tasks.task_commands import tasks_main
+    from marginal_core.cli.task_commands import tasks_main
 
     out = tmp_path / "qa"
     argv = ["eval-qa", "--dataset", "arc-easy", "--model", "smollm2-135m", "--device", "cpu", "--limit", "1",

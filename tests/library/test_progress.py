@@ -12,12 +12,12 @@ import sys
 
 import pytest
 
-from marginal_core import progress as progress_module
 from marginal_core.cli.commands import main as cli_main
 from marginal_core.estimators.beam import anytime_beam
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.estimators.methods import Method
-from marginal_core.progress import tqdm_bar, tqdm_progress
+from marginal_core.ground import progress as progress_module
+from marginal_core.ground.progress import tqdm_bar, tqdm_progress
 from tests.conftest import SMOL
 
 COUNT = re.compile(r"(\d+(?:\.\d+)?)/(\d+) (samples|steps|rounds)")

@@ -20,7 +20,7 @@ from scipy.stats import chisquare
 
 from marginal_core.estimators.proxy import ProxyResult, proxy_sample
 from marginal_core.lattice.conditioning import context_ids
-from marginal_core.lattice.graph import build_lattice
+from marginal_core.lattice.graph import lattice_of
 from marginal_core.lattice.proposal import Proposal, build_proposal
 from marginal_core.lm.adapter import LM
 
@@ -74,7 +74,7 @@ class Reference:
 
     def __init__(self, lm, context: str | None, text: str) -> None:
         self.lm, self.ctx = lm, context_ids(lm.tokenizer, context)
-        self.lattice = build_lattice(text, lm.tokenizer)
+        self.lattice = lattice_of(text, lm.tokenizer)
         self.paths = self.lattice.enumerate()
         self.log_probs = {p: self._log_softmax(p) for p in self.paths}
         self.log_p = {p: sum(float(lp[i, t]) for i, t in enumerate(p)) for p, lp in self.log_probs.items()}
@@ -249,7 +249,7 @@ def test_progress_and_cancel(smollm_model, ref):
 
 def test_text_with_only_the_canonical_tokenization(smollm_model):
     ctx = context_ids(smollm_model.tokenizer, QUESTION)
-    lattice = build_lattice("a", smollm_model.tokenizer)
+    lattice = lattice_of("a", smollm_model.tokenizer)
     assert lattice.count() == 1
     none = proxy_sample(smollm_model, lattice, 5, ctx, seed=0)
     assert len(none) == 0 and none.forward_passes == 0 and none.log_estimate == -math.inf

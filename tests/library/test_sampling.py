@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from marginal_core.lattice import bigint
-from marginal_core.lattice.graph import build_lattice
+from marginal_core.lattice.graph import lattice_of
 from marginal_core.lattice.sampling import lattice_samples, num_candidates, sample_uniform
 from tests.tokenizer_cases import EMBEDDED, GEMMA, SMOL, embedded, examples, reference, spells, texts
 
@@ -26,7 +26,7 @@ PROPERTY = settings(max_examples=examples(30), deadline=None, suppress_health_ch
 
 
 def lattice(name: str, text: str):
-    return build_lattice(text, embedded(name))
+    return lattice_of(text, embedded(name))
 
 
 def chisquare_uniform(observed: Counter, support: list) -> float:

@@ -10,8 +10,8 @@ import math
 import pandas as pd
 import pytest
 
-from marginal_core.tasks.comparison import Difference
-from marginal_core.tasks.scan_compare import Comparison, differ_most, gain_rho
+from marginal_core.api.comparison import Difference
+from marginal_core.corpus.scan_compare import Comparison, differ_most, gain_rho
 from tests.app.test_scan import COMMON, run
 
 # (id, model, method, log p(canonical), log marginal): the best bound of each text and model is the

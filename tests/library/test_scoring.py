@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from marginal_core.errors import MarginalError, OutOfMemory
+from marginal_core.ground.errors import MarginalError, OutOfMemory
 from marginal_core.lattice.conditioning import context_ids
-from marginal_core.lattice.graph import build_lattice
+from marginal_core.lattice.graph import lattice_of
 from marginal_core.lattice.paths import PathBatch
 from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.lm.adapter import LM
@@ -30,7 +30,7 @@ TOL = 1e-4
 @pytest.fixture(scope="module")
 def paths(lm) -> list[tuple[int, ...]]:
     """The canonical tokenization and 30 Algorithm-1 samples of TEXT (they share prefixes)."""
-    lattice = build_lattice(TEXT, lm.tokenizer)
+    lattice = lattice_of(TEXT, lm.tokenizer)
     samples = lattice_samples(lattice, 30, max_len=len(lattice.canonical) + 4, seed=0)
     return [lattice.canonical, *samples.paths.tolist()]
 
@@ -100,7 +100,7 @@ def test_a_long_texts_passes_are_bounded_and_score_as_one_pass(fixture, request,
 
     loaded = request.getfixturevalue(fixture)
     text = " " + "The committee postponed its decision until the next meeting. " * 8
-    lattice = build_lattice(text, loaded.tokenizer)
+    lattice = lattice_of(text, loaded.tokenizer)
     some = [lattice.canonical, *lattice_samples(lattice, 3, seed=0).paths.tolist()]
     ctx = context_ids(loaded.tokenizer, None)
     whole, one = ScoreStats(), score_paths(loaded, some[:1], ctx, max_batch_tokens=4096, row_tokens=4096)
@@ -119,7 +119,7 @@ def test_a_long_texts_passes_are_bounded_and_score_as_one_pass(fixture, request,
 
 
 def test_memory_cap_feeds_one_token_per_pass(smollm_model):
-    lattice = build_lattice(TEXT, smollm_model.tokenizer)
+    lattice = lattice_of(TEXT, smollm_model.tokenizer)
     few = [lattice.canonical, *lattice_samples(lattice, 3, seed=0).paths.tolist()]
     ctx = context_ids(smollm_model.tokenizer, QUESTION)
     stats = ScoreStats()
@@ -131,7 +131,7 @@ def test_memory_cap_feeds_one_token_per_pass(smollm_model):
 
 def test_sliding_window_layers_are_masked_by_position(gemma_model):
     """With Gemma 3's window shrunk to 4 positions, its sliding layers matter on a short text."""
-    lattice = build_lattice(TEXT, gemma_model.tokenizer)
+    lattice = lattice_of(TEXT, gemma_model.tokenizer)
     few = [lattice.canonical, *lattice_samples(lattice, 5, seed=1).paths.tolist()]
     ctx = context_ids(gemma_model.tokenizer, QUESTION)
     config = gemma_model.model.config
@@ -149,7 +149,7 @@ def test_sliding_window_layers_are_masked_by_position(gemma_model):
 def test_edge_cases(smollm_model):
     lm = smollm_model
     ctx = context_ids(lm.tokenizer, None)
-    canon = tuple(build_lattice(TEXT, lm.tokenizer).canonical)
+    canon = tuple(lattice_of(TEXT, lm.tokenizer).canonical)
     assert score_paths(lm, [], ctx).shape == (0,)
     given = [canon, (), canon[:2], canon, canon[:1]]
     scores = score_paths(lm, PathBatch.from_paths(given), ctx)
@@ -162,7 +162,7 @@ def test_edge_cases(smollm_model):
 
 
 def test_progress_reaches_the_total(smollm_model):
-    lattice = build_lattice(TEXT, smollm_model.tokenizer)
+    lattice = lattice_of(TEXT, smollm_model.tokenizer)
     calls: list[tuple[int, int]] = []
     score_paths(
         smollm_model, lattice_samples(lattice, 20, seed=0).paths, [1], max_batch_tokens=16,
@@ -177,7 +177,7 @@ OOM_SCRIPT = textwrap.dedent(
     import resource, sys
     import numpy as np
     from marginal_core.lattice.conditioning import context_ids
-    from marginal_core.lattice.graph import build_lattice
+    from marginal_core.lattice.graph import lattice_of
     from marginal_core.models import load_model
     from marginal_core.lattice.sampling import lattice_samples
     from marginal_core.scoring.pass_budget import DEFAULT_MAX_BATCH_BYTES, pass_bytes
@@ -185,7 +185,7 @@ OOM_SCRIPT = textwrap.dedent(
     from marginal_core.scoring.trie_scoring import score_paths
 
     lm = load_model("gemma3-270m", device="cpu", dtype="float32")
-    lattice = build_lattice("A quick fox.", lm.tokenizer)
+    lattice = lattice_of("A quick fox.", lm.tokenizer)
     paths = lattice_samples(lattice, 20, seed=0).paths
     ctx = context_ids(lm.tokenizer, None)
     want = score_paths(lm, paths, ctx, max_batch_tokens=16)
@@ -224,7 +224,7 @@ class _OomAbove(torch.nn.Module):
 
 def test_injected_out_of_memory_backs_off_in_the_adapter(smollm_model):
     """An allocation failure halves the token budget until the passes fit; the scores stay."""
-    lattice = build_lattice(TEXT, smollm_model.tokenizer)
+    lattice = lattice_of(TEXT, smollm_model.tokenizer)
     paths = lattice_samples(lattice, 30, seed=0).paths
     ctx = context_ids(smollm_model.tokenizer, QUESTION)
     lm = LM(smollm_model.loaded)  # an adapter of its own, whose decoder fails above 16 tokens
@@ -258,7 +258,7 @@ def test_the_contiguous_attention_scores_as_transformers_sdpa(lm, monkeypatch):
             masked.append(key.is_contiguous() and key.shape[1] == query.shape[1])
         return real(query, key, value, attn_mask=attn_mask, **kwargs)
 
-    lattice = build_lattice(TEXT, lm.tokenizer)
+    lattice = lattice_of(TEXT, lm.tokenizer)
     paths = [lattice.canonical, *lattice_samples(lattice, 60, seed=0).paths.tolist()]
     ctx = context_ids(lm.tokenizer, QUESTION)
     want = score_paths(lm, paths, ctx)
@@ -277,7 +277,7 @@ def test_the_tree_rule_lets_a_query_see_the_context_its_ancestors_and_itself(smo
     from marginal_core.scoring.trie import build_trie, plan_pass, tree_allowed
     from marginal_core.scoring.trie_run import _Row
 
-    lattice = build_lattice(TEXT, smollm_model.tokenizer)
+    lattice = lattice_of(TEXT, smollm_model.tokenizer)
     trie = build_trie([lattice.canonical, *lattice_samples(lattice, 40, seed=3).paths.tolist()])
     half = len(trie.fed) // 2
     rows = [_Row(0, half), _Row(half, len(trie.fed), frozenset(trie.ancestors(int(trie.fed[half]))))]
@@ -317,7 +317,7 @@ def test_flex_attention_scores_as_the_dense_masks(fixture, request, monkeypatch)
     real = attention.flex_kernel("cpu")
     monkeypatch.setattr(attention, "flex_kernel", lambda device: lambda *a, **kw: (calls.append(kw["block_mask"]),
                                                                                    real(*a, **kw))[1])
-    lattice = build_lattice(TEXT, base.tokenizer)
+    lattice = lattice_of(TEXT, base.tokenizer)
     paths = [lattice.canonical, *lattice_samples(lattice, 20, seed=1).paths.tolist()]
     ctx = context_ids(base.tokenizer, QUESTION)
     config = base.model.config.get_text_config()

@@ -1,4 +1,4 @@
-"""The one seam between a server and the library (marginal_core.serving.hooks): the library asks
+"""The one seam between a server and the library (marginal_core.ground.hooks): the library asks
 only it about runs, and outside a run it changes nothing: the same scores, bit for bit, as the
 library with the seam taken out, and no Turns or Batcher touched."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marginal_core.serving import hooks as serving_hooks
+from marginal_core.ground import hooks as serving_hooks
 from marginal_core.serving.batching import Batcher
 from marginal_core.serving.turns import Turns
 
@@ -79,9 +79,9 @@ def test_the_library_meets_the_server_only_through_the_seam():
         if name in server:
             continue
         assert not _imports(path) & server, f"{name} reaches the server's machinery past serving_hooks"
-        if name != "marginal_core.serving.hooks":
+        if name != "marginal_core.ground.hooks":
             assert "ContextVar(" not in path.read_text(encoding="utf-8"), f"{name} keeps ambient state"
-    assert not {m for m in _imports(package / "serving" / "hooks.py") if m.startswith("marginal_core")}
+    assert not {m for m in _imports(package / "ground" / "hooks.py") if m.startswith("marginal_core")}
 
 
 def test_outside_a_run_the_hooks_do_nothing():

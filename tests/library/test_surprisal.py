@@ -14,16 +14,16 @@ import pytest
 import torch
 from scipy.special import logsumexp
 
-from marginal_core.errors import (
+from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.estimators.prefix_search import check_exact, prefix_masses
+from marginal_core.estimators.surprisal_result import COLUMNS, region_spans
+from marginal_core.ground.errors import (
     ContextWindowError,
     EmptyTextError,
     MarginalError,
     TooManyPathsError,
     UnrepresentableTextError,
 )
-from marginal_core.estimators.marginalizer import Marginalizer
-from marginal_core.estimators.prefix_search import check_exact, prefix_masses
-from marginal_core.estimators.surprisal_result import COLUMNS, region_spans
 from marginal_core.lm.adapter import LM
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"

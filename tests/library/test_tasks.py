@@ -12,12 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from marginal_core.errors import MarginalError
+from marginal_core.cli.task_commands import add_commands
+from marginal_core.ground.errors import MarginalError
 from marginal_core.lattice.vocab import vocabulary
 from marginal_core.tasks import mt, qa
 from marginal_core.tasks.report import load_rows, qa_accuracy, speedup_and_underestimation
 from marginal_core.tasks.store import ResultStore, read_samples
-from marginal_core.tasks.task_commands import add_commands
 
 # Questions (docs) in the packaged request files, counted from the raw files once by hand.
 PACKAGED_COUNTS = {

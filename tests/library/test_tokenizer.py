@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 from marginal_core.lattice.conditioning import context_ids
-from marginal_core.lattice.graph import build_lattice, canonical_ids
+from marginal_core.lattice.graph import canonical_ids, lattice_of
 from marginal_core.lattice.tokenizer import TransformersTokenizer, text_tokenizer
 from marginal_core.lattice.tokenizer_snapshot import TokenizerSnapshot
 from marginal_core.lattice.vocab import Vocabulary, fingerprint, vocabulary
@@ -56,13 +56,13 @@ def light(name: str) -> TokenizerSnapshot:
 def same_outcome(a, b, text: str) -> None:
     """build_lattice gives the same lattice through both tokenizers, or the same error."""
     try:
-        expected = build_lattice(text, a)
+        expected = lattice_of(text, a)
     except MarginalError as err:
         with pytest.raises(type(err)) as info:
-            build_lattice(text, b)
+            lattice_of(text, b)
         assert str(info.value) == str(err)
         return
-    got = build_lattice(text, b)
+    got = lattice_of(text, b)
     assert got.data == expected.data and got.canonical == expected.canonical
     assert got.arcs == expected.arcs
 

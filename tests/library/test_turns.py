@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import pytest
 
-from marginal_core.errors import MarginalError
-from marginal_core.serving import hooks as serving_hooks
+from marginal_core.ground import hooks as serving_hooks
+from marginal_core.ground.errors import MarginalError
 from marginal_core.serving.turns import POLL_S, Place, Run, TurnCancelled, Turns
 
 UNIT_S = 1.0  # fake seconds, exact in binary, so that sums of units meet slices exactly

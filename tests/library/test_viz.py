@@ -14,14 +14,14 @@ import shutil
 import pytest
 
 from marginal_core import viz
-from marginal_core.errors import MarginalError
-from marginal_core.lattice.graph import build_lattice
+from marginal_core.ground.errors import MarginalError
+from marginal_core.lattice.graph import lattice_of
 from tests.viz_cases import edges
 
 
 @pytest.fixture(scope="module")
 def small(gemma_tokenizer):
-    return build_lattice(" Paris is", gemma_tokenizer)
+    return lattice_of(" Paris is", gemma_tokenizer)
 
 
 # --------------------------------------------------------------------------------------------
@@ -34,7 +34,7 @@ def test_segmented_and_chips_show_every_canonical_token(qa, gemma_tokenizer):
     assert html.count("<span title=") == len(qa.canonical)
     for piece in qa.pieces(qa.canonical):
         assert viz.show_piece(piece) in html
-    assert "<script" not in viz.chips_html(build_lattice("<script>", gemma_tokenizer))
+    assert "<script" not in viz.chips_html(lattice_of("<script>", gemma_tokenizer))
 
 
 def test_count_label_is_exact_below_a_billion_and_scientific_above():
@@ -124,7 +124,7 @@ def test_window_draws_only_the_arcs_inside_it(qa):
 
 def test_fit_window_respects_the_limits_and_long_texts_refuse_to_draw(gemma_tokenizer):
     text = " ".join(["The committee postponed its decision until the next meeting."] * 4)
-    lat = build_lattice(text, gemma_tokenizer)
+    lat = lattice_of(text, gemma_tokenizer)
     assert lat.num_arcs > viz.MAX_DRAW_ARCS
     with pytest.raises(viz.TooLargeToDrawError) as err:
         viz.lattice_graph(lat)
@@ -173,7 +173,7 @@ def test_hostile_characters_render_through_dot_as_visible_labels(text, gemma_tok
     every node and arc into well-formed SVG, and invisible characters show as escapes."""
     import xml.etree.ElementTree as ET
 
-    lat = build_lattice(text, gemma_tokenizer)  # byte fallback: every character has a token
+    lat = lattice_of(text, gemma_tokenizer)  # byte fallback: every character has a token
     dot = viz.lattice_dot(lat, max_arcs=100_000)
     assert not any(ord(c) < 0x20 and c not in "\t\n" or 0x7F <= ord(c) < 0xA0 for c in dot)
     svg = viz.dot_to_svg(dot)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from marginal_core.errors import MarginalError
 from marginal_core.estimators.run_state import BeamRun, Completion, RunState
+from marginal_core.ground.errors import MarginalError
 from pages._app import defaults, error_messages, live, table1
 from tests.viz_cases import fake_estimate
 

@@ -10,9 +10,10 @@ import subprocess
 import sys
 import time
 
-from marginal_core.errors import MarginalError, run_cli
 from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH
-from marginal_core.models.caches import cache_root, is_done, model_cache_dir
+from marginal_core.ground.cache_home import cache_root
+from marginal_core.ground.errors import MarginalError, run_cli
+from marginal_core.models.caches import is_done, model_cache_dir
 from marginal_core.models.devices import DTYPES
 from marginal_core.models.loading import warm
 from marginal_core.models.registry import DEFAULT_MODEL, EMBEDDED_MODELS, known_models, pip_install_command

@@ -21,13 +21,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from marginal_core.errors import MarginalError
+from marginal_core.ground.errors import MarginalError
 from marginal_core.tasks.datafiles import dataset_file, read_json_records
 from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import Request, Task
 
 if TYPE_CHECKING:
-    from marginal_core.tasks.scan_surprisal import Cut
+    from marginal_core.corpus.scan_surprisal import Cut
 
 SUFFIXES = (".txt", ".jsonl", ".csv")
 
@@ -140,7 +140,7 @@ class ScanTask(Task):
                                                      "text": item.text})]
 
     def report(self, out: Path, items: Sequence[str], methods: Sequence[str]) -> dict[str, Any]:
-        from marginal_core.tasks.scan_report import scan_report
+        from marginal_core.corpus.scan_report import scan_report
 
         return scan_report(out, items, methods)
 
@@ -179,8 +179,8 @@ def write_index(out: str | Path, dataset: str, models: Sequence[str], surprisal:
 def merge(out: str | Path, sources: Sequence[str | Path]) -> int:
     """Take into out the finished texts of other scan folders of the same file and options (shards
     run elsewhere), their surprisal too; returns how many rows it took. What out already holds is kept."""
-    from marginal_core.tasks import scan_surprisal
-    from marginal_core.tasks.scan_report import model_folders
+    from marginal_core.corpus import scan_surprisal
+    from marginal_core.corpus.scan_report import model_folders
     from marginal_core.tasks.store import ResultStore, read_config
     from marginal_core.tasks.writer import RunLock
 
@@ -211,10 +211,10 @@ def run_scan(file: str | Path, out: str | Path, models: Sequence[str], options: 
     whether it was stopped). Notes go to standard error."""
     from dataclasses import replace
 
+    from marginal_core.corpus.scan_report import export
+    from marginal_core.corpus.scan_surprisal import NO_WORDFREQ, has_wordfreq, search_texts
     from marginal_core.models import load_model
     from marginal_core.tasks.evaluator import evaluate
-    from marginal_core.tasks.scan_report import export
-    from marginal_core.tasks.scan_surprisal import NO_WORDFREQ, has_wordfreq, search_texts
 
     if surprisal is not None and surprisal.unit == "word" and not has_wordfreq():
         print(f"marginal scan: note: {NO_WORDFREQ}", file=sys.stderr)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from marginal_core.estimators.methods import Method, parse_methods
-from marginal_core.models.caches import cache_root
+from marginal_core.ground.cache_home import cache_root
 from marginal_core.models.registry import DEFAULT_MODEL
 
 if TYPE_CHECKING:
@@ -18,7 +18,21 @@ if TYPE_CHECKING:
 
     from marginal_core.estimators.estimate_result import Estimate
     from marginal_core.estimators.surprisal_result import Surprisal
+    from marginal_core.lattice.graph import Lattice
+    from marginal_core.lattice.tokenizer import TokenizerLike
+    from marginal_core.lattice.vocab import ByteFallback
     from marginal_core.lm.adapter import LM
+
+
+def build_lattice(text: str, tokenizer: TokenizerLike | str = DEFAULT_MODEL, *,
+                  byte_fallback: ByteFallback = "unknown_chars") -> Lattice:
+    """The lattice of a text under a tokenizer, or under a model's tokenizer given by the model's
+    name (its light snapshot: no model loaded, no torch)."""
+    from marginal_core.lattice.graph import lattice_of
+    from marginal_core.models.loading import load_text_tokenizer
+
+    return lattice_of(text, load_text_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer,
+                      byte_fallback=byte_fallback)
 
 
 def estimate(text: str, model: str | LM = DEFAULT_MODEL, methods: str | Sequence[str] = "beam",
@@ -55,7 +69,7 @@ def _loaded(model: str | LM, device: str | None, dtype: str | None) -> str | LM:
     if device is None and dtype is None:
         return model
     if not isinstance(model, str):
-        from marginal_core.errors import MarginalError
+        from marginal_core.ground.errors import MarginalError
 
         raise MarginalError(f"device and dtype go with a model's name: {model.name} is loaded already "
                             f"(load_model(name, device=..., dtype=...) loads it otherwise)")
@@ -77,9 +91,9 @@ def scan(file: str | Path, models: str | Sequence[str] = DEFAULT_MODEL, methods:
     Options: samples, seed, max_len, limit, device, dtype, beam_width (None: the anytime beam)."""
     import pandas as pd
 
+    from marginal_core.corpus.scan import run_scan
+    from marginal_core.corpus.scan_surprisal import Cut
     from marginal_core.tasks.options import EvalOptions
-    from marginal_core.tasks.scan import run_scan
-    from marginal_core.tasks.scan_surprisal import Cut
 
     names = [models] if isinstance(models, str) else list(models)
     names = [m.strip() for n in names for m in n.split(",") if m.strip()]

@@ -6,7 +6,8 @@ gains over the corpus.
 With three or more models, the report compares every pair (in the scan's model order) and the
 paired CSV stacks the pairs (columns ``model_a``, ``model_b``); the Results page compares the pair
 chosen in two boxes, the first two models by default. The rules of a flip and of a moved difference
-are :class:`marginal_core.tasks.comparison.Difference`'s, so one text reads the same here and on Compare.
+are here (``flips``, ``moves``), and ``mc.compare``'s Difference uses them, so one text reads the
+same here and on Compare.
 """
 
 from __future__ import annotations
@@ -21,13 +22,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from marginal_core.corpus.gains import TOP, best_rows, short_text
 from marginal_core.estimators.jsonsafe import json_float
 from marginal_core.tasks import markdown
-from marginal_core.tasks.comparison import MOVED_NATS, flips, moves
-from marginal_core.tasks.gains import TOP, best_rows, short_text
 
 PER_MODEL = ("log_p_canonical", "log_p_text", "gain_nats", "method")  # a model's columns, suffixed _a / _b
 SHOWN = 10  # texts in each "differ most" list of a report.md (the CSV holds them all)
+# A difference between two models that marginalizing moves by this many nats or more is worth a sentence.
+MOVED_NATS = 0.1
+
+
+def flips(canonical: Any, marginal: Any) -> Any:
+    """Whether marginalizing changes which model finds the text more likely, from log p_A − log p_B
+    by canonical and by marginal (numbers or arrays alike: the Compare page's and a scan's rule)."""
+    return ((canonical > 0) != (marginal > 0)) & (canonical != 0) & (marginal != 0)
+
+
+def moves(canonical: Any, marginal: Any) -> Any:
+    """Whether marginalizing moves the difference by MOVED_NATS or more (numbers or arrays alike)."""
+    return abs(marginal - canonical) >= MOVED_NATS
 
 
 def paired_table(texts: pd.DataFrame, a: str, b: str) -> pd.DataFrame:

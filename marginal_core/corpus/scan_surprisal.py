@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pandas as pd
 
+from marginal_core.corpus.gains import short_text
 from marginal_core.estimators.jsonsafe import json_float
 from marginal_core.estimators.next_bytes import NextBytes
 from marginal_core.estimators.surprisal_result import SPACES, UNITS, Surprisal, check_choice
-from marginal_core.progress import tqdm_bar
+from marginal_core.ground.progress import tqdm_bar
 from marginal_core.tasks import markdown, store
-from marginal_core.tasks.gains import short_text
 from marginal_core.tasks.writer import RunLock
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ def differing_regions(table: pd.DataFrame, n: int = REGIONS_SHOWN) -> pd.DataFra
 
 def surprisal_markdown(table: pd.DataFrame, cut: Cut) -> str:
     """report.md's section: the regions where marginal and canonical surprisal differ most."""
-    from marginal_core.viz.text import show_piece
+    from marginal_core.lattice.readable import show_piece
 
     top = differing_regions(table)
     rows = [[r.text_id, r.model, short_text(show_piece(r.region)), f"{r.surprisal:.3f}", f"{r.surprisal_canonical:.3f}",

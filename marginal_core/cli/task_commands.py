@@ -2,7 +2,7 @@
 
 Each writes a resumable results folder (``--out``): rows.csv, samples.jsonl, report.md,
 report.json (see marginal_core.tasks.store). Rerunning the same command continues where an
-interrupted run stopped. ``python -m marginal_core.tasks.task_commands eval-qa ...`` works on its own too.
+interrupted run stopped. ``python -m marginal_core.cli.task_commands eval-qa ...`` works on its own too.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import json
 import sys
 from typing import Any
 
-from marginal_core.errors import run_cli
+from marginal_core.cli.model_commands import add_beam_width, add_device_arguments
 from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.estimators.methods import TASK_METHODS
+from marginal_core.ground.errors import run_cli
 from marginal_core.lattice.graph import DEFAULT_LENGTH_MARGIN
 from marginal_core.models import DEFAULT_MODEL
-from marginal_core.models.model_commands import add_beam_width, add_device_arguments
 from marginal_core.tasks.evaluator import evaluate
 from marginal_core.tasks.options import EvalOptions
 
@@ -61,8 +61,8 @@ def eval_mt_command(args: argparse.Namespace) -> dict[str, Any]:
 
 def scan_command(args: argparse.Namespace) -> dict[str, Any]:
     """Score every text of a file under each model; export the tidy tables (Ctrl-C keeps what is done)."""
-    from marginal_core.tasks.scan import parse_models, parse_shard, run_scan
-    from marginal_core.tasks.scan_surprisal import Cut
+    from marginal_core.corpus.scan import parse_models, parse_shard, run_scan
+    from marginal_core.corpus.scan_surprisal import Cut
 
     cut = Cut(args.surprisal, args.space, args.bits) if args.surprisal else None  # checked before any work
     found, report, stopped = run_scan(args.file, args.out, parse_models(args.models), _options(args),
@@ -155,7 +155,7 @@ def add_commands(subparsers: Any) -> None:
 
 
 def tasks_main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry: python -m marginal_core.tasks.task_commands eval-qa|eval-mt ..."""
+    """Stand-alone entry: python -m marginal_core.cli.task_commands eval-qa|eval-mt ..."""
     parser = argparse.ArgumentParser(prog="marginal")
     add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

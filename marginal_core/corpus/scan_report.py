@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from marginal_core.corpus.gains import TOP, best_rows, gains, short_text
+from marginal_core.corpus.scan_compare import comparisons
+from marginal_core.corpus.scan_surprisal import Cut, surprisal_markdown, surprisal_table
 from marginal_core.estimators.surprisal_result import bits_per_byte
 from marginal_core.tasks import markdown, store
-from marginal_core.tasks.gains import TOP, best_rows, gains, short_text
 from marginal_core.tasks.report import complete_items, load_rows, methods_present, task_report
-from marginal_core.tasks.scan_compare import comparisons
-from marginal_core.tasks.scan_surprisal import Cut, surprisal_markdown, surprisal_table
 
 
 def scan_report(out: str | Path, items: Sequence[str] | None = None,
@@ -100,7 +100,7 @@ def texts_table(folder: Path) -> pd.DataFrame:
 def paths_table(folder: Path) -> pd.DataFrame:
     """The stored tokenizations of one model folder, decoded: token strings, log p, share of the
     method's estimate, kind, splits from the canonical and draws."""
-    from marginal_core.lattice.graph import Lattice, build_lattice
+    from marginal_core.lattice.graph import Lattice, lattice_of
     from marginal_core.models import load_text_tokenizer
     from marginal_core.viz.analysis import splits_from_canonical
 
@@ -113,7 +113,7 @@ def paths_table(folder: Path) -> pd.DataFrame:
     for (item, _, method), rec in store.read_samples(folder).items():
         if (item, method) not in totals:
             continue  # samples of an item whose rows a kill cut off
-        lattice = lattices.get(item) or lattices.setdefault(item, build_lattice(texts[item], tokenizer))
+        lattice = lattices.get(item) or lattices.setdefault(item, lattice_of(texts[item], tokenizer))
         for ids, kind, log_p, draws in zip(rec["ids"], rec["kinds"], rec["log_p"], rec["draws"]):
             pieces = lattice.pieces(ids)
             log_p = float(log_p) if log_p is not None else float("nan")

@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from marginal_core.errors import MarginalError
+from marginal_core.corpus.scan_compare import flips, moves
 from marginal_core.estimators.methods import Method, parse_methods
 from marginal_core.estimators.surprisal_result import bits_per_byte
+from marginal_core.ground.errors import MarginalError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
     from marginal_core.estimators.marginalizer import Marginalizer
 
 DEFAULT_METHODS = ("canonical", "beam")
-# A difference between two models that marginalizing moves by this many nats or more is worth a sentence.
-MOVED_NATS = 0.1
 
 
 @dataclass(frozen=True)
@@ -127,17 +126,6 @@ def figures(marginalizer: Marginalizer, estimates: Mapping[str, Estimate]) -> Fi
         certified_gap=gap, mass_off_canonical=max(0.0, -math.expm1(lpc - log_p_text)),
         bits_per_byte=bits_per_byte(log_p_text, marginalizer.text),
         heaviest=tuple(lat.pieces(tuple(heaviest))), heaviest_log_p=heaviest_log_p)
-
-
-def flips(canonical: Any, marginal: Any) -> Any:
-    """Whether marginalizing changes which model finds the text more likely, from log p_A − log p_B
-    by canonical and by marginal (numbers or arrays alike: the Compare page's and a scan's rule)."""
-    return ((canonical > 0) != (marginal > 0)) & (canonical != 0) & (marginal != 0)
-
-
-def moves(canonical: Any, marginal: Any) -> Any:
-    """Whether marginalizing moves the difference by MOVED_NATS or more (numbers or arrays alike)."""
-    return abs(marginal - canonical) >= MOVED_NATS
 
 
 @dataclass(frozen=True)
