@@ -45,7 +45,7 @@ def estimate(text: str, model: str | LM = DEFAULT_MODEL, methods: str | Sequence
     from marginal_core.estimators.marginalizer import Marginalizer
 
     chosen = parse_methods(methods, allowed=[m.value for m in Method])
-    marginalizer = Marginalizer(_loaded(model, device, dtype), text, context)
+    marginalizer = Marginalizer(model, text, context, device=device, dtype=dtype)
     found = {name: marginalizer.estimate(name, **options) for name in chosen}
     single = isinstance(methods, (str, Method)) and "," not in str(methods)
     return found[chosen[0]] if single else found
@@ -60,22 +60,7 @@ def surprisal(text: str, model: str | LM = DEFAULT_MODEL, context: str | None = 
     :func:`estimate`'s; settings as ``Marginalizer.surprisal``."""
     from marginal_core.estimators.marginalizer import Marginalizer
 
-    return Marginalizer(_loaded(model, device, dtype), text, context).surprisal(unit, space, method, **settings)
-
-
-def _loaded(model: str | LM, device: str | None, dtype: str | None) -> str | LM:
-    """A model's name loaded on device in dtype (either given), or the model as it is; a loaded
-    model with a device or dtype is one clear error (it is loaded already)."""
-    if device is None and dtype is None:
-        return model
-    if not isinstance(model, str):
-        from marginal_core.ground.errors import MarginalError
-
-        raise MarginalError(f"device and dtype go with a model's name: {model.name} is loaded already "
-                            f"(load_model(name, device=..., dtype=...) loads it otherwise)")
-    from marginal_core.models import load_model
-
-    return load_model(model, device=device, dtype=dtype or "auto")
+    return Marginalizer(model, text, context, device=device, dtype=dtype).surprisal(unit, space, method, **settings)
 
 
 def scan(file: str | Path, models: str | Sequence[str] = DEFAULT_MODEL, methods: str | Sequence[str] = "canonical,beam",

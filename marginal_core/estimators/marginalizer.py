@@ -37,7 +37,7 @@ from marginal_core.estimators.proxy import ProxyResult, proxy_stream
 from marginal_core.estimators.run_state import BeamRun, Checkpoints, Completion, RunState
 from marginal_core.estimators.surprisal_result import Surprisal
 from marginal_core.ground import hooks as serving_hooks
-from marginal_core.ground.errors import ContextWindowError
+from marginal_core.ground.errors import ContextWindowError, MarginalError
 from marginal_core.ground.progress import Progress, StopCheck
 from marginal_core.lattice.conditioning import context_ids
 from marginal_core.lattice.graph import Lattice, lattice_of
@@ -90,6 +90,17 @@ def chunk_sizes(total: int, chunk: int | None, first: int | None = None, seconds
         size = max(base, int(seconds * samples / took)) if seconds and took > 0 else base
 
 
+def _loaded(model: LM | str, device: str | None, dtype: str | None) -> LM:
+    """A model's name loaded on device in dtype (default auto), or the loaded model as it is; a
+    loaded model with a device or dtype is one clear error (it is loaded already)."""
+    if isinstance(model, str):
+        return load_model(model, device=device, dtype=dtype or "auto")
+    if device is not None or dtype is not None:
+        raise MarginalError(f"device and dtype go with a model's name: {model.name} is loaded already "
+                            f"(load_model(name, device=..., dtype=...) loads it otherwise)")
+    return model
+
+
 def _handing_on(stream: Iterator[Estimate]) -> Iterator[Estimate]:
     """A stream whose chunk ends are checkpoints (``serving_hooks.checkpoint``): where runs take
     turns (the app's), another waiting run gets the device while this one's estimate is drawn."""
@@ -114,11 +125,13 @@ class Marginalizer:
     """
 
     def __init__(
-        self, lm: LM | str, text: str, context: str | None = None, *, state: ContextState | None = None
+        self, lm: LM | str, text: str, context: str | None = None, *, state: ContextState | None = None,
+        device: str | None = None, dtype: str | None = None,
     ) -> None:
-        """``lm``: a loaded model (``load_model``'s LM), or a model's name (loaded on device and dtype 'auto'); ``state``: the
-        context's prefilled KV to share (several texts after one context)."""
-        self.lm, self.text, self.context = load_model(lm) if isinstance(lm, str) else lm, text, context
+        """``lm``: a loaded model (``load_model``'s LM), or a model's name, loaded on ``device`` in
+        ``dtype`` (as the CLI's --device and --dtype; default auto); ``state``: the context's
+        prefilled KV to share (several texts after one context)."""
+        self.lm, self.text, self.context = _loaded(lm, device, dtype), text, context
         self.lattice: Lattice = lattice_of(text, self.lm.text_tokenizer)
         self.context_ids: list[int] = context_ids(self.lm.text_tokenizer, context)
         if state is not None and list(state.ids) != self.context_ids:

@@ -363,9 +363,9 @@ def test_past_the_window_and_over_the_budget_are_refused_before_any_work(smollm_
         m.surprisal()
 
 
-def test_the_one_call_forms_take_a_device_and_a_dtype_with_a_models_name(smollm_model):
-    """mc.estimate and mc.surprisal take --device and --dtype as the CLI does (a model's name is
-    loaded so); with a model loaded already, either is one clear error."""
+def test_the_one_call_forms_take_a_device_and_a_dtype_with_a_models_name(smollm_model, tmp_path):
+    """Every mc.* call that takes a model's name takes --device and --dtype as the CLI does (the
+    name is loaded so); with a model loaded already, either is one clear error."""
     import marginal_core as mc
 
     s = mc.surprisal("The cat sat.", "smollm2-135m", device="cpu", dtype="float32")
@@ -373,5 +373,16 @@ def test_the_one_call_forms_take_a_device_and_a_dtype_with_a_models_name(smollm_
     e = mc.estimate(" Paris", model="smollm2-135m", methods="canonical", device="cpu", dtype="float32")
     assert e.source is not None and (e.source.dtype, e.source.device) == ("float32", "cpu")
     assert e.log_p_canonical == pytest.approx(Marginalizer(smollm_model, " Paris").canonical_score().log_p, abs=1e-5)
-    with pytest.raises(MarginalError, match="device and dtype go with a model's name"):
-        mc.surprisal("The cat sat.", smollm_model, dtype="float32")
+    m = mc.Marginalizer("smollm2-135m", " Paris", device="cpu", dtype="float32")
+    assert m.lm is smollm_model  # the same load (load_model keeps it)
+    frame = mc.compare(" Paris", ["smollm2-135m", "gemma3-270m"], methods="canonical", device="cpu", dtype="float32")
+    assert frame.loc["smollm2-135m", "log_p_canonical"] == pytest.approx(e.log_p_canonical, abs=1e-5)
+    (tmp_path / "texts.txt").write_text(" Paris\n", encoding="utf-8")
+    rows = mc.scan(tmp_path / "texts.txt", "smollm2-135m", "canonical", out=tmp_path / "scan", device="cpu",
+                   dtype="float32")
+    assert (rows["dtype"].iloc[0], rows["log_p_canonical"].iloc[0]) == ("float32", pytest.approx(e.log_p_canonical, abs=1e-5))
+    for call in (lambda: mc.surprisal("The cat sat.", smollm_model, dtype="float32"),
+                 lambda: mc.estimate(" Paris", smollm_model, device="cpu"),
+                 lambda: mc.Marginalizer(smollm_model, " Paris", dtype="float32")):
+        with pytest.raises(MarginalError, match="device and dtype go with a model's name"):
+            call()
