@@ -6,17 +6,25 @@ chosen page; a page reads the inputs with ``pages._app.inputs.current()``. Each 
 own errors as friendly messages, never a traceback.
 
 The pages are modules of pages/views/ and pages/tasks/ (the navigation's two sections), each a
-``page()`` function that this router runs; no page imports app.py. A folder named pages/ beside
-the main script puts a fresh Streamlit server (1.67) in its legacy pages/ mode until
-``st.navigation`` first runs, and in that mode a URL naming a file at the top of pages/ would run
-that file as a script, without this router: none sits there, so every request runs the router.
-``make app`` (pages/_app/serve.py) also records before the first request what ``st.navigation``
-records, so that a fresh server's first request for a subpage is not told "Page not found".
+``page()`` function that this router runs; no page imports app.py.
+
+It is also the server's entry point. With a folder named pages/ beside it, a fresh Streamlit
+server (1.67) starts in its legacy pages/ mode (``PagesManager.uses_pages_directory``, set as its
+first session starts) and stays there until ``st.navigation`` first runs: a run in that mode first
+navigates among app.py and the files at the top of pages/ (none sits there), finds no page for a
+link's path and sends "Page not found", a dialog over the right page that takes the clicks until
+it is closed. So this file also defines ``app = st.App(__file__)``: ``streamlit run app.py`` finds
+it and imports this module before the server's first request, and that import records what
+``st.navigation`` records. Every way of starting the server, ``streamlit run app.py`` (what hosted
+services run) as well as ``make app`` and ``make serve-class`` (pages/_app/serve.py, which runs
+that command), answers a fresh server's first request for a page's link with that page and no
+dialog (tests/app/test_server_starts.py). Run as the script, once per session's run, it routes.
 """
 
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
 
 from marginal_core.serving.turns import TurnCancelled
 from pages._app import inputs, lesson, links, live, loaders, machine, projector
@@ -71,5 +79,8 @@ def main() -> None:
         lesson.next_link(page.url_path, {p.url_path or "home": p for group in sections.values() for p in group})
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the script: one session's run
     main()
+else:  # the module the server imports before its first request (`app:app`)
+    PagesManager.uses_pages_directory = False  # as st.navigation sets it: never the legacy pages/ mode
+    app = st.App(__file__)

@@ -91,8 +91,7 @@ def chunk_sizes(total: int, chunk: int | None, first: int | None = None, seconds
 
 
 def _loaded(model: LM | str, device: str | None, dtype: str | None) -> LM:
-    """A model's name loaded on device in dtype (default auto), or the loaded model as it is; a
-    loaded model with a device or dtype is one clear error (it is loaded already)."""
+    """A model's name loaded on device in dtype (default auto), or the loaded model as it is."""
     if isinstance(model, str):
         return load_model(model, device=device, dtype=dtype or "auto")
     if device is not None or dtype is not None:

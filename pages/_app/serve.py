@@ -7,6 +7,10 @@ the model the sidebar opens on (its tokenizer, vocabulary index and weights, and
 so the first visitor's Home shows log p(canonical) without waiting for the model's load.
 ``$MARGINAL_PRELOAD`` names the models to warm instead (comma-separated; ``none``: none). They
 go into the library's one owner of loaded models, which the app's pages read.
+
+Links work on a fresh server however it starts: what keeps the first request for a page's link
+from a "Page not found" dialog is app.py's own (its ``st.App``, imported before the first
+request), the same under this launcher as under a plain ``streamlit run app.py``.
 """
 
 from __future__ import annotations
@@ -64,14 +68,10 @@ def main(argv: list[str]) -> int:
         return 2
     names = preloads(server.policy())
     threading.Thread(target=lambda: [warm(n) for n in names], name="preload", daemon=True).start()
-    from streamlit.runtime.pages_manager import PagesManager
     from streamlit.web import cli
 
-    # The app navigates with st.navigation (app.py): what its first call records, recorded before
-    # the first request, so that a fresh server never enters the legacy pages/ mode (whose first
-    # subpage request would say "Page not found" above the right page).
-    PagesManager.uses_pages_directory = False
-
+    # `streamlit run app.py`, as a user types it: Streamlit serves app.py's st.App, whose import
+    # keeps a fresh server out of the legacy pages/ mode (app.py's docstring), here as there.
     sys.argv = ["streamlit", "run", str(APP), *argv]
     return cli.main()
 

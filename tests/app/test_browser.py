@@ -106,8 +106,8 @@ def test_type_a_text_and_see_its_lattice_and_plots():
 
 def test_the_first_request_of_a_fresh_server_may_be_a_subpage():
     """A shared link is often the first request a server gets: it renders that page, with the
-    app's navigation and inputs (a folder named pages/ puts Streamlit's first run of a fresh
-    server in its legacy pages/ mode, which would run the page file alone)."""
+    app's navigation and inputs (test_server_starts.py starts a server each way and opens links
+    first, as a class does; app.py says why a fresh server could say "Page not found")."""
     OUTPUT.mkdir(parents=True, exist_ok=True)
     text = " Tokenization is fun."
     with streamlit_server() as server, browser_page() as page:

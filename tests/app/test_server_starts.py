@@ -1,0 +1,174 @@
+"""Issue 51, point 5: every way of starting the server serves links, from its first request on.
+
+A fresh server's first request is often a shared link (``/surprisal?text=...``): it must open that
+page, with the link's settings, and no "Page not found" dialog over it (the dialog takes the clicks
+until it is closed). A folder named pages/ beside app.py once put a fresh server in Streamlit's
+legacy pages/ mode for its first runs, which opened that dialog under a plain ``streamlit run
+app.py`` (app.py's docstring says what keeps it out now).
+
+Each server is started once, fresh, the way its command starts it (the commands the Makefile's
+targets run, without their setup and with no model warmed): ``make app``'s first request is a
+Surprisal link, ``make serve-class``'s a Running estimates link, and ``streamlit run app.py``, as a
+user or a hosted service types it, gets twelve of both at once, as a class opening its links
+does. One Chromium serves all three, a context for each visitor (most of the wall time is
+Chromium's, drawing twelve pages on two cores). Screenshots go to test-output/browser/, server
+logs to test-output/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote, urlparse
+
+import pytest
+
+from bench.support.browser import (
+    CHROMIUM,
+    HAVE_CHROMIUM,
+    OUTPUT,
+    ROOT,
+    Server,
+    chromium,
+    free_port,
+    no_traceback,
+)
+from pages._app.serve import PRELOAD_ENV
+from pages._app.server import SERVE
+
+SMOL = "smollm2-135m"
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"{CHROMIUM} is missing (`make setup` installs chromium)")]
+
+STREAMLIT = Path(sys.executable).with_name("streamlit")  # the venv's `streamlit` command
+# Each page's heading, and a setting its link gives that is not the page's default.
+TITLES = {"surprisal": "Where in the text is the surprise?", "running": "Running estimates"}
+QUERIES = {"surprisal": "unit=char", "running": "k=60&methods=lattice"}
+WAIT_MS = 300_000  # a busy 2-core machine: twelve first runs and a model's load at once
+
+
+def command(way: str, port: int) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of one way of starting the server (the Makefile's, for
+    its targets), on a port of this machine."""
+    env = dict(os.environ)
+    env.setdefault("MARGINAL_CACHE", str(Path.home() / ".cache" / "marginal"))
+    env.setdefault(PRELOAD_ENV, "none")  # make app's preload would warm a model no link here uses
+    env.pop(SERVE, None)
+    if way == "streamlit run app.py":
+        run = [str(STREAMLIT)] if STREAMLIT.exists() else [sys.executable, "-m", "streamlit"]
+        return [*run, "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1",
+                "--server.port", str(port)], env
+    host = "127.0.0.1"
+    if way == "make serve-class":
+        env[SERVE], host = "class", "0.0.0.0"
+    return [sys.executable, "-m", "pages._app.serve", "--server.headless", "true", "--server.address", host,
+            "--server.port", str(port), "--browser.gatherUsageStats", "false"], env
+
+
+@contextlib.contextmanager
+def fresh_server(way: str, timeout: float = 180.0):
+    """A server started `way` on a free port, answering its health check and nothing else yet."""
+    port = free_port()
+    argv, env = command(way, port)
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    log = open(OUTPUT.parent / f"streamlit-{port}.log", "w")  # noqa: SIM115 -- closed below
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert proc.poll() is None, f"{way} exited with {proc.returncode}; see {log.name}"
+            with contextlib.suppress(OSError), urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+            assert time.monotonic() < deadline, f"{way} did not answer within {timeout:.0f} s; see {log.name}"
+            time.sleep(0.3)
+        yield Server(base, proc.pid, Path(log.name))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as b:
+        yield b
+
+
+def open_at_once(browser, base: str, links: list[tuple[str, str]]) -> list:
+    """Each (page, text) link opened in a context of its own, one after the other without waiting
+    for any page to draw: the server gets them as its first sessions, together."""
+    pages = []
+    for path, text in links:
+        page = browser.new_context(viewport={"width": 1000, "height": 700}).new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.goto(f"{base}/{path}?model={SMOL}&text={quote(text)}&context=&{QUERIES[path]}", wait_until="commit")
+        pages.append(page)
+    return pages
+
+
+def assert_on_its_page(page, path: str, text: str) -> None:
+    """The link's page, its settings applied, no dialog over it, and its Run button takes a click."""
+    from playwright.sync_api import expect
+
+    run = page.locator(".st-key-run button").first
+    expect(run).to_be_enabled(timeout=WAIT_MS)  # drawn after the page's title and settings row
+    assert page.get_by_text("Page not found").count() == 0 and page.get_by_role("dialog").count() == 0, path
+    run.click(trial=True, timeout=60_000)  # nothing over it takes the click (a dialog would)
+    assert urlparse(page.url).path == f"/{path}", page.url
+    assert page.locator("h1").first.inner_text() == TITLES[path]
+    assert page.get_by_label("Text", exact=True).input_value() == text
+    assert page.get_by_role("combobox", name="Model", exact=True).input_value() == SMOL
+    if path == "surprisal":
+        assert page.locator(".st-key-unit [role=radio][aria-checked=true]").inner_text() == "char"
+    else:
+        assert page.get_by_role("spinbutton", name="Samples k").input_value() == "60"
+    no_traceback(page)
+
+
+def close(pages: list) -> None:
+    for page in pages:
+        page.context.close()
+
+
+@pytest.mark.parametrize(("way", "path"), [("make app", "surprisal"), ("make serve-class", "running")])
+def test_a_fresh_server_opens_its_first_link_on_its_page(browser, way, path):
+    """`make app` and `make serve-class` (class mode, on every interface): a fresh server's first
+    request, a page's link, opens that page."""
+    text = " The old lighthouse."
+    started = time.monotonic()
+    with fresh_server(way) as server:
+        [page] = open_at_once(browser, server.url, [(path, text)])
+        try:
+            assert_on_its_page(page, path, text)
+            page.screenshot(path=str(OUTPUT / f"first-link-{way.replace(' ', '-')}.png"))
+        finally:
+            close([page])
+    print(f"{way}: /{path} ready {time.monotonic() - started:.1f} s after the start", flush=True)
+
+
+def test_twelve_students_open_their_links_at_once_on_a_fresh_streamlit_run(browser):
+    """`streamlit run app.py`, as a user or a hosted service starts it: a class of twelve opens
+    its links (Surprisal and Running estimates, each student a text) as the server's first twelve
+    requests, and every one reaches its page with an enabled Run button that takes a click."""
+    links = [("surprisal" if i % 2 else "running", f" Student {i} reads a sentence.") for i in range(12)]
+    started = time.monotonic()
+    with fresh_server("streamlit run app.py") as server:
+        pages = open_at_once(browser, server.url, links)
+        try:
+            for page, (path, text) in zip(pages, links, strict=True):
+                assert_on_its_page(page, path, text)
+            print(f"twelve pages ready {time.monotonic() - started:.1f} s after the start", flush=True)
+            pages[1].screenshot(path=str(OUTPUT / "first-link-streamlit-run.png"))
+        finally:
+            close(pages)
