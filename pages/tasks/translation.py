@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import streamlit as st
 
 from marginal_core import TASK_METHODS
@@ -13,47 +15,30 @@ from pages._app.error_messages import show_error
 from pages._app.task_tables import choices_table, mt_sentences_table
 from pages._app.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 LOCAL = "local file…"
+
+
+ABOUT = (
+    "The model (sidebar) samples distinct candidate translations of each sentence after a zero-shot "
+    "prompt; each method keeps the candidate it finds most probable: **Canon** by the canonical "
+    "tokenization, **Lattice**, **Proxy** and **Beam** by the marginal over tokenizations. The kept "
+    "translations are scored against the references with **chrF** (COMET-22 is used only where "
+    "`unbabel-comet` and its model are installed). `en-de` and `en-cs` are 30 sentences each "
+    "shipped with the project."
+)
 
 
 def page() -> None:
     """The translation page."""
     inp = inputs.current()
     st.title("Translation reranking")
-    st.markdown(
-        "The model (sidebar) samples distinct candidate translations of each sentence after a zero-shot "
-        "prompt; each method keeps the candidate it finds most probable: **Canon** by the canonical "
-        "tokenization, **Lattice**, **Proxy** and **Beam** by the marginal over tokenizations. The kept "
-        "translations are scored against the references with **chrF** (COMET-22 is used only where "
-        "`unbabel-comet` and its model are installed). `en-de` and `en-cs` are 30 sentences each "
-        "shipped with the project."
-    )
+    st.markdown(ABOUT)
     with st.expander("Prompt"):
         st.code(mt.PROMPT.format(src="English", tgt="German", source="{source}") + " {candidate}", language=None)
-    c = st.columns([2, 1, 1, 1, 1, 2])
-    rules = server.policy()  # a server others reach opens none of its files and caps k
-    choice = c[0].selectbox("Dataset", list(mt.PACKAGED_PAIRS) + ([LOCAL] if rules.shows_server_paths else []),
-                            key="mt_dataset", bind="query-params")
-    dataset, target = choice, None
-    if choice == LOCAL:
-        d = st.columns(2)
-        dataset = d[0].text_input("Path to a .tsv or .jsonl file (source, reference)", key="mt_path").strip()
-        target = d[1].text_input("Target language", value="", key="mt_target",
-                                 help="e.g. German; read from the file name (en-de…) when empty.").strip() or None
-        if not dataset:
-            st.info("Type the path of a sentence file.")
-            st.stop()
-    limit = int(c[1].number_input("Sentences", min_value=1, max_value=2000, value=5, key="mt_limit", bind="query-params"))
-    n = int(c[2].number_input("Candidates", min_value=1, max_value=16, value=4, key="mt_candidates", bind="query-params"))
-    top = rules.cap_samples(10_000)
-    k = int(c[3].number_input("Samples k", min_value=1, max_value=top, value=min(32, top), key="mt_k",
-                              bind="query-params"))
-    seed = int(c[4].number_input("Seed", min_value=0, value=0, key="mt_seed", bind="query-params"))
-    methods = c[5].multiselect("Methods", list(TASK_METHODS), default=list(TASK_METHODS), key="mt_methods",
-                               bind="query-params")
-    if not methods:
-        st.info("Pick at least one method.")
-        st.stop()
+    dataset, target, limit, n, k, seed, methods = _settings()
     try:
         pairs, langs = mt.load_pairs(dataset, limit)
         mt.languages_for(dataset, langs, target)
@@ -81,6 +66,42 @@ def page() -> None:
         st.caption("Press Run to generate and rerank translations; a progress bar counts the sentences, and Stop "
                    "keeps those finished.")
         return
+    _report(inp, folder, pairs, methods)
+
+
+def _settings() -> tuple[str, str | None, int, int, int, int, list[str]]:
+    """The dataset (a packaged pair, or a local file and its target language where the server
+    shows its paths), sentences, candidates, k, the seed and the methods; the page ends, said,
+    without a file or a method."""
+    c = st.columns([2, 1, 1, 1, 1, 2])
+    rules = server.policy()  # a server others reach opens none of its files and caps k
+    choice = c[0].selectbox("Dataset", list(mt.PACKAGED_PAIRS) + ([LOCAL] if rules.shows_server_paths else []),
+                            key="mt_dataset", bind="query-params")
+    dataset, target = choice, None
+    if choice == LOCAL:
+        d = st.columns(2)
+        dataset = d[0].text_input("Path to a .tsv or .jsonl file (source, reference)", key="mt_path").strip()
+        target = d[1].text_input("Target language", value="", key="mt_target",
+                                 help="e.g. German; read from the file name (en-de…) when empty.").strip() or None
+        if not dataset:
+            st.info("Type the path of a sentence file.")
+            st.stop()
+    limit = int(c[1].number_input("Sentences", min_value=1, max_value=2000, value=5, key="mt_limit", bind="query-params"))
+    n = int(c[2].number_input("Candidates", min_value=1, max_value=16, value=4, key="mt_candidates", bind="query-params"))
+    top = rules.cap_samples(10_000)
+    k = int(c[3].number_input("Samples k", min_value=1, max_value=top, value=min(32, top), key="mt_k",
+                              bind="query-params"))
+    seed = int(c[4].number_input("Seed", min_value=0, value=0, key="mt_seed", bind="query-params"))
+    methods = c[5].multiselect("Methods", list(TASK_METHODS), default=list(TASK_METHODS), key="mt_methods",
+                               bind="query-params")
+    if not methods:
+        st.info("Pick at least one method.")
+        st.stop()
+    return dataset, target, limit, n, k, seed, methods
+
+
+def _report(inp: inputs.Inputs, folder: Path, pairs: list[mt.Pair], methods: list[str]) -> None:
+    """Each method's chrF (or COMET-22), the paper's tables, the sentences and one sentence's candidates."""
     report = mt_report(folder, sentences=[p.id for p in pairs], methods=methods)
     if report["sentences"] < len(pairs):
         st.warning(f"{report['sentences']} of {len(pairs)} sentences are done; press Run to continue.")
@@ -110,4 +131,3 @@ def page() -> None:
     st.dataframe(choices_table(load_rows(folder), p.id), hide_index=True)
     samples_view(folder, p.id, "Candidate", items[p.id]["candidates"], methods, ("mt_cand", "mt_sample_method"),
                  inp.model)
-

@@ -14,7 +14,19 @@ from marginal_core.api.comparison import Figures, difference, figures
 from marginal_core.models import DTYPES, EMBEDDED_MODELS, known_models
 from marginal_core.viz.compare import byte_axis_chips_html, flows_figure
 from marginal_core.viz.style import MODEL_COLORS
-from pages._app import bounds, device_choices, inputs, live, loaders, projector, server, shared_results, widgets, words
+from pages._app import (
+    bounds,
+    device_choices,
+    inputs,
+    live,
+    live_page,
+    loaders,
+    projector,
+    server,
+    shared_results,
+    widgets,
+    words,
+)
 from pages._app.error_messages import show_error
 
 if TYPE_CHECKING:
@@ -43,76 +55,51 @@ class Side:
         return self.error is None
 
 
+ABOUT = (
+    "Two models cut a text into different tokens, so their scores of *their own* canonical tokenizations miss "
+    "different shares of their mass. **log p(text)**, the marginal over every tokenization, is a probability of "
+    "the string itself: it compares fairly across vocabularies. Below, both canonical tokenizations on one byte "
+    "axis, each model's figures, the difference by canonical and by marginal, and where each puts its mass."
+)
+
+
 def page() -> None:
     """The Compare page."""
-    inp = inputs.current()
-    st.title("Two models, one text")
-    projector.about(
-        "Two models cut a text into different tokens, so their scores of *their own* canonical tokenizations miss "
-        "different shares of their mass. **log p(text)**, the marginal over every tokenization, is a probability of "
-        "the string itself: it compares fairly across vocabularies. Below, both canonical tokenizations on one byte "
-        "axis, each model's figures, the difference by canonical and by marginal, and where each puts its mass."
-    )
+    inp = live_page.open_page("Two models, one text", ABOUT)
     inputs.require_text(inp)
-    policy = server.policy()
-    c = projector.settings().columns([2, 1, 1, 1])
-    name_b = _model_b(c[0], inp, policy)
+    c = live_page.settings_row([2, 1, 1, 1])
+    name_b = _model_b(c[0], inp, server.policy())
     dtype_b = c[1].selectbox("Precision of B", [AS_A, *DTYPES], index=0, key="dtype_b", bind="query-params",
                              help="The same model in two precisions compares the precisions.")
     W = widgets.beam_width(c[2])
-    if name_b is None:
+    if name_b is None or (sides := _sides(inp, name_b, dtype_b)) is None:
         return
-    inp_b = replace(inp, model=name_b, dtype=inp.dtype if dtype_b == AS_A else device_choices.resolve_dtype(dtype_b, inp.device))
-    if inp_b == inp:
-        st.info("Model B is model A: choose another model, or another precision for B, to compare.",
-                icon=":material/compare_arrows:")
-        return
-    twins = inp.model == inp_b.model
-    sides = [Side(i, i.model + (f" ({i.dtype})" if twins else ""), color) for i, color in zip((inp, inp_b), MODEL_COLORS)]
-    for side in sides:
-        _lattice(side)
     if any(s.ok for s in sides):
         st.subheader("Canonical tokenizations on one byte axis")
         st.html(byte_axis_chips_html([(s.label, s.lattice, None) for s in sides if s.ok]))
 
-    keys = [s.inp.key("beam", W) for s in sides]
-    b = st.columns([1, 1, 6], vertical_alignment="center")
-    run = b[0].button("Run", icon=":material/play_arrow:", type="primary", key="run",
-                      help="Score both canonical tokenizations and run the anytime beam under each model, one after "
-                      "the other.")
-    live.stop_button(b[1])
-    status = st.empty()
-    columns = st.columns(2)
-    cells = [col.empty() for col in columns]
+    row = live_page.LiveRow(help="Score both canonical tokenizations and run the anytime beam under each model, one "
+                            "after the other.")
+    cells = [col.empty() for col in st.columns(2)]
     diff_spot, plot_spot, flow_spot = st.empty(), st.empty(), st.empty()
-    drawn = [0]
 
-    def draw() -> None:
-        drawn[0] += 1
+    def draw(shown: dict[str, Estimate]) -> None:
+        """Each model's column, the difference and the running plot for the beams so far."""
+        for side in sides:
+            side.beam = shown.get(side.label, side.beam)
         found = [_figures(side) for side in sides]  # once per redraw: the columns and the difference
         for side, f, cell in zip(sides, found, cells):
             with cell.container():
                 _side_figures(side, f)
         _difference(diff_spot, sides, found)
-        _running(plot_spot, sides, drawn[0])
+        _running(plot_spot, sides, row.key("running"))
 
-    for side, key in zip(sides, keys):
-        side.beam = shared_results.cached(key) or _stopped(key)
-    if run:
-        for side, key in zip(sides, keys):
-            _canonical(side)
-            if side.ok and shared_results.cached(key) is None:
-                _beam(side, key, W, status, draw)
-        status.success("Done: " + ", ".join(f"{s.label} {s.beam.seconds:.1f} s" for s in sides if s.ok and s.beam))
-    else:
-        for side in sides:
-            _canonical_if_loaded(side)
-        stopped = [s.label for s, key in zip(sides, keys) if s.ok and live.unfinished(key) is not None]
-        if stopped:
-            status.warning(f"Stopped: {', '.join(stopped)} kept what it finished. Press Run to go on.")
-        elif not all(s.beam for s in sides if s.ok):
-            status.caption("Press Run to score both models; the plot grows as each model's beam completes paths.")
-    draw()
+    jobs = [_job(side, W) for side in sides if side.ok]
+    for side, job in zip([s for s in sides if s.ok], jobs):
+        side.beam = shared_results.cached(job.key) or job.kept
+        _canonical_if_loaded(side)
+    row.run(jobs, draw, doing="comparing the models", again="Press Run to go on.",
+            idle="Press Run to score both models; the plot grows as each model's beam completes paths.")
     _flows(flow_spot, sides)
     st.caption(f"{words.NATS} {words.precision(inp)}")
 
@@ -133,6 +120,20 @@ def _model_b(where: DeltaGenerator, inp: inputs.Inputs, policy: server.ServerPol
     if name in EMBEDDED_MODELS:
         where.caption(EMBEDDED_MODELS[name].description)
     return (name or others[0]).strip()
+
+
+def _sides(inp: inputs.Inputs, name_b: str, dtype_b: str) -> list[Side] | None:
+    """Models A and B with their lattices (or each one's error); None, said, where B is A."""
+    inp_b = replace(inp, model=name_b, dtype=inp.dtype if dtype_b == AS_A else device_choices.resolve_dtype(dtype_b, inp.device))
+    if inp_b == inp:
+        st.info("Model B is model A: choose another model, or another precision for B, to compare.",
+                icon=":material/compare_arrows:")
+        return None
+    twins = inp.model == inp_b.model
+    sides = [Side(i, i.model + (f" ({i.dtype})" if twins else ""), color) for i, color in zip((inp, inp_b), MODEL_COLORS)]
+    for side in sides:
+        _lattice(side)
+    return sides
 
 
 def _lattice(side: Side) -> None:
@@ -169,27 +170,25 @@ def _canonical(side: Side) -> None:
         side.error = exc
 
 
-def _beam(side: Side, key: tuple, W: int | None, status: DeltaGenerator, draw: Callable[[], None]) -> None:
-    """One side's anytime beam (or beam of width W), live: the page redraws after each step that
-    completed a path. A refusal (e.g. past the context window) ends this side only."""
-    if not side.ok:
-        return
+def _job(side: Side, W: int | None) -> live_page.Job[Estimate]:
+    """One side's canonical score and anytime beam (or beam of width W), live: the page redraws
+    after each step that completed a path. A refusal (e.g. past the context window) ends this side
+    only, said in its column."""
+    key = side.inp.key("beam", W)
+    stopped = live.unfinished(key)
 
-    def update(partial: Estimate) -> None:
-        side.beam = partial
-        draw()
+    def run(update: Callable[[Estimate], None]) -> Estimate | None:
+        _canonical(side)
+        if not side.ok:
+            return None
+        try:
+            return live.run_live(key, side.marginalizer, "beam", f"{side.label}: beam", on_update=update, beam_width=W)
+        except Exception as exc:  # noqa: BLE001 -- shown in that side's column
+            side.error = exc
+            return None
 
-    try:
-        with status.container():
-            side.beam = live.run_live(key, side.marginalizer, "beam", f"{side.label}: beam", on_update=update,
-                                      beam_width=W)
-    except Exception as exc:  # noqa: BLE001 -- shown in that side's column
-        side.error = exc
-
-
-def _stopped(key: tuple) -> Estimate | None:
-    run = live.unfinished(key)
-    return None if run is None else run.estimate
+    return live_page.Job(side.label, key, run, None if stopped is None else stopped.estimate,
+                         None if stopped is None else f"{side.label} kept what it finished")
 
 
 def _figures(side: Side) -> Figures | None:
@@ -245,7 +244,7 @@ def _difference(spot: DeltaGenerator, sides: list[Side], found: list[Figures | N
             st.info(sentence, icon=":material/swap_vert:")
 
 
-def _running(spot: DeltaGenerator, sides: list[Side], n: int) -> None:
+def _running(spot: DeltaGenerator, sides: list[Side], key: str) -> None:
     """Both models' running gains over their canonical scores on one plot against seconds."""
     traces = [viz.RunTrace(s.label, s.beam.running_marginal() - s.beam.log_p_canonical,
                            list(s.beam.run.checkpoints) or [(s.beam.num_samples, s.beam.seconds)], s.color,
@@ -257,7 +256,7 @@ def _running(spot: DeltaGenerator, sides: list[Side], n: int) -> None:
     fig = viz.running_figure(traces, log_p_canonical=0.0, x="seconds", y="marginal")
     fig.update_layout(title_text="Each model's marginal above its canonical score, as the beam finds paths",
                       yaxis_title_text="log p(text) − log p(canonical), nats")
-    spot.plotly_chart(fig, key=f"running_{n}")
+    spot.plotly_chart(fig, key=key)
 
 
 def _flows(spot: DeltaGenerator, sides: list[Side]) -> None:

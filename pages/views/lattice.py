@@ -10,7 +10,7 @@ import streamlit as st
 
 from marginal_core import viz
 from marginal_core.viz.mass_flow import MassFlow, flow_of
-from pages._app import bounds, counts, inputs, live, loaders, projector, shared_results, widgets
+from pages._app import bounds, counts, inputs, live_page, loaders, projector, widgets
 from pages._app.defaults import APP_EXACT_BUDGET, exact_feasible
 from pages._app.error_messages import guard, show_error
 
@@ -74,25 +74,15 @@ def _mass_flow(inp: inputs.Inputs, lat: Lattice, L: int) -> MassFlow | None:
     seed = widgets.seed(c[2], disabled=method != "lattice")
     W = widgets.beam_width(c[3], disabled=method != "beam")
     key = {"exact": inp.key("exact"), "lattice": inp.key("lattice", k, L, seed), "beam": inp.key("beam", W)}[method]
-    est = shared_results.cached(key)
+    what = {"exact": "Score every tokenization", "lattice": f"Score {k} lattice samples",
+            "beam": f"Run the beam (W = {bounds.width_label(W)})"}[method]
+    job = live_page.estimate_job(inp, method, key, method, "Scoring", said="", samples=k, max_len=L, seed=seed,
+                                 budget=APP_EXACT_BUDGET, beam_width=W)
+    est = live_page.run_on_press(what, "flow_score", [job], doing="scoring for the mass flow",
+                                 idle="Press the button to score the tokenizations with the model; until then the "
+                                 "arcs are coloured by role.").get(method)
     if est is None:
-        b = st.columns([2, 1, 5])
-        what = {"exact": "Score every tokenization", "lattice": f"Score {k} lattice samples",
-                "beam": f"Run the beam (W = {bounds.width_label(W)})"}[method]
-        score = b[0].button(what, type="primary", key="flow_score")
-        live.stop_button(b[1])
-        if not score:
-            if (stopped := live.unfinished(key)) is not None:
-                st.warning(f"Stopped {stopped.describe()}. Press the button to start again.")
-            st.caption("Press the button to score the tokenizations with the model; until then the arcs are "
-                       "coloured by role.")
-            return None
-        m = loaders.require_marginalizer(inp)
-        with guard("scoring for the mass flow"):
-            est = live.run_live(key, m, method, "Scoring", samples=k, max_len=L, seed=seed, budget=APP_EXACT_BUDGET,
-                                beam_width=W)
-        if est is None:
-            return None
+        return None
     flow = flow_of(lat, est)
     if flow.lower_bound:
         said = (f"the share of the mass the {method} found on the tokenizations through it ({flow.num_paths:,} "
@@ -108,92 +98,31 @@ def _mass_flow(inp: inputs.Inputs, lat: Lattice, L: int) -> MassFlow | None:
     return flow
 
 
+ABOUT = (
+    "Nodes are **byte offsets** of the text (labelled with the characters either side, `e|P`); an "
+    "arc from one offset to another is a **token** whose text is exactly that span. Every path from "
+    "the first node to the last spells the text, so every path is one tokenization. "
+    f"<span style='color:{viz.COLORS['canonical']}'>**Blue**</span>: the canonical tokenization; "
+    f"<span style='color:{viz.COLORS['off_by_one']}'>**orange**</span>: arcs of the off-by-one splits "
+    "(one canonical token cut in two); grey dashed: arcs on no path of at most *L* tokens."
+)
+
+
 def page() -> None:
     """The lattice page."""
-    inp = inputs.current()
-    st.title("The tokenization lattice")
-    projector.about(
-        "Nodes are **byte offsets** of the text (labelled with the characters either side, `e|P`); an "
-        "arc from one offset to another is a **token** whose text is exactly that span. Every path from "
-        "the first node to the last spells the text, so every path is one tokenization. "
-        f"<span style='color:{viz.COLORS['canonical']}'>**Blue**</span>: the canonical tokenization; "
-        f"<span style='color:{viz.COLORS['off_by_one']}'>**orange**</span>: arcs of the off-by-one splits "
-        "(one canonical token cut in two); grey dashed: arcs on no path of at most *L* tokens.",
-        unsafe_allow_html=True,
-    )
-
+    inp = live_page.open_page("The tokenization lattice", ABOUT, unsafe_allow_html=True)
     lat = loaders.require_lattice(inp)
     figure, settings = projector.figure_first()
     with settings:
-        c = st.columns(3)
-        L = widgets.length_bound(c[0], lat)
-        c[1].metric("Nodes", lat.num_nodes)
-        c[2].metric("Arcs", lat.num_arcs)
-        wide = st.columns(2)  # counts of long texts ("3.73 × 10^4696") need half a row
-        wide[0].metric("Tokenizations", viz.count_label(lat.count()))
-        counts.exact_count("number of tokenizations", lat.count(), key="tokenizations", where=wide[0])
-        with guard("counting paths of at most L tokens"):
-            wide[1].metric(f"… of ≤ {L} tokens", viz.count_label(lat.count(L)))
-            counts.exact_count(f"number of tokenizations of at most {L} tokens", lat.count(L), key="bounded",
-                               where=wide[1])
-        if lat.min_len <= L < len(lat.canonical):  # below min_len, the L widget says so
-            st.info(f"The canonical tokenization has {len(lat.canonical)} tokens, more than L = {L}: its arcs are dashed.")
-
+        L = _counts(lat)
         arcs_by = st.segmented_control(
             "Arcs by", ["role", "mass flow"], default="role", key="arcs_by", bind="query-params",
             help="Mass flow: each arc as wide and as red as the share of the text's probability on the tokenizations "
             "through it (needs the model).")
         flow = _mass_flow(inp, lat, L) if arcs_by == "mass flow" else None
-
-        window = None
-        too_big = lat.num_arcs > viz.MAX_DRAW_ARCS
-        if too_big or lat.num_nodes > viz.READABLE_NODES:
-            whole = st.toggle(
-                "Draw the whole lattice", value=False, disabled=too_big, key="whole", bind="query-params",
-                help=f"Up to {viz.MAX_DRAW_ARCS} arcs, drawn at full size in a box that scrolls both ways.",
-            )
-            if too_big or not whole:
-                st.caption(
-                    f"The whole lattice is {lat.num_nodes:,} nodes and {lat.num_arcs:,} arcs"
-                    + (" — too many to draw legibly" if too_big else "")
-                    + ", so a window of the text is drawn. Move it along the text with the controls "
-                    "(arcs crossing its edges are left out)."
-                )
-                w = st.columns(2)
-                n = len(lat.canonical)
-                for name in ("first", "span"):  # a value kept from a longer text
-                    if int(st.session_state.get(name) or 1) > n:
-                        st.session_state[name] = 1 if name == "first" else n
-                first = w[0].number_input("First canonical token", min_value=1, max_value=n, value=1, key="first",
-                                          bind="query-params")
-                fit = viz.fit_window(lat, first=int(first) - 1, max_nodes=viz.READABLE_NODES)
-                span = w[1].number_input("Canonical tokens shown", min_value=1, max_value=n, value=fit, key="span",
-                                         bind="query-params", help=f"{fit} fit in a readable drawing from here.")
-                window = viz.token_window(lat, int(first) - 1, int(span))
-                shown = lat.data[window[0]:window[1]].decode("utf-8", "replace")
-                st.markdown(f"Window: bytes {window[0]}–{window[1]}, {viz.code_span(viz.show_piece(shown))}")
-
+        window = _window(lat)
     with figure:
-        dot = None
-        try:
-            dot = viz.lattice_dot(lat, max_len=L, window=window, flow=flow)
-        except viz.TooLargeToDrawError as exc:
-            st.warning(f"{exc}.")
-        except Exception as exc:  # noqa: BLE001
-            show_error(exc, "drawing the lattice")
-        if dot is not None:
-            with guard("drawing the lattice"):
-                if window is None and lat.num_nodes > viz.READABLE_NODES:
-                    _scroll_box(dot)
-                else:
-                    _readable_chart(dot)
-            d = st.columns([1, 1, 2])  # room for the labels at a projector's 853 CSS pixels
-            d[0].download_button("Download DOT", dot, file_name="lattice.dot", mime="text/vnd.graphviz", key="dl_dot")
-            try:
-                d[1].download_button("Download SVG", _svg(dot), file_name="lattice.svg", mime="image/svg+xml", key="dl_svg")
-            except Exception as exc:  # noqa: BLE001 -- no dot binary: DOT only
-                with d[1]:
-                    show_error(exc, "rendering SVG")
+        _figure(lat, L, window, flow)
 
     st.subheader("Arcs")
     frame = viz.arcs_frame(lat, L)
@@ -205,3 +134,79 @@ def page() -> None:
         frame = frame[(frame["start"] >= window[0]) & (frame["end"] <= window[1])]
     st.dataframe(frame, hide_index=True, height=320)
 
+
+def _counts(lat: Lattice) -> int:
+    """The length bound L, beside the lattice's nodes, arcs and tokenizations (all, and of at most L tokens)."""
+    c = st.columns(3)
+    L = widgets.length_bound(c[0], lat)
+    c[1].metric("Nodes", lat.num_nodes)
+    c[2].metric("Arcs", lat.num_arcs)
+    wide = st.columns(2)  # counts of long texts ("3.73 × 10^4696") need half a row
+    wide[0].metric("Tokenizations", viz.count_label(lat.count()))
+    counts.exact_count("number of tokenizations", lat.count(), key="tokenizations", where=wide[0])
+    with guard("counting paths of at most L tokens"):
+        wide[1].metric(f"… of ≤ {L} tokens", viz.count_label(lat.count(L)))
+        counts.exact_count(f"number of tokenizations of at most {L} tokens", lat.count(L), key="bounded",
+                           where=wide[1])
+    if lat.min_len <= L < len(lat.canonical):  # below min_len, the L widget says so
+        st.info(f"The canonical tokenization has {len(lat.canonical)} tokens, more than L = {L}: its arcs are dashed.")
+    return L
+
+
+def _window(lat: Lattice) -> tuple[int, int] | None:
+    """The window of the text to draw (byte offsets), chosen with the controls, where the whole
+    lattice is too large to draw legibly (or not asked for); None: the whole lattice."""
+    too_big = lat.num_arcs > viz.MAX_DRAW_ARCS
+    if not too_big and lat.num_nodes <= viz.READABLE_NODES:
+        return None
+    whole = st.toggle(
+        "Draw the whole lattice", value=False, disabled=too_big, key="whole", bind="query-params",
+        help=f"Up to {viz.MAX_DRAW_ARCS} arcs, drawn at full size in a box that scrolls both ways.",
+    )
+    if not too_big and whole:
+        return None
+    st.caption(
+        f"The whole lattice is {lat.num_nodes:,} nodes and {lat.num_arcs:,} arcs"
+        + (" — too many to draw legibly" if too_big else "")
+        + ", so a window of the text is drawn. Move it along the text with the controls "
+        "(arcs crossing its edges are left out)."
+    )
+    w = st.columns(2)
+    n = len(lat.canonical)
+    for name in ("first", "span"):  # a value kept from a longer text
+        if int(st.session_state.get(name) or 1) > n:
+            st.session_state[name] = 1 if name == "first" else n
+    first = w[0].number_input("First canonical token", min_value=1, max_value=n, value=1, key="first",
+                              bind="query-params")
+    fit = viz.fit_window(lat, first=int(first) - 1, max_nodes=viz.READABLE_NODES)
+    span = w[1].number_input("Canonical tokens shown", min_value=1, max_value=n, value=fit, key="span",
+                             bind="query-params", help=f"{fit} fit in a readable drawing from here.")
+    window = viz.token_window(lat, int(first) - 1, int(span))
+    shown = lat.data[window[0]:window[1]].decode("utf-8", "replace")
+    st.markdown(f"Window: bytes {window[0]}–{window[1]}, {viz.code_span(viz.show_piece(shown))}")
+    return window
+
+
+def _figure(lat: Lattice, L: int, window: tuple[int, int] | None, flow: MassFlow | None) -> None:
+    """The drawing (whole, in a box that scrolls, or the window, readable) and its downloads."""
+    dot = None
+    try:
+        dot = viz.lattice_dot(lat, max_len=L, window=window, flow=flow)
+    except viz.TooLargeToDrawError as exc:
+        st.warning(f"{exc}.")
+    except Exception as exc:  # noqa: BLE001
+        show_error(exc, "drawing the lattice")
+    if dot is None:
+        return
+    with guard("drawing the lattice"):
+        if window is None and lat.num_nodes > viz.READABLE_NODES:
+            _scroll_box(dot)
+        else:
+            _readable_chart(dot)
+    d = st.columns([1, 1, 2])  # room for the labels at a projector's 853 CSS pixels
+    d[0].download_button("Download DOT", dot, file_name="lattice.dot", mime="text/vnd.graphviz", key="dl_dot")
+    try:
+        d[1].download_button("Download SVG", _svg(dot), file_name="lattice.svg", mime="image/svg+xml", key="dl_svg")
+    except Exception as exc:  # noqa: BLE001 -- no dot binary: DOT only
+        with d[1]:
+            show_error(exc, "rendering SVG")

@@ -9,8 +9,7 @@ from marginal_core import viz
 from marginal_core.corpus.scan import text_id
 from marginal_core.tasks import rank
 from marginal_core.tasks.evaluator import evaluate
-from pages._app import inputs, live, loaders, server, shared_results, widgets
-from pages._app.error_messages import guard
+from pages._app import inputs, live_page, loaders, server, widgets
 from pages._app.table1 import RANK_SENTENCES
 from pages._app.tasks import app_folder, run_task
 
@@ -37,26 +36,22 @@ def page() -> None:
     pk = widgets.proxy_samples(c[0])
     seed = widgets.seed(c[1])
 
-    key = inp.key("proxy", pk, seed)
-    est = shared_results.cached(key)
-    if est is None:
-        b = st.columns([1, 1, 4])
-        draw = b[0].button("Draw proxy samples", type="primary", key="draw")
-        live.stop_button(b[1])
-        if draw:
-            m = loaders.require_marginalizer(inp)
-            with guard("drawing proxy samples"):
-                est = live.run_live(key, m, "proxy", "Drawing proxy samples", samples=pk, seed=seed)
-        elif (stopped := live.unfinished(key)) is not None:
-            st.warning(f"Stopped {stopped.describe()}. Press the button to start again.")
-        else:
-            st.caption("Press the button to draw proxy samples for the text in the sidebar.")
+    job = live_page.estimate_job(inp, "proxy", inp.key("proxy", pk, seed), "proxy", "Drawing proxy samples", said="",
+                                 samples=pk, seed=seed)
+    est = live_page.run_on_press("Draw proxy samples", "draw", [job], widths=[1, 1, 4], doing="drawing proxy samples",
+                                 idle=None if job.stopped else "Press the button to draw proxy samples for the text in "
+                                 "the sidebar.").get("proxy")
     if est is not None:
         rho, n = analysis.spearman(est)
         c[2].metric("Spearman ρ", "n/a" if rho != rho else f"{rho:.3f}", help=f"over {n} distinct samples")
         st.plotly_chart(viz.rank_scatter(est, rho), key="scatter")
 
     st.divider()
+    _table1(inp, seed)
+
+
+def _table1(inp: inputs.Inputs, seed: int) -> None:
+    """Table 1, small: Spearman's rho for sentences of several lengths, as the paper reports it."""
     st.subheader("Table 1, small: ρ for sentences of several lengths")
     st.markdown(
         "For each sentence, draw proxy samples, then take ρ over the distinct ones; report mean ± standard "

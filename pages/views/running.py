@@ -9,11 +9,12 @@ import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import bounds, inputs, live, loaders, projector, shared_results, widgets, words
+from pages._app import bounds, inputs, live_page, loaders, projector, shared_results, widgets, words
 from pages._app.defaults import APP_EXACT_BUDGET
-from pages._app.error_messages import guard
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
+    from streamlit.delta_generator import DeltaGenerator
+
     from marginal_core import Estimate
 
 VIEWS = {"log p(text)": "marginal", "non-canonical mass": "noncanonical"}
@@ -23,22 +24,22 @@ FLAT_SHARE = 0.10
 _OPENED = "_running_opened_on"  # the view the page opened on, per inputs, and why
 
 
+ABOUT = (
+    "Each estimate of log p(text) as samples come in. The **lattice** estimate (Algorithm 1) is a "
+    "sum over distinct scored tokenizations, so it only grows; the **proxy** estimate is an "
+    "importance-sampling average, unbiased but noisy: it may land above the exact value as well as below, "
+    "and each of its samples is generated token by token (compare the seconds in the table). The **beam** "
+    "keeps the most probable prefixes (W per lattice state) and scores each path it completes exactly, so "
+    "it is a lower bound too; its points are the paths completed so far. Dotted: the canonical tokenization "
+    "alone; dashed: the exact marginal, where the lattice is small enough to enumerate."
+)
+
+
 def page() -> None:
     """The running estimates page."""
-    inp = inputs.current()
-    st.title("Running estimates")
-    projector.about(
-        "Each estimate of log p(text) as samples come in. The **lattice** estimate (Algorithm 1) is a "
-        "sum over distinct scored tokenizations, so it only grows; the **proxy** estimate is an "
-        "importance-sampling average, unbiased but noisy: it may land above the exact value as well as below, "
-        "and each of its samples is generated token by token (compare the seconds in the table). The **beam** "
-        "keeps the most probable prefixes (W per lattice state) and scores each path it completes exactly, so "
-        "it is a lower bound too; its points are the paths completed so far. Dotted: the canonical tokenization "
-        "alone; dashed: the exact marginal, where the lattice is small enough to enumerate."
-    )
-
+    inp = live_page.open_page("Running estimates", ABOUT)
     lat = loaders.require_lattice(inp)
-    c = projector.settings().columns([1, 1, 1, 1, 2, 1])
+    c = live_page.settings_row([1, 1, 1, 1, 2, 1])
     k = widgets.samples_k(c[0], help="Samples for the lattice and the proxy.")
     L = widgets.length_bound(c[1], lat)
     seed = widgets.seed(c[2])
@@ -53,8 +54,6 @@ def page() -> None:
     wanted = list(methods) + (["exact"] if exact else [])
 
     b = st.columns([1, 1, 3, 3], vertical_alignment="center")
-    run = b[0].button("Run", icon=":material/play_arrow:", type="primary", key="run", disabled=not wanted)
-    live.stop_button(b[1])
     opened, why = _opening_view(inp, [keys[name] for name in ("exact", "lattice", "beam")])
     y = b[3].segmented_control(
         "Plot", list(VIEWS), default=opened, key="y", bind="query-params",
@@ -64,73 +63,46 @@ def page() -> None:
     y = VIEWS.get(y or opened, "noncanonical")
     if y == "noncanonical" and why:
         st.caption(why)
-    status = st.empty()
-    left, right = st.columns(2)
-    plot_samples, plot_seconds = left.empty(), right.empty()
-    table_spot, said_spot = st.empty(), st.empty()
+    row = live_page.LiveRow(where=b[:2], status=st.empty(), disabled=not wanted)
+    plots = [column.empty() for column in st.columns(2)]
+    spots = (*plots, st.empty(), st.empty())
     st.caption(f"{words.NATS} {words.PROXY_MAY_EXCEED} {words.precision(inp)}")
+    jobs = [live_page.estimate_job(inp, name, keys[name], name, f"Scoring: {name}", samples=k, seed=seed, max_len=L,
+                                   budget=APP_EXACT_BUDGET, beam_width=W) for name in wanted]
+    row.run(jobs, lambda shown: _draw(inp, row, spots, shown, labels, y), doing="running the estimators",
+            idle="Press Run to start scoring; the plots grow as chunks of samples are scored.")
 
-    drawn = [0]  # each redraw needs fresh element keys within one run
 
-    def draw(shown: dict[str, Estimate]) -> None:
-        """Both plots and the summary table for the results so far."""
-        drawn[0] += 1
-        if not shown:
-            empty_plots()
-            return
-        log_p_canonical = next(iter(shown.values())).log_p_canonical
-        traces = [viz.RunTrace.of(r, label=labels.get(name, name)) for name, r in shown.items() if name != "exact"]
-        log_exact = None
-        if "exact" in shown and shown["exact"].run.done:
-            e = shown["exact"]
-            log_exact = e.log_marginal if y == "marginal" else e.log_noncanonical
-        for spot, x in ((plot_samples, "samples"), (plot_seconds, "seconds")):
-            spot.plotly_chart(viz.running_figure(traces, log_p_canonical=log_p_canonical, log_exact=log_exact, x=x, y=y),
-                              key=f"by_{x}_{drawn[0]}")
-        rows = pd.DataFrame([_row(name, r) for name, r in shown.items()])
-        if projector.on():  # HTML, in the projector's larger text
-            table_spot.table(rows, hide_index=True)
-        else:
-            table_spot.dataframe(rows, hide_index=True)
-        with said_spot.container():
-            for name, r in shown.items():
-                if r.run.done:
-                    bounds.say(inp, r, labels.get(name, name))
-
-    def empty_plots() -> None:
-        """Both plots' axes before any result: the browser loads its plotting code with the page,
-        not after Run, where it delayed the first estimate on screen by seconds."""
-        for spot, x in ((plot_samples, "samples"), (plot_seconds, "seconds")):
+def _draw(inp: inputs.Inputs, row: live_page.LiveRow, spots: tuple[DeltaGenerator, ...], shown: dict[str, Estimate],
+          labels: dict[str, str], y: str) -> None:
+    """Both plots (against samples and seconds), the summary table and what each finished bound
+    says, for the results so far; the plots' empty axes before any."""
+    plot_samples, plot_seconds, table_spot, said_spot = spots
+    log_p_canonical = next(iter(shown.values())).log_p_canonical if shown else 0.0
+    traces = [viz.RunTrace.of(r, label=labels.get(name, name)) for name, r in shown.items() if name != "exact"]
+    log_exact = None
+    if "exact" in shown and shown["exact"].run.done:
+        e = shown["exact"]
+        log_exact = e.log_marginal if y == "marginal" else e.log_noncanonical
+    for spot, x in ((plot_samples, "samples"), (plot_seconds, "seconds")):
+        if shown:
+            fig = viz.running_figure(traces, log_p_canonical=log_p_canonical, log_exact=log_exact, x=x, y=y)
+        else:  # the axes before any result: the browser loads its plotting code with the page, not after Run
             fig = viz.running_figure([], log_p_canonical=0.0, x=x, y="noncanonical")
             what = "log p(text)" if y == "marginal" else "Non-canonical mass"
             fig.update_layout(title_text=f"{what} estimate vs. {x}", yaxis_title_text=viz.RUNNING_Y[y])
-            spot.plotly_chart(fig, key=f"by_{x}_{drawn[0]}")
-
-    finished = {name: r for name in wanted if (r := shared_results.cached(keys[name])) is not None}
-    if run:
-        m = loaders.require_marginalizer(inp)
-        draw(finished)  # the plots stay on screen while the first chunk is scored
-        with guard("running the estimators"):
-            for name in wanted:
-                if name in finished:
-                    continue
-
-                def update(partial: Estimate, name: str = name) -> None:
-                    draw({**finished, name: partial})
-
-                with status.container():
-                    finished[name] = live.run_live(keys[name], m, name, f"Scoring: {name}", on_update=update, samples=k,
-                                                   seed=seed, max_len=L, budget=APP_EXACT_BUDGET, beam_width=W)
-            status.success("Done: " + ", ".join(f"{n} {r.seconds:.1f} s" for n, r in finished.items()))
-        draw(finished)
+        spot.plotly_chart(fig, key=row.key(f"by_{x}"))
+    if not shown:
         return
-    stopped = {name: run for name in wanted if name not in finished and (run := live.unfinished(keys[name])) is not None}
-    if stopped:
-        status.warning("Stopped: " + ", ".join(f"{n} {run.describe()}" for n, run in stopped.items())
-                       + ". Press Run to start again.")
-    elif not finished:
-        status.caption("Press Run to start scoring; the plots grow as chunks of samples are scored.")
-    draw({**finished, **{n: run.estimate for n, run in stopped.items() if run.estimate is not None}})
+    rows = pd.DataFrame([_row(name, r) for name, r in shown.items()])
+    if projector.on():  # HTML, in the projector's larger text
+        table_spot.table(rows, hide_index=True)
+    else:
+        table_spot.dataframe(rows, hide_index=True)
+    with said_spot.container():
+        for name, r in shown.items():
+            if r.run.done:
+                bounds.say(inp, r, labels.get(name, name))
 
 
 def _row(name: str, r: Estimate) -> dict[str, object]:

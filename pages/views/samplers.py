@@ -8,11 +8,11 @@ import pandas as pd
 import streamlit as st
 
 from marginal_core import lattice_samples, viz
-from pages._app import bounds, inputs, live, loaders, projector, shared_results, widgets, words, wrapped_tables
+from pages._app import bounds, inputs, live_page, loaders, shared_results, widgets, words, wrapped_tables
 from pages._app.error_messages import guard
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
-    from marginal_core import Estimate
+    from marginal_core import Estimate, Lattice
 
 # Pixels of the tokenization column: with the numbers it fills half the page on a laptop (two
 # tables a row; the proxy's numbers take PROXY_NUMBERS_PX more), and is stretched on wider
@@ -38,21 +38,21 @@ def show_table(frame: pd.DataFrame) -> None:
                              column_order=[c for c in ORDER if c in frame.columns])
 
 
+ABOUT = (
+    "**Algorithm 1** (the lattice sampler) needs no model to *choose* tokenizations: first the "
+    "**off-by-one** set (the canonical tokenization with one token split in two), then distinct "
+    "paths drawn **uniformly** among those of at most *L* tokens. The **proxy** baseline instead "
+    "*generates* tokenizations with the model constrained to the lattice (canonical excluded), "
+    "one forward pass per token, and often draws the same ones again. The **beam** walks the same way but "
+    "keeps the W most probable prefixes per lattice state instead of drawing, and keeps every path it completes."
+)
+
+
 def page() -> None:
     """The samplers page."""
-    inp = inputs.current()
-    st.title("What each sampler draws")
-    projector.about(
-        "**Algorithm 1** (the lattice sampler) needs no model to *choose* tokenizations: first the "
-        "**off-by-one** set (the canonical tokenization with one token split in two), then distinct "
-        "paths drawn **uniformly** among those of at most *L* tokens. The **proxy** baseline instead "
-        "*generates* tokenizations with the model constrained to the lattice (canonical excluded), "
-        "one forward pass per token, and often draws the same ones again. The **beam** walks the same way but "
-        "keeps the W most probable prefixes per lattice state instead of drawing, and keeps every path it completes."
-    )
-
+    inp = live_page.open_page("What each sampler draws", ABOUT)
     lat = loaders.require_lattice(inp)
-    c = projector.settings().columns(5)
+    c = live_page.settings_row(5)
     k = widgets.samples_k(c[0])
     L = widgets.length_bound(c[1], lat)
     seed = widgets.seed(c[2])
@@ -65,32 +65,29 @@ def page() -> None:
     if samples is None:
         return  # the guard said why
 
-    lat_key, proxy_key, beam_key = inp.key("lattice", k, L, seed), inp.key("proxy", pk, seed), inp.key("beam", W)
-    scored, proxy, beam = shared_results.cached(lat_key), shared_results.cached(proxy_key), shared_results.cached(beam_key)
-    if scored is None or proxy is None or beam is None:
-        b = st.columns([3, 1, 4])
-        score = b[0].button("Score with the model, draw proxy samples, run the beam", type="primary", key="score")
-        live.stop_button(b[1])
-        if score:
-            m = loaders.require_marginalizer(inp)
-            with guard("scoring"):
-                scored = live.run_live(lat_key, m, "lattice", "Scoring lattice samples", samples=k, max_len=L, seed=seed)
-                proxy = live.run_live(proxy_key, m, "proxy", "Drawing proxy samples", samples=pk, seed=seed)
-                beam = live.run_live(beam_key, m, "beam", f"Running the beam (W = {bounds.width_label(W)})", beam_width=W)
-        else:
-            stopped = [f"{what} {run.describe()}" for what, key in (("scoring", lat_key), ("the proxy", proxy_key),
-                                                                     ("the beam", beam_key))
-                       if (run := live.unfinished(key)) is not None]
-            if stopped:
-                st.warning("Stopped " + "; ".join(stopped) + ". Press the button to start again.")
-            st.caption("The lattice samples below are drawn without the model; press the button to score them "
-                       "(log p), to draw proxy samples and to run the beam (which need the model).")
-
+    keys = (inp.key("lattice", k, L, seed), inp.key("proxy", pk, seed), inp.key("beam", W))
+    jobs = [live_page.estimate_job(inp, "scoring", keys[0], "lattice", "Scoring lattice samples", samples=k, max_len=L,
+                                   seed=seed),
+            live_page.estimate_job(inp, "the proxy", keys[1], "proxy", "Drawing proxy samples", samples=pk, seed=seed),
+            live_page.estimate_job(inp, "the beam", keys[2], "beam", f"Running the beam (W = {bounds.width_label(W)})",
+                                   beam_width=W)]
+    found = live_page.run_on_press(
+        "Score with the model, draw proxy samples, run the beam", "score", jobs, widths=[3, 1, 4], doing="scoring",
+        idle="The lattice samples below are drawn without the model; press the button to score them (log p), to draw "
+        "proxy samples and to run the beam (which need the model).")
+    scored, proxy, beam = (found.get(job.name) for job in jobs)
     if scored is not None and (proxy is not None or beam is not None):
-        proxy, beam = _one_score(inp, scored, proxy, beam, (lat_key, proxy_key, beam_key))
+        proxy, beam = _one_score(inp, scored, proxy, beam, keys)
+    _tables(inp, lat, (samples.kinds.tolist(), samples.paths.tolist()), L, W, scored, proxy, beam)
+    if scored is not None and proxy is not None and beam is not None:
+        _metrics(scored, proxy, beam)
 
-    kinds = samples.kinds
-    paths = samples.paths.tolist()
+
+def _tables(inp: inputs.Inputs, lat: Lattice, samples: tuple[list[str], list[list[int]]], L: int, W: int | None,
+            scored: Estimate | None, proxy: Estimate | None, beam: Estimate | None) -> None:
+    """Each sampler's table (scored once the model has run), the canonical tokenization and the
+    histogram of the paths' lengths; samples: the lattice samples' kinds and paths."""
+    kinds, paths = samples
     top, bottom = st.columns(2), st.columns(2)
     columns = [*top, *bottom]
     if scored is not None:
@@ -136,17 +133,18 @@ def page() -> None:
         groups["beam"] = beam.paths.lengths.tolist()
     st.plotly_chart(viz.length_histogram(groups, canonical_len=len(lat.canonical)), key="lengths")
 
-    if scored is not None and proxy is not None and beam is not None:
-        s, p = scored, proxy
-        m = st.columns(5)
-        m[0].metric("Lattice: log p(text) ≥", viz.format_log(s.log_marginal), help=f"{s.seconds:.1f} s")
-        m[1].metric("Proxy: log p(text) ≈", viz.format_log(p.log_marginal), help=f"{p.seconds:.1f} s")
-        m[2].metric("Beam: log p(text) ≥", viz.format_log(beam.log_marginal), help=f"{beam.seconds:.1f} s")
-        m[3].metric("Proxy re-draws", f"{1 - p.num_distinct / max(p.num_samples, 1):.0%}",
-                    help="Share of proxy draws that repeat an earlier tokenization.")
-        m[4].metric("Forward passes (lattice / proxy / beam)",
-                    f"{s.forward_passes} / {p.forward_passes} / {beam.forward_passes}")
-        st.caption(words.PROXY_MAY_EXCEED)
+
+def _metrics(s: Estimate, p: Estimate, beam: Estimate) -> None:
+    """The three estimates side by side, with how often the proxy drew again and the passes each took."""
+    m = st.columns(5)
+    m[0].metric("Lattice: log p(text) ≥", viz.format_log(s.log_marginal), help=f"{s.seconds:.1f} s")
+    m[1].metric("Proxy: log p(text) ≈", viz.format_log(p.log_marginal), help=f"{p.seconds:.1f} s")
+    m[2].metric("Beam: log p(text) ≥", viz.format_log(beam.log_marginal), help=f"{beam.seconds:.1f} s")
+    m[3].metric("Proxy re-draws", f"{1 - p.num_distinct / max(p.num_samples, 1):.0%}",
+                help="Share of proxy draws that repeat an earlier tokenization.")
+    m[4].metric("Forward passes (lattice / proxy / beam)",
+                f"{s.forward_passes} / {p.forward_passes} / {beam.forward_passes}")
+    st.caption(words.PROXY_MAY_EXCEED)
 
 
 def _one_score(inp: inputs.Inputs, scored: Estimate, proxy: Estimate | None, beam: Estimate | None,

@@ -12,18 +12,7 @@ import streamlit as st
 
 from marginal_core import SPACES, SURPRISAL_METHODS, UNITS, region_spans, viz
 from marginal_core.viz.surprisal import COLOURINGS, bars_figure, difference_sentence, strip_html
-from pages._app import (
-    inputs,
-    live,
-    loaders,
-    presets,
-    projector,
-    region_links,
-    server,
-    shared_results,
-    surprisal_search,
-    words,
-)
+from pages._app import inputs, live_page, loaders, presets, projector, region_links, server, surprisal_search, words
 from pages._app.error_messages import show_error
 
 if TYPE_CHECKING:
@@ -34,93 +23,85 @@ if TYPE_CHECKING:
     from marginal_core import Surprisal
 
 
+ABOUT = (
+    "A region's **marginal surprisal** is log P(s<a) − log P(s<b): P(s<j) is the probability, summed over "
+    "every tokenization, that the model's string begins with the text's first j bytes, and the region runs "
+    "from byte a to byte b. The regions sum to −log P(text as a prefix). Two rows of the canonical tokenization "
+    "stand on top. The **naive** row (dashed) gives each canonical token's surprisal wholly to the region of its "
+    "first non-whitespace byte, as token-level tools do: with tokens that carry a leading space it charges a "
+    "word's closing space to the next word. The **canonical prefix** row (dotted) cuts the canonical "
+    "tokenization's own prefix probability at the same boundaries (Pimentel & Meister's word probability, "
+    "minicons' bow correction). Naive − canonical prefix is that whitespace convention; canonical prefix − "
+    "marginal is what the other tokenizations add. Hover a marginal region for its numbers, the interval the "
+    "search certifies and the characters the model expected at its start (summed over tokenizations, so two "
+    "models compare on one axis); colour by rank to see where the one that came stood (GLTR's bins). Click a "
+    "region to open the Lattice page on that stretch."
+)
+
+
 def page() -> None:
     """The Surprisal page."""
-    inp = inputs.current()
-    st.title("Where in the text is the surprise?")
-    projector.about(
-        "A region's **marginal surprisal** is log P(s<a) − log P(s<b): P(s<j) is the probability, summed over "
-        "every tokenization, that the model's string begins with the text's first j bytes, and the region runs "
-        "from byte a to byte b. The regions sum to −log P(text as a prefix). Two rows of the canonical tokenization "
-        "stand on top. The **naive** row (dashed) gives each canonical token's surprisal wholly to the region of its "
-        "first non-whitespace byte, as token-level tools do: with tokens that carry a leading space it charges a "
-        "word's closing space to the next word. The **canonical prefix** row (dotted) cuts the canonical "
-        "tokenization's own prefix probability at the same boundaries (Pimentel & Meister's word probability, "
-        "minicons' bow correction). Naive − canonical prefix is that whitespace convention; canonical prefix − "
-        "marginal is what the other tokenizations add. Hover a marginal region for its numbers, the interval the "
-        "search certifies and the characters the model expected at its start (summed over tokenizations, so two "
-        "models compare on one axis); colour by rank to see where the one that came stood (GLTR's bins). Click a "
-        "region to open the Lattice page on that stretch."
-    )
+    inp = live_page.open_page("Where in the text is the surprise?", ABOUT)
     loaders.require_lattice(inp)  # a text the tokenizer cannot represent is refused here
     figure, settings = projector.figure_first()
     with settings:
-        c = st.columns([1.7, 1.5, 1.4, 1.4, 2.4])
-        unit = c[0].segmented_control("Regions", UNITS, default="word", key="unit", bind="query-params", required=True,
-                                      help="Cut the text into bytes, characters or whitespace-delimited words.")
-        space = c[1].segmented_control("Spaces go", SPACES, default="trailing", key="space", bind="query-params",
-                                       required=True, help="A word's region takes the whitespace after it "
-                                       "(trailing) or before it (leading).")
-        method = c[2].segmented_control("Method", SURPRISAL_METHODS, default="search", key="method",
-                                        bind="query-params", required=True, help="search: rounds of batched passes "
-                                        "over the heaviest prefixes, with a certified interval per region; exact: "
-                                        "every prefix (short texts).")
-        colour = c[3].segmented_control("Colour by", COLOURINGS, default="surprisal", key="colour",
-                                        bind="query-params", required=True, help="The marginal rows coloured by "
-                                        "surprisal, or by the rank of each region's first character among the "
-                                        "characters the model expected there: top 1, top 3, top 10, below.")
-        name_b = inputs.model_box(c[4], server.policy(), "Second model (optional)", "model_b", index=None)
+        unit, space, method, colour, name_b = _settings()
     try:
         region_spans(inp.text, unit, space)
     except Exception as exc:  # noqa: BLE001 -- e.g. a text of whitespace alone
         show_error(exc)
         st.stop()
     sides = [inp, *_second(inp, name_b)]
-    keys = [side.key("surprisal", method) for side in sides]
-    finished = [shared_results.cached(key) for key in keys]
-    found: list[Surprisal | None] = [done or surprisal_search.stopped(key) for done, key in zip(finished, keys)]
 
     with figure:
         if (example := presets.matching(inp.text, inp.context)) is not None and example.on_surprisal:
             st.info(f"**What to look for.** {example.on_surprisal}", icon=":material/visibility:")
-        b = st.columns([1, 1, 6], vertical_alignment="center")
-        run = b[0].button("Run", icon=":material/play_arrow:", type="primary", key="run",
-                          help="Search the prefixes of the text under each model (one after the other).")
-        live.stop_button(b[1])
-        status, errors = st.empty(), st.container()
+        row = live_page.LiveRow(help="Search the prefixes of the text under each model (one after the other).")
+        errors = st.container()
         strip_spot, totals_spot, bars_spot = st.empty(), st.empty(), st.empty()
-    drawn = [0]
 
-    def draw() -> None:
-        drawn[0] += 1
-        shown = [s.by(unit, space) for s in found if s is not None]
-        if shown:
-            strip_spot.html(strip_html(shown, font="1.6em" if projector.on() else "1.1em",
-                                       links=region_links.lattice_links(inp, shown[0]), colour=colour))
+    def draw(shown: dict[str, Surprisal]) -> None:
+        """The strip, the totals and the bars of the searches so far."""
+        by = [s.by(unit, space) for s in shown.values()]
+        if by:
+            strip_spot.html(strip_html(by, font="1.6em" if projector.on() else "1.1em",
+                                       links=region_links.lattice_links(inp, by[0]), colour=colour))
             with totals_spot.container():
-                _totals(shown)
-        bars_spot.plotly_chart(bars_figure(shown, projector=projector.on()), key=f"bars_{drawn[0]}")
+                _totals(by)
+        bars_spot.plotly_chart(bars_figure(by, projector=projector.on()), key=row.key("bars"))
 
-    if run:
-        draw()  # the bars' axes stay on screen while the first round is scored
-        for i, (side, key) in enumerate(zip(sides, keys)):
-
-            def update(s: Surprisal, i: int = i) -> None:
-                found[i] = s
-                draw()
-
-            found[i] = _search(side, key, method, update, status, errors)
-        if done := [s for s in found if s is not None]:
-            status.success("Done: " + ", ".join(f"{s.model} {s.seconds:.1f} s" for s in done))
-    elif any(done is None and s is not None for done, s in zip(finished, found)):
-        status.warning("Stopped: the search kept every round it finished; its intervals still hold. Press Run "
-                       "to start again.")
-    elif any(s is None for s in found):
-        status.caption("Press Run to search the text's prefixes under the model; the strip is drawn after every "
-                       "round.")
-    draw()
+    row.run([_job(side, method, errors) for side in sides], draw, doing="searching the prefixes",
+            idle="Press Run to search the text's prefixes under the model; the strip is drawn after every round.")
     st.caption("Click a region to open the Lattice page on its stretch of the text. "
                f"{words.NATS} {words.precision(inp)}")
+
+
+def _settings() -> tuple[str, str, str, str, str | None]:
+    """The page's settings row: regions, where spaces go, method, colouring, and the second model."""
+    c = st.columns([1.7, 1.5, 1.4, 1.4, 2.4])
+    unit = c[0].segmented_control("Regions", UNITS, default="word", key="unit", bind="query-params", required=True,
+                                  help="Cut the text into bytes, characters or whitespace-delimited words.")
+    space = c[1].segmented_control("Spaces go", SPACES, default="trailing", key="space", bind="query-params",
+                                   required=True, help="A word's region takes the whitespace after it "
+                                   "(trailing) or before it (leading).")
+    method = c[2].segmented_control("Method", SURPRISAL_METHODS, default="search", key="method",
+                                    bind="query-params", required=True, help="search: rounds of batched passes "
+                                    "over the heaviest prefixes, with a certified interval per region; exact: "
+                                    "every prefix (short texts).")
+    colour = c[3].segmented_control("Colour by", COLOURINGS, default="surprisal", key="colour",
+                                    bind="query-params", required=True, help="The marginal rows coloured by "
+                                    "surprisal, or by the rank of each region's first character among the "
+                                    "characters the model expected there: top 1, top 3, top 10, below.")
+    name_b = inputs.model_box(c[4], server.policy(), "Second model (optional)", "model_b", index=None)
+    return unit, space, method, colour, name_b
+
+
+def _job(side: inputs.Inputs, method: str, errors: DeltaGenerator) -> live_page.Job[Surprisal]:
+    """One model's search of the prefixes, live; what a stopped search kept still holds."""
+    key = side.key("surprisal", method)
+    kept = surprisal_search.stopped(key)
+    return live_page.Job(side.model, key, lambda update: _search(side, key, method, update, errors), kept,
+                         None if kept is None else "the search kept every round it finished; its intervals still hold")
 
 
 def _second(inp: inputs.Inputs, name: str | None) -> list[inputs.Inputs]:
@@ -142,13 +123,13 @@ def _second(inp: inputs.Inputs, name: str | None) -> list[inputs.Inputs]:
 
 
 def _search(side: inputs.Inputs, key: tuple, method: str, update: Callable[[Surprisal], None],
-            status: DeltaGenerator, errors: DeltaGenerator) -> Surprisal | None:
-    """One model's search, live under status; its error (the window passed, too many prefixes for
-    exact) said in one message in errors, where the next model's progress does not replace it."""
+            errors: DeltaGenerator) -> Surprisal | None:
+    """One model's search, live under the row's status; its error (the window passed, too many
+    prefixes for exact) said in one message in errors, where the next model's progress does not
+    replace it."""
     try:
-        with status.container():
-            m = loaders.marginalizer(side)
-            return surprisal_search.search(key, m, method, f"{side.model}: searching the prefixes", update)
+        m = loaders.marginalizer(side)
+        return surprisal_search.search(key, m, method, f"{side.model}: searching the prefixes", update)
     except Exception as exc:  # noqa: BLE001 -- the other model's row still shows
         with errors:
             show_error(exc, f"searching the prefixes under {side.model}")
