@@ -70,7 +70,8 @@ def scan_command(args: argparse.Namespace) -> dict[str, Any]:
     return {"report": f"{args.out}/report.md", "out": args.out, "model": ", ".join(found["models"]),
             "device": report.get("device", "-"), "dtype": report.get("dtype", "-"), "texts": found["texts"],
             "rows": found["rows"], "paths": found["paths"], "surprisal_rows": found.get("surprisal_rows"),
-            "stopped": stopped, "table": "\n" + found["markdown"]}
+            "stopped": stopped, **{k: found[k] for k in ("rank", "ranks") if k in found},
+            "table": "\n" + found["markdown"]}
 
 
 def _common(p: argparse.ArgumentParser, default_samples: int) -> None:
@@ -131,13 +132,16 @@ def add_commands(subparsers: Any) -> None:
                     "write scan.csv/.parquet (a row per text x model x method), paths.csv/.parquet (the decoded "
                     "tokenizations behind each estimate), with two models or more compare.csv (per text and pair of "
                     "models: log p_A - log p_B by canonical and by marginal, and whether marginalizing flips it), "
-                    "and report.md/report.json. Ctrl-C keeps what finished; rerun to continue.",
+                    "and report.md/report.json. Ctrl-C keeps what finished; rerun to continue. Under torchrun or "
+                    "accelerate launch (-m marginal_core scan ...) each rank scores its share into --out and rank 0 "
+                    "writes the tables.",
     )
     scan.add_argument("file", help="the texts: a .txt, .jsonl or .csv file")
     scan.add_argument("--models", default=DEFAULT_MODEL,
                       help=f"one model or a comma list, each loaded once (default: {DEFAULT_MODEL})")
     scan.add_argument("--shard", help="i/n: only every n-th text, the i-th of each n (n processes, one folder each or "
-                                      "one shared; default: every text)")
+                                      "one shared; default: every text; under torchrun or accelerate launch the "
+                                      "ranks are the shards)")
     scan.add_argument("--merge", nargs="+", metavar="DIR", help="first take the finished texts of these scan folders "
                                                                "(shards run elsewhere); then score what is missing")
     scan.add_argument("--surprisal", metavar="UNIT",

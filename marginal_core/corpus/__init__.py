@@ -2,6 +2,7 @@
 methods under one or more models, into one resumable folder, and what is read from it.
 
 * ``scan``: reading the texts (.txt, .jsonl, .csv), the scan task, shards and their merge, the run.
+* ``scan_ranks``: the run as the ranks of a torch.distributed job (torchrun, accelerate launch).
 * ``scan_report``: per model, the texts ranked by gain; across models, the tidy exports.
 * ``gains``: a row's gain over the canonical tokenization, and the best bound per text.
 * ``scan_surprisal``: surprisal by region (``--surprisal word``): surprisal.csv.

@@ -6,7 +6,9 @@ A text file is read as one text per line (``.txt``), JSON lines with ``text`` an
 keeps the results of the texts it still holds, and a text listed twice is scored once.
 
 ``--shard i/n`` keeps every n-th text (the i-th of each n): n processes can share one results
-folder on one disk, or write folders of their own that :func:`merge` joins afterwards.
+folder on one disk, or write folders of their own that :func:`merge` joins afterwards. Under a
+launcher of several processes (torchrun, accelerate launch) the ranks are the shards, found in the
+process group (scan_ranks.py): each scores its texts into the one folder, rank 0 writes the tables.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from marginal_core.corpus.scan_ranks import Ranks, join
 from marginal_core.ground.errors import MarginalError
 from marginal_core.tasks.datafiles import dataset_file, read_json_records
 from marginal_core.tasks.options import EvalOptions
@@ -120,11 +123,14 @@ class ScanTask(Task):
         self.shard = shard
 
     def load(self, options: EvalOptions) -> list[Text]:
+        """The file's texts (its first ``options.limit``), then this shard's of them: n shards of
+        a limited scan hold the texts the whole scan does."""
         texts = load_texts(self.dataset)
+        texts = texts[: options.limit] if options.limit is not None else texts
         if self.shard is not None:
             i, n = self.shard
             texts = [t for t in texts if t.index % n == i - 1]
-        return texts[: options.limit] if options.limit is not None else texts
+        return texts
 
     @property
     def part(self) -> str | None:
@@ -208,7 +214,26 @@ def run_scan(file: str | Path, out: str | Path, models: Sequence[str], options: 
     """`marginal scan`: every text of the file under each model, into out (resumable), with
     ``surprisal`` (how surprisal.csv is cut) each text's surprisal by region too, then the exports; Ctrl-C
     stops it and keeps what finished. Returns (the export's figures, the last model's report,
-    whether it was stopped). Notes go to standard error."""
+    whether it was stopped). Notes go to standard error.
+
+    Launched as one of several processes (torchrun, accelerate launch: scan_ranks.py), each rank
+    scores its share of the texts into out; once all have, rank 0 writes each model's report over
+    every text and the exports, and the others wait for them. Rank 0 returns the export's figures,
+    the others their own (``rank_figures``); both with ``rank`` and ``ranks``."""
+    ranks = join()
+    try:
+        if ranks is not None and shard is not None:
+            raise MarginalError("--shard: under torchrun or accelerate launch the ranks are the shards; drop --shard")
+        return _scan(file, out, models, options, ranks, shard=shard, merge_from=merge_from, surprisal=surprisal)
+    finally:
+        if ranks is not None:
+            ranks.leave()
+
+
+def _scan(file: str | Path, out: str | Path, models: Sequence[str], options: EvalOptions, ranks: Ranks | None, *,
+          shard: tuple[int, int] | None, merge_from: Sequence[str | Path],
+          surprisal: Cut | None) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """run_scan in this process: alone (ranks None), or as one rank of a job."""
     from dataclasses import replace
 
     from marginal_core.corpus.scan_report import export
@@ -216,24 +241,71 @@ def run_scan(file: str | Path, out: str | Path, models: Sequence[str], options: 
     from marginal_core.models import load_model
     from marginal_core.tasks.evaluator import evaluate
 
-    if surprisal is not None and surprisal.unit == "word" and not has_wordfreq():
+    if ranks is not None:
+        shard, options = ranks.shard, replace(options, device=ranks.device(options.device))
+    lead = ranks is None or ranks.lead
+    if lead and surprisal is not None and surprisal.unit == "word" and not has_wordfreq():
         print(f"marginal scan: note: {NO_WORDFREQ}", file=sys.stderr)
     task = ScanTask(str(file), shard)
     texts = task.load(options)
-    if bare := bare_leading_space(texts):
-        print(f"marginal scan: warning: {len(bare)} of {len(texts)} texts {LEADING_SPACE}", file=sys.stderr)
-    write_index(out, str(file), models, surprisal)
-    if merge_from:
-        taken = merge(out, merge_from)
-        print(f"marginal scan: took {taken} finished rows from {len(merge_from)} folder(s)", file=sys.stderr)
-    report, stopped = {}, False
+    if lead:
+        every = texts if ranks is None else ScanTask(str(file)).load(options)
+        if bare := bare_leading_space(every):
+            print(f"marginal scan: warning: {len(bare)} of {len(every)} texts {LEADING_SPACE}", file=sys.stderr)
+        write_index(out, str(file), models, surprisal)
+        if merge_from:
+            taken = merge(out, merge_from)
+            print(f"marginal scan: took {taken} finished rows from {len(merge_from)} folder(s)", file=sys.stderr)
+    if ranks is not None:
+        ranks.barrier()  # scan.json and the merged rows are in place before any rank scores
+    reports: dict[str, dict[str, Any]] = {}
+    stopped = False
     try:
         for model in models:
-            report = evaluate(task, model_folder(out, model), replace(options, model=model))
+            reports[model] = evaluate(task, model_folder(out, model), replace(options, model=model))
             if surprisal is not None:
                 search_texts(model_folder(out, model), texts, partial(load_model, model, options.device, options.dtype),
                              part=task.part, show_bar=options.show_bar)
     except KeyboardInterrupt:
         stopped = True
         print(f"marginal scan: stopped; what finished is kept in {out}: run it again to continue", file=sys.stderr)
-    return export(out), report, stopped
+    report = reports[models[-1]] if models and models[-1] in reports else {}
+    if ranks is None:
+        return export(out), report, stopped
+    ranks.barrier()  # every rank's texts are stored (or it stopped)
+    if ranks.lead:
+        report = _whole_reports(out, str(file), models, options, reports) or report
+        found = export(out)
+    else:
+        found = rank_figures(out, ranks, models, texts)
+    ranks.barrier()  # the tables are written: each rank returns with them in place
+    return {**found, "rank": ranks.rank, "ranks": ranks.size}, report, stopped
+
+
+def rank_figures(out: str | Path, ranks: Ranks, models: Sequence[str], texts: Sequence[Text]) -> dict[str, Any]:
+    """What a rank other than 0 says of its part: its texts, and where rank 0 wrote the tables."""
+    line = (f"rank {ranks.rank} of {ranks.size}: its {len(texts)} texts are in {out}; "
+            f"rank 0 wrote the tables (scan.csv, report.md)")
+    return {"texts": len(texts), "models": list(models), "rows": None, "paths": None, "markdown": line,
+            "out": str(out)}
+
+
+def _whole_reports(out: str | Path, file: str, models: Sequence[str], options: EvalOptions,
+                   reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Rank 0, once every rank is done: each model folder's report over all the file's texts (a
+    rank's own covers its share), a note where some have no rows; returns the last model's."""
+    from marginal_core.tasks.report import write_report
+
+    task = ScanTask(file)
+    ids = [t.id for t in task.load(options)]
+    report: dict[str, Any] = {}
+    for model, own in reports.items():
+        folder = model_folder(out, model)
+        report = {**task.report(folder, ids, options.methods), "model": own["model"], "device": own["device"],
+                  "dtype": own["dtype"]}
+        write_report(folder, report)
+        if missing := len(ids) - report["texts"]:
+            print(f"marginal scan: note: {missing} of {len(ids)} texts have no rows in {folder}: a rank stopped, "
+                  f"or the nodes do not share {out}; run it again to score them (or --merge the nodes' folders)",
+                  file=sys.stderr)
+    return report
