@@ -1,5 +1,5 @@
 # marginal: `make app` runs the Streamlit app, `make serve-class` serves it to a class (on every
-# interface, in class mode: pages/_app/server.py), `make test` runs ruff, mypy and the test suite (`make test-fast`
+# interface, in class mode: pages/_app/runtime/server.py), `make test` runs ruff, mypy and the test suite (`make test-fast`
 # its quick tier, `make typecheck` mypy). They set up the
 # environment first (idempotent, and quick when nothing changed):
 #   * a virtualenv in .venv with requirements.txt, the --no-deps packages and this project
@@ -61,9 +61,9 @@ warm: python-deps
 	@$(PY) -m marginal_core.models --warm
 
 # The server's MARGINAL_* variables are checked (and what it offers said) before Streamlit starts,
-# and the model the sidebar opens on loads while it starts ($MARGINAL_PRELOAD: pages/_app/serve.py).
+# and the model the sidebar opens on loads while it starts ($MARGINAL_PRELOAD: pages/_app/runtime/serve.py).
 app: setup
-	$(PY) -m pages._app.serve --server.headless true --server.address $(HOST) \
+	$(PY) -m pages._app.runtime.serve --server.headless true --server.address $(HOST) \
 	  --server.port $(PORT) --browser.gatherUsageStats false
 
 # For a class: reachable from other machines, only the embedded models, capped k, W and text length,

@@ -2,7 +2,7 @@
 
 This file is the router: on every run it draws the inputs every page shares (model, device,
 text, context) in the sidebar, bound to the URL so that a link reproduces a view, and runs the
-chosen page; a page reads the inputs with ``pages._app.inputs.current()``. Each page shows its
+chosen page; a page reads the inputs with ``pages._app.ui.inputs.current()``. Each page shows its
 own errors as friendly messages, never a traceback.
 
 The pages are modules of pages/views/ and pages/tasks/ (the navigation's two sections), each a
@@ -16,7 +16,7 @@ link's path and sends "Page not found", a dialog over the right page that takes 
 it is closed. So this file also defines ``app = st.App(__file__)``: ``streamlit run app.py`` finds
 it and imports this module before the server's first request, and that import records what
 ``st.navigation`` records. Every way of starting the server, ``streamlit run app.py`` (what hosted
-services run) as well as ``make app`` and ``make serve-class`` (pages/_app/serve.py, which runs
+services run) as well as ``make app`` and ``make serve-class`` (pages/_app/runtime/serve.py, which runs
 that command), answers a fresh server's first request for a page's link with that page and no
 dialog (tests/app/test_server_starts.py). Run as the script, once per session's run, it routes.
 """
@@ -27,7 +27,8 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
 from marginal_core.serving.turns import TurnCancelled
-from pages._app import inputs, lesson, links, live, loaders, machine, projector
+from pages._app.runtime import live, loaders, machine
+from pages._app.ui import inputs, lesson, links, projector
 from pages.tasks import qa, results, translation
 from pages.views import compare, home, lattice, mass, rank, running, samplers, surprisal
 

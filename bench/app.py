@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from bench.support.browser import chromium, new_page, run_button, settle, streamlit_server
-from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
+from pages._app.ui.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
 
 ROOT = Path(__file__).resolve().parent.parent
 

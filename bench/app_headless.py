@@ -24,7 +24,7 @@ import time
 
 from bench.app import cli_seconds
 from bench.support.apptest import app
-from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
+from pages._app.ui.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
 
 RUNNING = "pages/views/running.py"
 

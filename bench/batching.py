@@ -30,7 +30,7 @@ from marginal_core.serving.turns import Turns
 
 SEED = 0
 T = TypeVar("T")
-FIRST_CHUNK, CHUNK = 4, 50  # the app's live chunks at k = 100 (pages/_app/live.py)
+FIRST_CHUNK, CHUNK = 4, 50  # the app's live chunks at k = 100 (pages/_app/runtime/live.py)
 
 
 def one_run(lm: object, text: str, samples: int) -> tuple[float | None, Estimate]:

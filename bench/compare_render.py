@@ -23,7 +23,7 @@ from pathlib import Path
 from bench.support.apptest import app
 from marginal_core.corpus.scan_compare import comparisons
 from marginal_core.viz.charts import paired_scatter
-from pages._app.folders import scan_table
+from pages._app.runtime.folders import scan_table
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""What a student sees with each of the app's examples (pages/_app/presets.py), per model: the
+"""What a student sees with each of the app's examples (pages/_app/ui/presets.py), per model: the
 number of tokenizations, the share of the mass off the canonical tokenization and the most
 probable non-canonical tokenization with its share. Exact where the app enumerates (at most APP_EXACT_BUDGET
 paths), else Home's estimate (the lattice sampler, k = 100, L = canonical + 10, seed 0) and the
@@ -18,8 +18,8 @@ from marginal_core import viz
 from marginal_core.estimators.estimate_result import Estimate
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.models import load_model
-from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, exact_feasible
-from pages._app.presets import PRESETS
+from pages._app.ui.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, exact_feasible
+from pages._app.ui.presets import PRESETS
 
 
 def pct(share: float) -> str:

@@ -1,4 +1,4 @@
-"""The app in a real browser: its server (`python -m pages._app.serve`, as `make app` starts it)
+"""The app in a real browser: its server (`python -m pages._app.runtime.serve`, as `make app` starts it)
 on a free local port, and Debian's Chromium (/usr/bin/chromium) under Playwright, headless.
 
 Shared by the browser tests (tests/app/test_browser.py, test_lesson.py, test_compare_browser.py) and
@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import NamedTuple
 
-from pages._app.serve import PRELOAD_ENV
+from pages._app.runtime.serve import PRELOAD_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -71,7 +71,7 @@ def wait_until_idle(pid: int, timeout: float = 120.0, window: float = 2.0, busy:
 
 @contextlib.contextmanager
 def streamlit_server(timeout: float = 120.0, preload: str | None = "none"):
-    """The app's server (`python -m pages._app.serve`, as `make app` starts it) on a free local
+    """The app's server (`python -m pages._app.runtime.serve`, as `make app` starts it) on a free local
     port; yields the Server, stops it afterwards. preload: $MARGINAL_PRELOAD where the environment
     sets none (tests warm no model they may not use; None: the server's default, as users get)."""
     port = free_port()
@@ -82,7 +82,7 @@ def streamlit_server(timeout: float = 120.0, preload: str | None = "none"):
     OUTPUT.mkdir(parents=True, exist_ok=True)
     log = open(OUTPUT.parent / f"streamlit-{port}.log", "w")  # noqa: SIM115 -- closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pages._app.serve", "--server.port", str(port),
+        [sys.executable, "-m", "pages._app.runtime.serve", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
          "--server.fileWatcherType", "none"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -3,7 +3,7 @@
 stream's chunk end, the step aside while a run waits on another's results, the device's one
 logits block, and the batcher that gathers runs' small scoring calls into shared passes.
 
-A server (the app's ``pages/_app/machine.py``) enters a run with ``turns.Turns.run``, which
+A server (the app's ``pages/_app/runtime/machine.py``) enters a run with ``turns.Turns.run``, which
 records here the run the code executes in (:func:`entered`), and may make a
 ``batching.Batcher`` on its Turns, which registers here (:func:`attach_batcher`). The library
 (the LM adapter, scoring, the proxy walk, the estimators' streams, the tasks' evaluator) calls

@@ -1,5 +1,7 @@
-"""Code only the Streamlit app needs: its defaults, cached loaders, shared inputs and widgets,
-live runs with Stop, error messages and the downstream tasks' drill-down tables.
+"""Code only the Streamlit app needs, by what it serves: ``runtime/`` (the server: its start, policy,
+turns, caches and live runs) and ``ui/`` (what every page shares: inputs, widgets, the live-page
+skeleton, words, errors, links, the lesson). A helper one page alone uses sits beside that page
+(``pages/views/surprisal_search.py``, ``region_links.py``, ``table1.py``).
 
 The library (``marginal_core``) holds what a script or notebook needs and never imports
 Streamlit; this package is the app's side of that line.
@@ -8,7 +10,7 @@ Streamlit; this package is the app's side of that line.
 import os
 import sys
 
-from pages._app import _malloc
+from pages._app.runtime import _malloc
 
 # The server's torch threads share the cores with the browser and the server's own threads;
 # OpenMP's default (spin while waiting) then stalls each parallel region whenever another

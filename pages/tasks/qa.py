@@ -10,10 +10,11 @@ import streamlit as st
 from marginal_core import TASK_METHODS
 from marginal_core.tasks import qa
 from marginal_core.tasks.report import load_rows, qa_report
-from pages._app import inputs, loaders, server
-from pages._app.error_messages import show_error
-from pages._app.task_tables import choices_table, qa_questions_table
-from pages._app.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
+from pages._app.runtime import loaders, server
+from pages._app.ui import inputs
+from pages._app.ui.error_messages import show_error
+from pages._app.ui.task_tables import choices_table, qa_questions_table
+from pages._app.ui.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
 
 if TYPE_CHECKING:
     from pathlib import Path

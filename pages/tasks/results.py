@@ -10,8 +10,9 @@ import streamlit as st
 
 from marginal_core.corpus.scan_compare import MOVED_NATS, Comparison, differ_most
 from marginal_core.viz.charts import paired_scatter
-from pages._app import folders, server, wrapped_tables
-from pages._app.error_messages import guard, show_error
+from pages._app.runtime import folders, server
+from pages._app.ui import wrapped_tables
+from pages._app.ui.error_messages import guard, show_error
 
 
 def page() -> None:

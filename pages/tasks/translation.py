@@ -10,10 +10,11 @@ from marginal_core import TASK_METHODS
 from marginal_core.tasks import mt
 from marginal_core.tasks.report import load_rows, mt_report
 from marginal_core.tasks.store import read_items
-from pages._app import inputs, loaders, server
-from pages._app.error_messages import show_error
-from pages._app.task_tables import choices_table, mt_sentences_table
-from pages._app.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
+from pages._app.runtime import loaders, server
+from pages._app.ui import inputs
+from pages._app.ui.error_messages import show_error
+from pages._app.ui.task_tables import choices_table, mt_sentences_table
+from pages._app.ui.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
 
 if TYPE_CHECKING:
     from pathlib import Path

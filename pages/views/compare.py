@@ -14,20 +14,9 @@ from marginal_core.api.comparison import Figures, difference, figures
 from marginal_core.models import DTYPES, EMBEDDED_MODELS, known_models
 from marginal_core.viz.compare import byte_axis_chips_html, flows_figure
 from marginal_core.viz.style import MODEL_COLORS
-from pages._app import (
-    bounds,
-    device_choices,
-    inputs,
-    live,
-    live_page,
-    loaders,
-    projector,
-    server,
-    shared_results,
-    widgets,
-    words,
-)
-from pages._app.error_messages import show_error
+from pages._app.runtime import device_choices, live, loaders, server, shared_results
+from pages._app.ui import bounds, inputs, live_page, projector, widgets, words
+from pages._app.ui.error_messages import show_error
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator

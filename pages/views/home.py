@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import counts, inputs, live, live_page, loaders, presets, server, shared_results, widgets, words
-from pages._app.defaults import HOME_MAX_SAMPLES
-from pages._app.error_messages import guard
-from pages._app.top import top_table
+from pages._app.runtime import live, loaders, server, shared_results
+from pages._app.ui import counts, inputs, live_page, presets, widgets, words
+from pages._app.ui.defaults import HOME_MAX_SAMPLES
+from pages._app.ui.error_messages import guard
+from pages._app.ui.top import top_table
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
     from marginal_core import Estimate, Lattice

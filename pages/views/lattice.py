@@ -10,9 +10,10 @@ import streamlit as st
 
 from marginal_core import viz
 from marginal_core.viz.mass_flow import MassFlow, flow_of
-from pages._app import bounds, counts, inputs, live_page, loaders, projector, widgets
-from pages._app.defaults import APP_EXACT_BUDGET, exact_feasible
-from pages._app.error_messages import guard, show_error
+from pages._app.runtime import loaders
+from pages._app.ui import bounds, counts, inputs, live_page, projector, widgets
+from pages._app.ui.defaults import APP_EXACT_BUDGET, exact_feasible
+from pages._app.ui.error_messages import guard, show_error
 
 if TYPE_CHECKING:
     from marginal_core import Lattice

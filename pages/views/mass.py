@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import bounds, inputs, live_page, loaders, shared_results, widgets, words
-from pages._app.defaults import APP_EXACT_BUDGET
-from pages._app.top import top_table
+from pages._app.runtime import loaders, shared_results
+from pages._app.ui import bounds, inputs, live_page, widgets, words
+from pages._app.ui.defaults import APP_EXACT_BUDGET
+from pages._app.ui.top import top_table
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
     from marginal_core import Estimate, Lattice

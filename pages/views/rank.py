@@ -9,9 +9,10 @@ from marginal_core import viz
 from marginal_core.corpus.scan import text_id
 from marginal_core.tasks import rank
 from marginal_core.tasks.evaluator import evaluate
-from pages._app import inputs, live_page, loaders, server, widgets
-from pages._app.table1 import RANK_SENTENCES
-from pages._app.tasks import app_folder, run_task
+from pages._app.runtime import loaders, server
+from pages._app.ui import inputs, live_page, widgets
+from pages._app.ui.tasks import app_folder, run_task
+from pages.views.table1 import RANK_SENTENCES
 
 # The summary's columns as the page names them.
 SUMMARY_COLUMNS = {"length": "length ≈ (chars)", "sentences": "sentences", "with_rho": "with ρ", "rho": "ρ",

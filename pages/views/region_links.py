@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pages._app import projector
-from pages._app.folders import view_link
+from pages._app.runtime.folders import view_link
+from pages._app.ui import projector
 
 if TYPE_CHECKING:
     from marginal_core import Region, Surprisal
-    from pages._app.inputs import Inputs
+    from pages._app.ui.inputs import Inputs
 
 
 def window_of(s: Surprisal, region: Region) -> tuple[int, int]:

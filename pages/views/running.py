@@ -9,8 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import bounds, inputs, live_page, loaders, projector, shared_results, widgets, words
-from pages._app.defaults import APP_EXACT_BUDGET
+from pages._app.runtime import loaders, shared_results
+from pages._app.ui import bounds, inputs, live_page, projector, widgets, words
+from pages._app.ui.defaults import APP_EXACT_BUDGET
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
     from streamlit.delta_generator import DeltaGenerator

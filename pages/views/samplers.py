@@ -8,8 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from marginal_core import lattice_samples, viz
-from pages._app import bounds, inputs, live_page, loaders, shared_results, widgets, words, wrapped_tables
-from pages._app.error_messages import guard
+from pages._app.runtime import loaders, shared_results
+from pages._app.ui import bounds, inputs, live_page, widgets, words, wrapped_tables
+from pages._app.ui.error_messages import guard
 
 if TYPE_CHECKING:  # the estimators import torch: not before a page needs the model
     from marginal_core import Estimate, Lattice

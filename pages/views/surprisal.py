@@ -12,8 +12,10 @@ import streamlit as st
 
 from marginal_core import SPACES, SURPRISAL_METHODS, UNITS, region_spans, viz
 from marginal_core.viz.surprisal import COLOURINGS, bars_figure, difference_sentence, strip_html
-from pages._app import inputs, live_page, loaders, presets, projector, region_links, server, surprisal_search, words
-from pages._app.error_messages import show_error
+from pages._app.runtime import loaders, server
+from pages._app.ui import inputs, live_page, presets, projector, words
+from pages._app.ui.error_messages import show_error
+from pages.views import region_links, surprisal_search
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import DEFAULT_TOLERANCE, MAX_BEAM_WIDTH
-from pages._app import live, server, shared_results
-from pages._app.defaults import APP_EXACT_BUDGET, APP_SEARCH_BUDGET
+from pages._app.runtime import live, server, shared_results
+from pages._app.ui.defaults import APP_EXACT_BUDGET, APP_SEARCH_BUDGET
 
 if TYPE_CHECKING:
     from marginal_core import Marginalizer, Surprisal

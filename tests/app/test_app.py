@@ -29,7 +29,7 @@ pytestmark = pytest.mark.models  # every page opens with the sidebar's model loa
 def test_home_with_the_default_model_counts_scores_and_estimates():
     from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
-    from pages._app import defaults
+    from pages._app.ui import defaults
 
     at = app(k="8", dtype="float32")  # pinned: auto is bfloat16 on a CPU fast at it
     assert_clean(at)
@@ -56,7 +56,7 @@ def test_the_precision_control_loads_the_model_in_that_dtype_and_says_so(dtype):
     model's; auto shows what it resolves to on this machine."""
     from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model, resolve_dtype
-    from pages._app import loaders
+    from pages._app.runtime import loaders
 
     loaders._loaded.clear()  # the load box shows on a process's first load of a model: an earlier test's is forgotten
     at = app(model=SMOL, text=SHORT, context="", dtype=dtype)
@@ -153,7 +153,7 @@ def test_home_ends_a_long_canonical_score_when_a_newer_run_starts(monkeypatch):
     new text, a page switch) ends it at its next forward pass instead of leaving it computing."""
     import streamlit as st
 
-    from pages._app import live
+    from pages._app.runtime import live
 
     calls: list[tuple[float, int]] = []
     real = live.Bar.progress
@@ -173,7 +173,7 @@ def test_home_ends_a_long_canonical_score_when_a_newer_run_starts(monkeypatch):
 
 def test_home_caps_k_for_its_one_click_estimate():
     """Issue 13 item 0: Home's estimate takes at most HOME_MAX_SAMPLES; a larger k says where it runs."""
-    from pages._app.defaults import HOME_MAX_SAMPLES
+    from pages._app.ui.defaults import HOME_MAX_SAMPLES
 
     at = app(model=SMOL, text=SHORT, k=str(HOME_MAX_SAMPLES + 1))
     assert_clean(at)
@@ -200,7 +200,7 @@ def test_a_text_too_long_for_a_link_stays_in_the_session_and_out_of_the_url():
     and the sidebar says so."""
     from urllib.parse import quote
 
-    from pages._app.inputs import MAX_LINKED_CHARS
+    from pages._app.ui.inputs import MAX_LINKED_CHARS
 
     text = ("漢字かな交じり文の例です。" * 2000)[:15_000]
     assert len(quote(text)) > MAX_LINKED_CHARS

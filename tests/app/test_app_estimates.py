@@ -44,7 +44,7 @@ def test_sample_tables_show_long_tokenizations_whole():
     in rows tall enough for the longest one."""
     import json
 
-    from pages._app import wrapped_tables
+    from pages._app.ui import wrapped_tables
 
     at = app("pages/views/samplers.py", model=SMOL, text=" The committee postponed its decision until the next meeting.",
              k="12")
@@ -141,7 +141,7 @@ def test_rank_page_scatter_and_table():
     from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
     from marginal_core.viz.analysis import spearman
-    from pages._app.table1 import RANK_SENTENCES
+    from pages.views.table1 import RANK_SENTENCES
 
     est = Marginalizer(load_model(SMOL, dtype="float32", device="cpu"), RANK_SENTENCES[50][0]).proxy(6, seed=0)
     rho, n = spearman(est)
@@ -241,7 +241,7 @@ def test_the_anytime_beam_draws_its_rounds_and_a_far_lower_bound_is_warned_about
 def test_a_bound_is_compared_only_with_bounds():
     from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
-    from pages._app.bounds import shortfall
+    from pages._app.ui.bounds import shortfall
 
     m = Marginalizer(load_model(SMOL, dtype="float32", device="cpu"), "Entschuldigung")
     beam, lattice, proxy = m.beam(), m.lattice_estimate(4), m.proxy(4)
@@ -256,7 +256,7 @@ def test_live_streams_match_the_library_estimators():
     """The app's chunked runs give the library's numbers, and a stopped run keeps its chunks."""
     from marginal_core.estimators.marginalizer import Marginalizer
     from marginal_core.models import load_model
-    from pages._app import live
+    from pages._app.runtime import live
 
     m = Marginalizer(load_model(SMOL), " Paris is the capital", None)
     parts = list(m.stream("lattice", samples=30, chunk=7))
@@ -290,7 +290,7 @@ def test_the_first_live_update_of_a_large_run_comes_after_a_few_samples(monkeypa
 
     import streamlit as st
 
-    from pages._app import live
+    from pages._app.runtime import live
 
     updates: list[tuple[int, float]] = []
     real = live.live_stream
@@ -319,7 +319,7 @@ def test_stop_ends_a_live_run_within_a_forward_pass_and_says_so(monkeypatch):
     import threading
     import time
 
-    from pages._app import live
+    from pages._app.runtime import live
 
     passes: list[float] = []  # when each forward pass of the run reported progress
     scoring = threading.Event()

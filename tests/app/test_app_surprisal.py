@@ -10,7 +10,7 @@ import re
 import pytest
 
 from bench.support.apptest import app
-from pages._app import lesson
+from pages._app.ui import lesson
 from tests.app_support import SMOL, assert_clean, click, plotly
 
 pytestmark = pytest.mark.models

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.models  # every page opens with the sidebar's model loa
 @pytest.fixture
 def task_folders(tmp_path, monkeypatch):
     """The task pages keep their results folders under a temporary root (not the user's cache)."""
-    from pages._app import tasks
+    from pages._app.ui import tasks
 
     monkeypatch.setattr(tasks, "cache_root", lambda: tmp_path)
     return tmp_path
@@ -69,7 +69,7 @@ def test_a_qa_run_that_another_session_is_writing_is_followed_not_repeated(task_
     import threading
 
     from marginal_core.tasks.writer import RunLock
-    from pages._app import live
+    from pages._app.runtime import live
 
     at = app("pages/tasks/qa.py", model=SMOL, qa_limit="1", qa_k="2", qa_methods=["canonical"])
     note = next(c.value for c in at.caption if "results in `" in c.value)

@@ -10,7 +10,7 @@ from bench.support.apptest import app
 from marginal_core import viz
 from marginal_core.api.comparison import figures
 from marginal_core.estimators.marginalizer import Marginalizer
-from pages._app import server
+from pages._app.runtime import server
 from tests.app.test_server_policy import class_mode, loads  # noqa: F401 -- fixtures
 from tests.app_support import assert_clean, plotly
 from tests.conftest import GEMMA, SMOL

@@ -39,7 +39,7 @@ RENDERS = {
     "qa": ("button:qa_run",),
     "translation": ("button:mt_run",),
 }
-# The numbers each page reads from its URL (pages/_app/widgets.py and the pages' own widgets).
+# The numbers each page reads from its URL (pages/_app/ui/widgets.py and the pages' own widgets).
 NUMBERS = {
     "home": ("k",),
     "lattice": ("L", "first", "span"),

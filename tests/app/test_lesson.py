@@ -13,8 +13,8 @@ import pytest
 
 from bench.support.browser import CHROMIUM, HAVE_CHROMIUM, OUTPUT, chromium, new_page, no_traceback, settle, streamlit_server
 from marginal_core.models import DEFAULT_MODEL
-from pages._app import lesson
-from pages._app.presets import PRESETS
+from pages._app.ui import lesson
+from pages._app.ui.presets import PRESETS
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"{CHROMIUM} is missing (`make setup` installs it)")]

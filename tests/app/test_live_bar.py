@@ -1,4 +1,4 @@
-"""The app's live progress bar (pages/_app/live.py's Bar), driven headless: a run in rounds (the
+"""The app's live progress bar (pages/_app/runtime/live.py's Bar), driven headless: a run in rounds (the
 anytime beam's) is counted in rounds, its walk's steps moving the bar within one, with the
 width and the certified gap said (issue 44, item 4; the CLI's bars are tests/library/test_progress.py)."""
 
@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 
 def _rounds_script() -> None:
-    from pages._app import live
+    from pages._app.runtime import live
 
     bar = live.Bar("Beam", "steps")
     bar.drawn = 0.0  # redraw at once

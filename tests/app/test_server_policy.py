@@ -1,4 +1,4 @@
-"""A server others reach (pages/_app/server.py): MARGINAL_SERVE=class and the MARGINAL_MAX_* caps.
+"""A server others reach (pages/_app/runtime/server.py): MARGINAL_SERVE=class and the MARGINAL_MAX_* caps.
 
 The policy is read from the environment on every script run, so each test sets its variables
 with monkeypatch before it builds its AppTest (which runs the app in this process). The pages run
@@ -12,8 +12,9 @@ from streamlit.testing.v1 import AppTest
 
 from bench.support.apptest import app
 from marginal_core.ground.errors import UnknownModelError
-from pages._app import error_messages, serve, server
-from pages._app.server import PolicyError, ServerPolicy
+from pages._app.runtime import serve, server
+from pages._app.runtime.server import PolicyError, ServerPolicy
+from pages._app.ui import error_messages
 
 SMOL = "smollm2-135m"
 SHORT = " Paris."
@@ -225,7 +226,7 @@ def test_class_mode_task_pages_open_no_server_file(class_mode):
 
 
 def test_the_server_warms_the_model_the_sidebar_opens_on_and_only_allowed_ones():
-    """pages/_app/serve.py: the first offered model by default; $MARGINAL_PRELOAD's allowed names, or none."""
+    """pages/_app/runtime/serve.py: the first offered model by default; $MARGINAL_PRELOAD's allowed names, or none."""
     local, klass = ServerPolicy(), ServerPolicy.from_env({server.SERVE: "class", server.ALLOWED_MODELS: SMOL})
     assert serve.preloads(local, {}) == ["gemma3-270m"]
     assert serve.preloads(klass, {}) == [SMOL]

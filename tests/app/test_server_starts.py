@@ -38,8 +38,8 @@ from bench.support.browser import (
     free_port,
     no_traceback,
 )
-from pages._app.serve import PRELOAD_ENV
-from pages._app.server import SERVE
+from pages._app.runtime.serve import PRELOAD_ENV
+from pages._app.runtime.server import SERVE
 
 SMOL = "smollm2-135m"
 pytestmark = [pytest.mark.browser,
@@ -66,7 +66,7 @@ def command(way: str, port: int) -> tuple[list[str], dict[str, str]]:
     host = "127.0.0.1"
     if way == "make serve-class":
         env[SERVE], host = "class", "0.0.0.0"
-    return [sys.executable, "-m", "pages._app.serve", "--server.headless", "true", "--server.address", host,
+    return [sys.executable, "-m", "pages._app.runtime.serve", "--server.headless", "true", "--server.address", host,
             "--server.port", str(port), "--browser.gatherUsageStats", "false"], env
 
 

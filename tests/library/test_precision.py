@@ -250,7 +250,7 @@ def test_under_auto_float16_the_app_runs_float16_and_matches_the_library(auto_fl
     """The sidebar names the dtype auto chose, and the Running estimates page's live lattice run
     gives the library's float16 estimate for the same chunks."""
     from bench.support.apptest import app
-    from pages._app import live
+    from pages._app.runtime import live
 
     at = app("pages/views/running.py", model="smollm2-135m", text=" Paris.", context="", k="15", seed="3")
     assert "Runs on: **CPU (float16," in " ".join(c.value for c in at.sidebar.caption)

@@ -8,7 +8,9 @@ import math
 
 from marginal_core.estimators.run_state import BeamRun, Completion, RunState
 from marginal_core.ground.errors import MarginalError
-from pages._app import defaults, error_messages, live, table1
+from pages._app.runtime import live
+from pages._app.ui import defaults, error_messages
+from pages.views import table1
 from tests.viz_cases import fake_estimate
 
 # --------------------------------------------------------------------------------------------

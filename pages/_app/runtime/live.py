@@ -31,8 +31,8 @@ import streamlit as st
 from marginal_core import MAX_BEAM_WIDTH, Method
 from marginal_core.ground.progress import Progress, StopCheck, describe_gap
 from marginal_core.serving.turns import TurnCancelled
-from pages._app import machine, server, shared_results
-from pages._app.defaults import DEFAULT_SAMPLES
+from pages._app.runtime import machine, server, shared_results
+from pages._app.ui.defaults import DEFAULT_SAMPLES
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator

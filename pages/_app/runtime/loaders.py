@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from pages._app import device_choices
-from pages._app.error_messages import show_error
-from pages._app.inputs import Inputs, require_text
+from pages._app.runtime import device_choices
+from pages._app.ui.error_messages import show_error
+from pages._app.ui.inputs import Inputs, require_text
 
 if TYPE_CHECKING:
     from marginal_core import LM, Lattice, Marginalizer, TextTokenizer, Vocabulary

@@ -3,7 +3,7 @@ Turns per server process, one run per script run, and the message a waiting sess
 
 One Turns serves the whole process (all its sessions and pages): a class of 30 shares one CPU or
 GPU, and a unit of work with the whole machine to itself finishes sooner than 30 units fighting
-for the cores. ``$MARGINAL_MAX_RUNS`` (pages/_app/server.py) caps the runs admitted at once;
+for the cores. ``$MARGINAL_MAX_RUNS`` (pages/_app/runtime/server.py) caps the runs admitted at once;
 the others wait in arrival order and say where they stand. Sessions' scoring after the same
 context (a class's texts, all after BOS) goes in shared passes (marginal_core.serving.batching) unless
 ``$MARGINAL_SHARED_PASSES=off``.
@@ -28,7 +28,7 @@ from streamlit.logger import get_logger
 from marginal_core.ground.progress import StopCheck
 from marginal_core.serving.batching import Batcher
 from marginal_core.serving.turns import Place, Run, Turns
-from pages._app.server import policy
+from pages._app.runtime.server import policy
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator

@@ -1,7 +1,7 @@
 """Start the app's server: check its variables, warm the model its visitors open on, run Streamlit.
 
-``python -m pages._app.serve [streamlit options]`` is what ``make app`` and ``make serve-class``
-run. It checks the ``MARGINAL_*`` variables (pages/_app/server.py) and stops with one line on a bad
+``python -m pages._app.runtime.serve [streamlit options]`` is what ``make app`` and ``make serve-class``
+run. It checks the ``MARGINAL_*`` variables (pages/_app/runtime/server.py) and stops with one line on a bad
 one; then, while Streamlit starts and the first browser loads the page, a background thread loads
 the model the sidebar opens on (its tokenizer, vocabulary index and weights, and one forward pass),
 so the first visitor's Home shows log p(canonical) without waiting for the model's load.
@@ -22,11 +22,11 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from pages._app import server
-from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
+from pages._app.runtime import server
+from pages._app.ui.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
 
 PRELOAD_ENV = "MARGINAL_PRELOAD"
-APP = Path(__file__).resolve().parent.parent.parent / "app.py"
+APP = Path(__file__).resolve().parents[3] / "app.py"
 
 
 def preloads(policy: server.ServerPolicy, env: Mapping[str, str] = os.environ) -> list[str]:

@@ -4,7 +4,7 @@ With no variable set (``make app`` on 127.0.0.1) a visitor may load any Hugging 
 folder, within the app's own limits. ``MARGINAL_SERVE=class`` is for a server others reach: only
 the allowed models, capped k, beam width and text length, and no server path in any message or
 widget. Each cap can also be set on its own. :func:`main` checks the variables and says what the
-server offers; ``python -m pages._app.serve`` (what ``make app`` and ``make serve-class`` run)
+server offers; ``python -m pages._app.runtime.serve`` (what ``make app`` and ``make serve-class`` run)
 calls it before Streamlit starts.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from marginal_core import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH
 from marginal_core.ground.errors import MarginalError
 from marginal_core.models import EMBEDDED_MODELS, known_models
-from pages._app.defaults import MAX_SAMPLES
+from pages._app.ui.defaults import MAX_SAMPLES
 
 SERVE = "MARGINAL_SERVE"
 ALLOWED_MODELS = "MARGINAL_ALLOWED_MODELS"
@@ -27,7 +27,7 @@ MAX_TEXT_CHARS_ENV = "MARGINAL_MAX_TEXT_CHARS"
 MAX_BEAM_WIDTH_ENV = "MARGINAL_MAX_BEAM_WIDTH"
 MAX_RUNS_ENV = "MARGINAL_MAX_RUNS"
 SHARED_PASSES_ENV = "MARGINAL_SHARED_PASSES"
-# Runs admitted to take turns on the machine at once (pages/_app/machine.py), in either mode.
+# Runs admitted to take turns on the machine at once (pages/_app/runtime/machine.py), in either mode.
 DEFAULT_MAX_RUNS = 16
 
 # Class mode's caps where its variable is unset.

@@ -11,11 +11,11 @@ import streamlit as st
 
 from marginal_core import Method, describe_rounds
 from marginal_core.viz import format_log, format_small
-from pages._app import shared_results
+from pages._app.runtime import shared_results
 
 if TYPE_CHECKING:
     from marginal_core import Estimate
-    from pages._app.inputs import Inputs
+    from pages._app.ui.inputs import Inputs
 
 # A bound this many nats of log p(text) below the best one found (about 10% of the probability) is
 # warned about: finer differences are the estimators' ordinary spread on long texts.

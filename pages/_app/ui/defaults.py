@@ -3,7 +3,7 @@ sizes, and how many tokenizations exact enumeration is offered for."""
 
 from __future__ import annotations
 
-from pages._app.presets import DEFAULT
+from pages._app.ui.presets import DEFAULT
 
 DEFAULT_CONTEXT = DEFAULT.context
 DEFAULT_TEXT = DEFAULT.text

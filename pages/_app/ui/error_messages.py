@@ -12,7 +12,7 @@ import streamlit as st
 
 from marginal_core.ground.errors import ContextWindowError, MarginalError, UnknownModelError, is_oom
 from marginal_core.serving.turns import TurnCancelled
-from pages._app import server
+from pages._app.runtime import server
 
 _log = logging.getLogger(__name__)
 # An absolute or home-relative path (/srv/x, ~/x, ./x, C:\x), not an id like org/name nor a URL's //host.

@@ -18,9 +18,10 @@ import streamlit as st
 from marginal_core.ground.errors import EmptyTextError
 from marginal_core.models import DEFAULT_MODEL, DTYPES, EMBEDDED_MODELS, known_models
 from marginal_core.viz import code_span
-from pages._app import device_choices, presets, projector, server
-from pages._app.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
-from pages._app.error_messages import show_error
+from pages._app.runtime import device_choices, server
+from pages._app.ui import presets, projector
+from pages._app.ui.defaults import DEFAULT_CONTEXT, DEFAULT_TEXT
+from pages._app.ui.error_messages import show_error
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core.viz import code_span
-from pages._app import server
+from pages._app.runtime import server
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
-# Every number input bound to the URL, by its URL key (pages/_app/widgets.py and the pages).
+# Every number input bound to the URL, by its URL key (pages/_app/ui/widgets.py and the pages).
 NUMBER_KEYS = ("k", "pk", "W", "L", "seed", "first", "span", "per", "tk", "qa_limit", "qa_k", "qa_seed", "mt_limit",
                "mt_candidates", "mt_k", "mt_seed")
 # The numbers of samples a server caps (MARGINAL_MAX_SAMPLES), by URL key; W is capped apart.

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import streamlit as st
 
-from pages._app import inputs, live, loaders, projector, shared_results
-from pages._app.error_messages import guard
+from pages._app.runtime import live, loaders, shared_results
+from pages._app.ui import inputs, projector
+from pages._app.ui.error_messages import guard
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator

@@ -40,7 +40,7 @@ def choices_table(rows: pd.DataFrame, item: str) -> pd.DataFrame:
     return base.reset_index()
 
 
-# Pixel widths of samples_table's text columns: they wrap (pages/_app/wrapped_tables.py), so a long
+# Pixel widths of samples_table's text columns: they wrap (pages/_app/ui/wrapped_tables.py), so a long
 # tokenization is read whole, not cut at the column's edge.
 SAMPLE_TEXT_WIDTHS = {"tokenization": 420, "ids": 240}
 

@@ -15,10 +15,11 @@ import streamlit as st
 from marginal_core.ground.cache_home import cache_root
 from marginal_core.tasks.report import complete_items, load_rows
 from marginal_core.tasks.store import read_samples, read_sessions
-from pages._app import loaders, server, wrapped_tables
-from pages._app.error_messages import guard
-from pages._app.live import Bar, stop_button
-from pages._app.task_tables import SAMPLE_TEXT_WIDTHS, samples_table
+from pages._app.runtime import loaders, server
+from pages._app.runtime.live import Bar, stop_button
+from pages._app.ui import wrapped_tables
+from pages._app.ui.error_messages import guard
+from pages._app.ui.task_tables import SAMPLE_TEXT_WIDTHS, samples_table
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator

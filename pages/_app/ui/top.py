@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from marginal_core import viz
-from pages._app import projector, wrapped_tables
+from pages._app.ui import projector, wrapped_tables
 
 if TYPE_CHECKING:
     from marginal_core import Estimate, Lattice

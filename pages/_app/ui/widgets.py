@@ -9,8 +9,8 @@ import streamlit as st
 
 from marginal_core import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH, auto_widths
 from marginal_core.viz import count_label
-from pages._app import server
-from pages._app.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, MAX_SAMPLES, exact_feasible
+from pages._app.runtime import server
+from pages._app.ui.defaults import APP_EXACT_BUDGET, DEFAULT_SAMPLES, MAX_SAMPLES, exact_feasible
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator

@@ -3,8 +3,8 @@ above the exact value, and the precision the numbers were computed in."""
 
 from __future__ import annotations
 
-from pages._app import device_choices
-from pages._app.inputs import Inputs
+from pages._app.runtime import device_choices
+from pages._app.ui.inputs import Inputs
 
 NATS = ("log p is a natural logarithm, in **nats**: a difference of 1 nat is a factor of e ≈ 2.7 in probability, "
         "0.01 nats about 1%.")
