@@ -52,11 +52,13 @@ def test_two_ranks_resume_a_folder_and_equal_one_process(smollm_model, tmp_path)
     run(["scan", str(texts), "--out", str(one), *ARGS])
     run(["scan", str(texts), "--out", str(two), "--limit", "2", *ARGS])
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    logs = tmp_path / "logs"  # each rank's stdout in a file of its own: lines on one pipe may interleave
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "--log-dir", str(logs), "--redirects", "1",
            "-m", "marginal_core", "scan", str(texts), "--out", str(two), *ARGS, "--json"]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    said = {r["rank"]: r for r in map(json.loads, proc.stdout.strip().splitlines())}
+    said = {r["rank"]: r for out in logs.rglob("stdout.log") for r in map(json.loads, out.read_text().splitlines())}
     assert set(said) == {0, 1} and {r["ranks"] for r in said.values()} == {2}
     assert said[0]["texts"] == len(TEXTS) and said[0]["rows"] == 2 * len(TEXTS) and said[1]["texts"] == 3
 
