@@ -36,11 +36,10 @@ def brute_force_log_p(lm, context: list[int], path: tuple[int, ...]) -> float:
     if lm.name not in _FLOAT64:
         _FLOAT64[lm.name] = copy.deepcopy(lm.model).double()
     ids = torch.tensor([list(context) + list(path)])
-    with torch.inference_mode():
-        logits = _FLOAT64[lm.name](ids).logits[0]
+    with torch.inference_mode():  # the head's rows from the context's last position on: what the path reads
+        logits = _FLOAT64[lm.name](ids, logits_to_keep=len(path) + 1).logits[0]
     log_probs = torch.log_softmax(logits, dim=-1)
-    start = len(context) - 1
-    return sum(float(log_probs[start + i, t]) for i, t in enumerate(path))
+    return sum(float(log_probs[i, t]) for i, t in enumerate(path))
 
 
 @pytest.mark.parametrize("context", [None, QUESTION])

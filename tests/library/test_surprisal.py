@@ -102,11 +102,10 @@ def brute_force(lm64: LM, lattice, context: list[int]) -> Brute:
     canon, nodes = tuple(lattice.canonical), list(lattice.canonical_nodes)
     for m, path in _prefix_paths(lattice):
         ids = torch.tensor([list(context) + list(path)])
-        with torch.inference_mode():
-            logits = lm64.model(ids).logits[0].double()  # with Gemma's final-logit softcap
+        with torch.inference_mode():  # the head's rows from the context's last position on (Gemma's softcap too)
+            logits = lm64.model(ids, logits_to_keep=len(path) + 1).logits[0].double()
         log_probs = torch.log_softmax(logits, dim=-1)
-        start = len(context) - 1
-        log_p = sum(float(log_probs[start + i, t]) for i, t in enumerate(path))
+        log_p = sum(float(log_probs[i, t]) for i, t in enumerate(path))
         last = log_probs[-1].numpy()
         for j in range(m + 1, n + 1):
             prefix[j] = np.logaddexp(prefix[j], log_p + logsumexp(last[covering[m, j]]))
