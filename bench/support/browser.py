@@ -79,20 +79,26 @@ def streamlit_server(timeout: float = 120.0, preload: str | None = "none"):
     env.setdefault("MARGINAL_CACHE", str(Path.home() / ".cache" / "marginal"))
     if preload is not None:
         env.setdefault(PRELOAD_ENV, preload)
+    argv = [sys.executable, "-m", "pages._app.runtime.serve", "--server.port", str(port), "--server.address",
+            "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            "--server.fileWatcherType", "none"]
+    with served(argv, env, port, timeout) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def served(argv: list[str], env: dict[str, str], port: int, timeout: float = 120.0):
+    """A server process started from argv (listening on port), once it answers its health check;
+    yields the Server, stops it afterwards. Its output goes to test-output/streamlit-PORT.log."""
     OUTPUT.mkdir(parents=True, exist_ok=True)
     log = open(OUTPUT.parent / f"streamlit-{port}.log", "w")  # noqa: SIM115 -- closed below
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pages._app.runtime.serve", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log.name}")
+                raise RuntimeError(f"{' '.join(argv[:3])} exited with {proc.returncode}; see {log.name}")
             try:
                 with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
                     if r.status == 200:
@@ -100,7 +106,7 @@ def streamlit_server(timeout: float = 120.0, preload: str | None = "none"):
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not answer within {timeout:.0f} s; see {log.name}")
+                raise RuntimeError(f"the server did not answer within {timeout:.0f} s; see {log.name}")
             time.sleep(0.3)
         yield Server(base, proc.pid, Path(log.name))
     finally:

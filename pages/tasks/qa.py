@@ -7,14 +7,13 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from marginal_core import TASK_METHODS
 from marginal_core.tasks import qa
 from marginal_core.tasks.report import load_rows, qa_report
 from pages._app.runtime import loaders, server
 from pages._app.ui import inputs
 from pages._app.ui.error_messages import show_error
 from pages._app.ui.task_tables import choices_table, qa_questions_table
-from pages._app.ui.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
+from pages._app.ui.tasks import app_folder, run_row, run_task, samples_view, scoring_settings, speed_metrics
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -97,15 +96,7 @@ def _settings(rules: server.ServerPolicy) -> tuple[str, int, int, int, list[str]
             st.stop()
     limit = int(c[1].number_input("Questions", min_value=1, max_value=5000, value=10, key="qa_limit",
                                   bind="query-params", help="The first N questions of the dataset."))
-    top = rules.cap_samples(10_000)
-    k = int(c[2].number_input("Samples k", min_value=1, max_value=top, value=min(32, top), key="qa_k",
-                              bind="query-params", help="Lattice samples and proxy samples per answer."))
-    seed = int(c[3].number_input("Seed", min_value=0, value=0, key="qa_seed", bind="query-params"))
-    methods = c[4].multiselect("Methods", list(TASK_METHODS), default=list(TASK_METHODS), key="qa_methods",
-                               bind="query-params")
-    if not methods:
-        st.info("Pick at least one method.")
-        st.stop()
+    k, seed, methods = scoring_settings(c[2:5], "qa", "Lattice samples and proxy samples per answer.")
     return dataset, limit, k, seed, methods
 
 

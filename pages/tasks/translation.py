@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from marginal_core import TASK_METHODS
 from marginal_core.tasks import mt
 from marginal_core.tasks.report import load_rows, mt_report
 from marginal_core.tasks.store import read_items
@@ -14,7 +13,7 @@ from pages._app.runtime import loaders, server
 from pages._app.ui import inputs
 from pages._app.ui.error_messages import show_error
 from pages._app.ui.task_tables import choices_table, mt_sentences_table
-from pages._app.ui.tasks import app_folder, run_row, run_task, samples_view, speed_metrics
+from pages._app.ui.tasks import app_folder, run_row, run_task, samples_view, scoring_settings, speed_metrics
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -89,15 +88,7 @@ def _settings() -> tuple[str, str | None, int, int, int, int, list[str]]:
             st.stop()
     limit = int(c[1].number_input("Sentences", min_value=1, max_value=2000, value=5, key="mt_limit", bind="query-params"))
     n = int(c[2].number_input("Candidates", min_value=1, max_value=16, value=4, key="mt_candidates", bind="query-params"))
-    top = rules.cap_samples(10_000)
-    k = int(c[3].number_input("Samples k", min_value=1, max_value=top, value=min(32, top), key="mt_k",
-                              bind="query-params"))
-    seed = int(c[4].number_input("Seed", min_value=0, value=0, key="mt_seed", bind="query-params"))
-    methods = c[5].multiselect("Methods", list(TASK_METHODS), default=list(TASK_METHODS), key="mt_methods",
-                               bind="query-params")
-    if not methods:
-        st.info("Pick at least one method.")
-        st.stop()
+    k, seed, methods = scoring_settings(c[3:6], "mt")
     return dataset, target, limit, n, k, seed, methods
 
 

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import quote, urlparse
 
@@ -32,11 +30,10 @@ from bench.support.browser import (
     CHROMIUM,
     HAVE_CHROMIUM,
     OUTPUT,
-    ROOT,
-    Server,
     chromium,
     free_port,
     no_traceback,
+    served,
 )
 from pages._app.runtime.serve import PRELOAD_ENV
 from pages._app.runtime.server import SERVE
@@ -74,29 +71,8 @@ def command(way: str, port: int) -> tuple[list[str], dict[str, str]]:
 def fresh_server(way: str, timeout: float = 180.0):
     """A server started `way` on a free port, answering its health check and nothing else yet."""
     port = free_port()
-    argv, env = command(way, port)
-    OUTPUT.mkdir(parents=True, exist_ok=True)
-    log = open(OUTPUT.parent / f"streamlit-{port}.log", "w")  # noqa: SIM115 -- closed below
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            assert proc.poll() is None, f"{way} exited with {proc.returncode}; see {log.name}"
-            with contextlib.suppress(OSError), urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-            assert time.monotonic() < deadline, f"{way} did not answer within {timeout:.0f} s; see {log.name}"
-            time.sleep(0.3)
-        yield Server(base, proc.pid, Path(log.name))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with served(*command(way, port), port, timeout) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from marginal_core import TASK_METHODS
 from marginal_core.ground.cache_home import cache_root
 from marginal_core.tasks.report import complete_items, load_rows
 from marginal_core.tasks.store import read_samples, read_sessions
@@ -98,6 +99,21 @@ def _choice_from_url(key: str, choices: list[str]) -> None:
     raw = st.query_params.get(key, "")
     if key not in st.session_state and raw.isdigit() and raw not in choices and int(raw) < len(choices):
         st.session_state[key] = int(raw)
+
+
+def scoring_settings(cells: Sequence[DeltaGenerator], prefix: str, help_k: str | None = None) -> tuple[int, int, list[str]]:
+    """A task page's samples k (capped by the server), seed and methods in three cells, bound to
+    the URL as PREFIX_k, PREFIX_seed and PREFIX_methods; no method picked stops the page."""
+    top = server.policy().cap_samples(10_000)
+    k = int(cells[0].number_input("Samples k", min_value=1, max_value=top, value=min(32, top), key=f"{prefix}_k",
+                                  bind="query-params", help=help_k))
+    seed = int(cells[1].number_input("Seed", min_value=0, value=0, key=f"{prefix}_seed", bind="query-params"))
+    methods = cells[2].multiselect("Methods", list(TASK_METHODS), default=list(TASK_METHODS), key=f"{prefix}_methods",
+                                   bind="query-params")
+    if not methods:
+        st.info("Pick at least one method.")
+        st.stop()
+    return k, seed, methods
 
 
 def duration(seconds: float) -> str:
