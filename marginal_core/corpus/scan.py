@@ -248,8 +248,8 @@ def _scan(file: str | Path, out: str | Path, models: Sequence[str], options: Eva
         print(f"marginal scan: note: {NO_WORDFREQ}", file=sys.stderr)
     task = ScanTask(str(file), shard)
     texts = task.load(options)
+    every = texts if ranks is None or not lead else ScanTask(str(file)).load(options)  # rank 0 reports on all
     if lead:
-        every = texts if ranks is None else ScanTask(str(file)).load(options)
         if bare := bare_leading_space(every):
             print(f"marginal scan: warning: {len(bare)} of {len(every)} texts {LEADING_SPACE}", file=sys.stderr)
         write_index(out, str(file), models, surprisal)
@@ -274,7 +274,7 @@ def _scan(file: str | Path, out: str | Path, models: Sequence[str], options: Eva
         return export(out), report, stopped
     ranks.barrier()  # every rank's texts are stored (or it stopped)
     if ranks.lead:
-        report = _whole_reports(out, str(file), models, options, reports) or report
+        report = _whole_reports(out, [t.id for t in every], options, reports) or report
         found = export(out)
     else:
         found = rank_figures(out, ranks, models, texts)
@@ -290,18 +290,17 @@ def rank_figures(out: str | Path, ranks: Ranks, models: Sequence[str], texts: Se
             "out": str(out)}
 
 
-def _whole_reports(out: str | Path, file: str, models: Sequence[str], options: EvalOptions,
+def _whole_reports(out: str | Path, ids: Sequence[str], options: EvalOptions,
                    reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Rank 0, once every rank is done: each model folder's report over all the file's texts (a
-    rank's own covers its share), a note where some have no rows; returns the last model's."""
+    """Rank 0, once every rank is done: each model folder's report over all the file's texts (ids;
+    a rank's own covers its share), a note where some have no rows; returns the last model's."""
+    from marginal_core.corpus.scan_report import scan_report
     from marginal_core.tasks.report import write_report
 
-    task = ScanTask(file)
-    ids = [t.id for t in task.load(options)]
     report: dict[str, Any] = {}
     for model, own in reports.items():
         folder = model_folder(out, model)
-        report = {**task.report(folder, ids, options.methods), "model": own["model"], "device": own["device"],
+        report = {**scan_report(folder, ids, options.methods), "model": own["model"], "device": own["device"],
                   "dtype": own["dtype"]}
         write_report(folder, report)
         if missing := len(ids) - report["texts"]:
