@@ -27,10 +27,11 @@ from marginal_core.models import load_model
 from marginal_core.scoring.pass_budget import pass_tokens
 from marginal_core.serving.batching import Batcher
 from marginal_core.serving.turns import Turns
+from pages._app.runtime.live import FIRST_CHUNK, live_chunk
 
 SEED = 0
 T = TypeVar("T")
-FIRST_CHUNK, CHUNK = 4, 50  # the app's live chunks at k = 100 (pages/_app/runtime/live.py)
+CHUNK = live_chunk(100)  # the app's live chunks at k = 100
 
 
 def one_run(lm: object, text: str, samples: int) -> tuple[float | None, Estimate]:

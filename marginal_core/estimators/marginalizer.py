@@ -12,7 +12,9 @@ All of them share one text, one lattice, one context and the canonical path's sc
 
 Every method is a stream: ``Marginalizer.stream`` yields the estimate after each chunk of
 samples (the app draws it live and keeps it when stopped); ``Marginalizer.estimate`` runs the
-stream to its end. The canonical score is computed once, before any method's clock starts.
+stream to its end. The canonical score is computed once, outside every method's clock: alone, or
+in the first chunk of a lattice or exact run (one pass, not two: a class's first estimates come
+in one shared pass).
 An Estimate, its options and its run's state are defined in ``estimate_result``,
 ``estimate_options`` and ``run_state`` (no torch), and imported from there.
 """
@@ -120,7 +122,8 @@ class Marginalizer:
     """Estimators for one text (and optional context) under one loaded model.
 
     The context is prefilled once and its KV cache shared by every chunk of every method; the
-    canonical path is scored once (``canonical_score``), before any method's clock starts.
+    canonical path is scored once (``canonical_score``, or in a lattice or exact run's first
+    chunk), outside every method's clock.
     """
 
     def __init__(
@@ -185,10 +188,11 @@ class Marginalizer:
         progress: Progress | None,
         num_paths: int | None = None,
     ) -> Iterator[Estimate]:
-        """Score paths chunk by chunk in sample order, yielding the lower bound after each.
+        """Score paths chunk by chunk in sample order, yielding the lower bound after each; while
+        the canonical path is unscored, it rides in the first chunk, its seconds off the clock.
 
         progress gets (paths scored, paths), fractional within a chunk (from tokens fed)."""
-        total, stats, canonical = len(paths), ScoreStats(), self.canonical_score().log_p
+        total, stats, scores_canonical = len(paths), ScoreStats(), self._canonical is None
         spent: list[tuple[int, float]] = []  # (samples, seconds scoring them) per chunk
         sizes = chunk_sizes(total, options.chunk, options.first_chunk, options.chunk_seconds, spent)
         scores: list[np.ndarray] = [np.zeros(0)]
@@ -200,15 +204,16 @@ class Marginalizer:
                 start, stop = stop, stop + next(sizes)
                 within = _scaled(progress, start, stop - start, total)
                 head, began = _head(paths, start, stop), time.perf_counter()
-                scores.append(score_paths(self.lm, head, self.context_state(), stats=stats, progress=within))
+                scores.append(self._score_chunk(head, stats, within))
                 spent.append((stop - start, time.perf_counter() - began))
+            canonical = self.canonical_score()  # scored by the first chunk, or alone where there is none
             log_p = np.concatenate(scores)
             running = np.logaddexp.accumulate(log_p) if len(log_p) else log_p
-            seconds = time.perf_counter() - started
+            seconds = time.perf_counter() - started - (canonical.seconds if scores_canonical else 0.0)
             checkpoints.append((stop, seconds))
             yield Estimate(
                 method=method,
-                log_p_canonical=canonical,
+                log_p_canonical=canonical.log_p,
                 log_noncanonical=_last_of(running),
                 paths=_head(paths, 0, stop),
                 kinds=kinds[:stop],
@@ -223,6 +228,19 @@ class Marginalizer:
             )
             if cancelled or stop == total:
                 return
+
+    def _score_chunk(self, head: PathBatch, stats: ScoreStats, progress: Progress | None) -> np.ndarray:
+        """A chunk's log-probabilities. While the canonical path is unscored it goes in the same
+        trie, and takes the chunk's seconds in proportion to its tokens as its own."""
+        if self._canonical is not None:
+            return score_paths(self.lm, head, self.context_state(), stats=stats, progress=progress)
+        canonical = PathBatch.from_paths([self.lattice.canonical])
+        began = time.perf_counter()
+        log_p = score_paths(self.lm, PathBatch.concat([canonical, head]), self.context_state(), stats=stats,
+                            progress=progress)
+        share = len(canonical.ids) / max(len(canonical.ids) + len(head.ids), 1)
+        self._canonical = CanonicalScore(float(log_p[0]), (time.perf_counter() - began) * share)
+        return log_p[1:]
 
     def _canonical_first(self, progress: Progress | None, requested: int) -> None:
         """Score the canonical path before a method's clock starts; meanwhile progress hears
@@ -252,7 +270,7 @@ class Marginalizer:
     def _lattice_stream(
         self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
-        self._canonical_first(progress, options.samples)  # scored once, outside the timing
+        self.require_fits(len(self.lattice.canonical))  # the first chunk scores it, outside the timing
         started = time.perf_counter()
         samples = lattice_samples(self.lattice, options.samples, max_len=options.max_len, seed=options.seed)
         room = self.window_room()
@@ -265,7 +283,7 @@ class Marginalizer:
     def _exact_stream(
         self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
-        self._canonical_first(progress, self.lattice.count() - 1)
+        self.require_fits(len(self.lattice.canonical))  # the first chunk scores it, outside the timing
         started = time.perf_counter()
         paths = [p for p in self.lattice.enumerate(budget=options.budget) if p != self.lattice.canonical]
         self.require_fits(max(map(len, paths), default=0), "the text's longest tokenization")

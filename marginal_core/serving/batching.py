@@ -41,6 +41,11 @@ R = TypeVar("R")
 # How long a batch's leader waits for more requests after the last one came, and at most.
 GATHER_S = 0.02
 MAX_GATHER_S = 0.2
+# The share of a pass that a batch led by a run that has shown nothing yet may fill: a class's
+# first estimates then come in a few small passes, the first sessions' early, not all in one
+# pass at the end (on a CPU the LM head's product grows with the rows; the weights' read is
+# the smaller part).
+FIRST_SHARE = 0.25
 
 
 @dataclass(eq=False)
@@ -175,9 +180,10 @@ class Batcher:
                 return []
             order = sorted(self._pending, key=lambda r: r.entry.served if r.entry is not None else 0.0)
             first, size = order[0], 0
+            limit = first.limit if first.entry is None or first.entry.checkpointed else int(first.limit * FIRST_SHARE)
             batch: list[_Request[Any, Any]] = []
             for request in [r for r in order if r.key == first.key]:
-                if batch and size + request.size > first.limit:
+                if batch and size + request.size > limit:
                     break
                 batch.append(request)
                 size += request.size

@@ -237,13 +237,21 @@ def test_texts_beyond_the_context_window_are_refused_before_any_scoring(smollm_m
     assert "context window of 4 tokens" in err and "Traceback" not in err
 
 
-def test_the_canonical_score_reports_progress_before_any_sample(smollm_model):
-    """A long text's canonical pass is where a run waits first: progress hears it (in tokens from
-    canonical_score, as (0, requested) from a stream), so a caller can show it or end the run."""
+def test_the_first_chunk_scores_the_canonical_path_and_reports_each_pass(smollm_model, monkeypatch):
+    """A lattice run's first chunk carries the canonical path (one trie, not a pass of its own),
+    and a long first chunk is where a run waits first: progress hears each of its passes (in
+    tokens from canonical_score alone), so a caller can show it or end the run."""
+    from marginal_core.scoring import pass_budget
+
+    alone = Marginalizer(smollm_model, " Paris is the capital", QUESTION).canonical_score().log_p
     m = Marginalizer(smollm_model, " Paris is the capital", QUESTION)
     calls: list[tuple[float, int]] = []
-    m.lattice_estimate(6, seed=0, chunk=6, progress=lambda done, total: calls.append((done, total)))
-    assert calls[0] == (0, 6) and calls[-1] == (6, 6)
+    monkeypatch.setattr(pass_budget, "DEFAULT_MAX_BATCH_TOKENS", 8)
+    est = m.lattice_estimate(6, seed=0, chunk=6, progress=lambda done, total: calls.append((done, total)))
+    assert len(calls) > 2 and all(done < 6 for done, _ in calls[:-1]) and calls[-1] == (6, 6)
+    assert est.log_p_canonical == m.canonical_score().log_p == pytest.approx(alone, abs=1e-4)
+    assert m.canonical_score().seconds > 0  # its share of the first chunk's seconds, off the method's clock
+    monkeypatch.undo()
     fresh = Marginalizer(smollm_model, " Paris is the capital", QUESTION)
     tokens: list[tuple[float, int]] = []
     fresh.canonical_score(progress=lambda done, total: tokens.append((done, total)))

@@ -49,7 +49,7 @@ _UNFINISHED = "_unfinished_runs"
 REDRAW_S = 0.5
 # Samples in a live lattice or exact run's first chunk; later chunks are live_chunk(k), grown to
 # hold about CHUNK_S seconds of work at the rate of the chunk before (the library's chunk_seconds).
-FIRST_CHUNK = 4
+FIRST_CHUNK = 2
 CHUNK_S = 1.0
 # A live proxy run's batches: a quarter of k, at least PROXY_BATCH (one batch for the default k)
 # and at most the library's default batch.
