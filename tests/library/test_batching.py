@@ -78,6 +78,34 @@ def test_a_batch_holds_one_key_within_its_limit():
     assert sorted(p for batch in batches for p in batch) == [1, 2, 3, 10, 20]
 
 
+@pytest.mark.parametrize("shown", [False, True])
+def test_first_requests_share_a_quarter_of_a_pass_and_later_ones_all_of_it(shown):
+    """Runs that have shown nothing yet go in batches of at most FIRST_SHARE of the limit (a
+    class's first estimates come in a few small passes, the first ones early); runs past their
+    first estimate (a checkpoint) fill the whole limit."""
+    from marginal_core.serving.batching import FIRST_SHARE
+
+    t, b, batches = _batched()
+    out: list[object] = [None] * 8
+    go = threading.Barrier(8)
+
+    def one(i: int) -> None:
+        with t.run(f"run {i}") as entry:
+            if shown:
+                t.pause(entry)
+            go.wait()
+            out[i] = b.submit("k", i, 1, 8, _doubling(batches))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert out == [2 * i for i in range(8)]
+    widest = max(map(len, batches))
+    assert widest > 8 * FIRST_SHARE if shown else widest == 8 * FIRST_SHARE
+
+
 def test_a_failing_request_fails_only_its_own_run():
     t, b, batches = _batched()
     out = _submit_all(t, b, [("k", 1, 1, 100), ("k", "bad", 1, 100), ("k", 3, 1, 100)], _doubling(batches))
