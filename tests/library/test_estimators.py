@@ -1,13 +1,12 @@
-"""The estimators against exact enumeration, with every path scored by a plain transformers loop."""
+"""The estimators against exact enumeration, with every path scored by plain transformers forwards in
+float64 (tests/brute_force.py)."""
 
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
 import pytest
-import torch
 from scipy.special import logsumexp
 
 from marginal_core.estimators.estimate_options import EstimateOptions
@@ -15,38 +14,25 @@ from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.estimators.methods import Method
 from marginal_core.ground.errors import MarginalError, TooManyPathsError
 from marginal_core.viz import analysis
+from tests.brute_force import float64_lm, forget_float64, next_token_log_probs, path_log_prob
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 
 
-_FLOAT64: dict[str, torch.nn.Module] = {}
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _float64_copies_end_with_the_module():
-    """The float64 copies (3.2 GB for both models) are freed when this module's tests are done."""
     yield
-    _FLOAT64.clear()
-
-
-def brute_force_log_p(lm, context: list[int], path: tuple[int, ...]) -> float:
-    """log p(path | context) from one plain forward pass over context + path, in float64 (a copy
-    of the model): the reference measures the fp32 scorer's error, not the sum of two fp32
-    errors (transformers' unmasked fp32 forward of Gemma 3 is 4e-4 off on " Paris")."""
-    if lm.name not in _FLOAT64:
-        _FLOAT64[lm.name] = copy.deepcopy(lm.model).double()
-    ids = torch.tensor([list(context) + list(path)])
-    with torch.inference_mode():  # the head's rows from the context's last position on: what the path reads
-        logits = _FLOAT64[lm.name](ids, logits_to_keep=len(path) + 1).logits[0]
-    log_probs = torch.log_softmax(logits, dim=-1)
-    return sum(float(log_probs[i, t]) for i, t in enumerate(path))
+    forget_float64()
 
 
 @pytest.mark.parametrize("context", [None, QUESTION])
 def test_exact_equals_brute_force(lm, context):
     m = Marginalizer(lm, " Paris", context)
     paths = m.lattice.enumerate()
-    scores = {p: brute_force_log_p(lm, m.context_ids, p) for p in paths}
+    # the reference measures the fp32 scorer's error, not the sum of two fp32 errors (transformers'
+    # unmasked fp32 forward of Gemma 3 is 4e-4 off on " Paris")
+    rows = next_token_log_probs(float64_lm(lm), m.context_ids, paths)
+    scores = {p: path_log_prob(r, p) for p, r in zip(paths, rows, strict=True)}
     exact = m.exact()
     assert exact.num_paths == len(paths) == m.lattice.count()
     assert exact.num_samples == len(paths) - 1

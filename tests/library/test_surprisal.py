@@ -5,7 +5,6 @@ input."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 
@@ -25,25 +24,16 @@ from marginal_core.ground.errors import (
     UnrepresentableTextError,
 )
 from marginal_core.lm.adapter import LM
+from tests.brute_force import float64_lm, forget_float64, next_token_log_probs, path_log_prob
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
-_FLOAT64: dict[str, LM] = {}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _float64_copies_end_with_the_module():
-    """The float64 copies are freed when this module's tests are done."""
     yield
-    _FLOAT64.clear()
-
-
-def float64_lm(lm: LM) -> LM:
-    """The same model in float64, as an LM: the search then computes what the brute force does,
-    so the comparison measures the algorithm, not float32's rounding in two orders."""
-    if lm.name not in _FLOAT64:
-        loaded = dataclasses.replace(lm.loaded, model=copy.deepcopy(lm.model).double(), dtype=torch.float64)
-        _FLOAT64[lm.name] = LM(loaded)
-    return _FLOAT64[lm.name]
+    forget_float64()
+    _BRUTE.clear()
 
 
 def _prefix_paths(lattice) -> list[tuple[int, tuple[int, ...]]]:
@@ -72,10 +62,21 @@ class Brute:
     canonical_prefix: np.ndarray
 
 
+_BRUTE: dict[tuple[str, bytes, tuple[int, ...]], Brute] = {}
+
+
 def brute_force(lm64: LM, lattice, context: list[int]) -> Brute:
-    """Every prefix path to m < len run alone through the float64 model; the tokens that cover
-    bytes m..j (and then byte c) found by scanning the vocabulary's surfaces, byte-fallback
-    pieces only where the lattice has them."""
+    """Every prefix path to m < len through the float64 model (plain forwards, tests/brute_force.py);
+    the tokens that cover bytes m..j (and then byte c) found by scanning the vocabulary's
+    surfaces, byte-fallback pieces only where the lattice has them. Kept for the module (two
+    tests check rounds against the same text)."""
+    key = (lm64.name, bytes(lattice.data), tuple(context))
+    if key not in _BRUTE:
+        _BRUTE[key] = _brute_force(lm64, lattice, context)
+    return _BRUTE[key]
+
+
+def _brute_force(lm64: LM, lattice, context: list[int]) -> Brute:
     vocab, data, n = lattice.vocab, lattice.data, lattice.end
     byte_ids = {t for t in vocab.byte_tokens if t is not None}
     fallback = {(int(lattice.arc_start[a]), int(lattice.arc_token[a])) for a in range(lattice.num_arcs)
@@ -100,12 +101,9 @@ def brute_force(lm64: LM, lattice, context: list[int]) -> Brute:
     rest, canonical = np.full(n, -math.inf), np.full(n + 1, -math.inf)
     prefix[0] = 0.0
     canon, nodes = tuple(lattice.canonical), list(lattice.canonical_nodes)
-    for m, path in _prefix_paths(lattice):
-        ids = torch.tensor([list(context) + list(path)])
-        with torch.inference_mode():  # the head's rows from the context's last position on (Gemma's softcap too)
-            logits = lm64.model(ids, logits_to_keep=len(path) + 1).logits[0].double()
-        log_probs = torch.log_softmax(logits, dim=-1)
-        log_p = sum(float(log_probs[i, t]) for i, t in enumerate(path))
+    prefixes = _prefix_paths(lattice)
+    for (m, path), log_probs in zip(prefixes, next_token_log_probs(lm64, context, [p for _, p in prefixes]), strict=True):
+        log_p = path_log_prob(log_probs, path)
         last = log_probs[-1].numpy()
         for j in range(m + 1, n + 1):
             prefix[j] = np.logaddexp(prefix[j], log_p + logsumexp(last[covering[m, j]]))
