@@ -4,6 +4,7 @@ and budget), checked once before any work (docs/design.md, "Streams"); no torch.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, DEFAULT_TOLERANCE, MAX_BEAM_WIDTH, check_width
@@ -20,7 +21,10 @@ class EstimateOptions:
     None: every chunk is ``chunk``), and the seconds of work past which a chunk after the first
     need not grow (None: chunks of ``chunk`` samples; else a chunk grows past ``chunk`` to about
     that much work at the rate of the chunk before, so a fast device needs few passes: the
-    lattice and exact methods); the beam's width (None: the anytime beam, widened until a
+    lattice and exact methods), and whether a lattice or exact run scores a canonical path not
+    yet scored in its first chunk's trie (one pass, not two: the app's live runs, whose first
+    chunks a class's sessions share; its log p then carries that trie's rounding, about 1e-5
+    nats in float32, instead of its own pass's); the beam's width (None: the anytime beam, widened until a
     widening adds less than ``tolerance`` nats or ``time_budget`` seconds have passed, its
     widest round ``max_beam_width``)."""
 
@@ -32,6 +36,7 @@ class EstimateOptions:
     chunk: int | None = None
     first_chunk: int | None = None
     chunk_seconds: float | None = None
+    canonical_in_first_chunk: bool = False
     beam_width: int | None = DEFAULT_BEAM_WIDTH
     tolerance: float = DEFAULT_TOLERANCE
     time_budget: float | None = None
@@ -56,3 +61,21 @@ class EstimateOptions:
         for ok, message in checks:
             if not ok:
                 raise MarginalError(message)
+
+
+def chunk_sizes(total: int, chunk: int | None, first: int | None = None, seconds: float | None = None,
+                spent: Sequence[tuple[int, float]] = ()) -> Iterator[int]:
+    """The sizes of a stream's chunks over total samples: ``chunk`` each (None: all at once),
+    after a ``first`` one where given (a small first chunk brings the first estimate early;
+    full chunks after it share the most prefixes, which doubling up to ``chunk`` did not). With
+    ``seconds``, a chunk after the first grows past ``chunk`` to hold about that much work at the
+    rate of the chunk before (``spent``: (samples, seconds scoring them) per chunk, appended by
+    the stream as it goes): a GPU takes a run in a few passes, a CPU keeps its steady updates."""
+    base = max(1, chunk or total)
+    size, done = min(base, first or base), 0
+    while done < total:
+        size = min(size, total - done)
+        yield size
+        done += size
+        samples, took = spent[-1] if spent else (size, 0.0)
+        size = max(base, int(seconds * samples / took)) if seconds and took > 0 else base

@@ -12,9 +12,8 @@ All of them share one text, one lattice, one context and the canonical path's sc
 
 Every method is a stream: ``Marginalizer.stream`` yields the estimate after each chunk of
 samples (the app draws it live and keeps it when stopped); ``Marginalizer.estimate`` runs the
-stream to its end. The canonical score is computed once, outside every method's clock: alone, or
-in the first chunk of a lattice or exact run (one pass, not two: a class's first estimates come
-in one shared pass).
+stream to its end. The canonical score is computed once, outside every method's clock (alone, or
+in a lattice or exact run's first chunk with ``canonical_in_first_chunk``).
 An Estimate, its options and its run's state are defined in ``estimate_result``,
 ``estimate_options`` and ``run_state`` (no torch), and imported from there.
 """
@@ -32,7 +31,7 @@ import numpy as np
 
 from marginal_core.estimators.beam import anytime_beam, beam_stream
 from marginal_core.estimators.beam_width import auto_widths
-from marginal_core.estimators.estimate_options import EstimateOptions
+from marginal_core.estimators.estimate_options import EstimateOptions, chunk_sizes
 from marginal_core.estimators.estimate_result import Estimate, Source
 from marginal_core.estimators.methods import Method
 from marginal_core.estimators.proxy import ProxyResult, proxy_stream
@@ -52,7 +51,7 @@ from marginal_core.models import dtype_name, load_model
 from marginal_core.scoring.score_stats import ScoreStats
 from marginal_core.scoring.trie_scoring import score_paths
 
-__all__ = ["CanonicalScore", "Marginalizer", "by_context", "chunk_sizes"]
+__all__ = ["CanonicalScore", "Marginalizer", "by_context"]
 
 
 @dataclass(frozen=True)
@@ -72,24 +71,6 @@ def _scaled(progress: Progress | None, start: int, size: int, total: int) -> Pro
     if progress is None:
         return None
     return lambda done, of: progress(start + size * done / max(of, 1), total)
-
-
-def chunk_sizes(total: int, chunk: int | None, first: int | None = None, seconds: float | None = None,
-                spent: Sequence[tuple[int, float]] = ()) -> Iterator[int]:
-    """The sizes of a stream's chunks over total samples: ``chunk`` each (None: all at once),
-    after a ``first`` one where given (a small first chunk brings the first estimate early;
-    full chunks after it share the most prefixes, which doubling up to ``chunk`` did not). With
-    ``seconds``, a chunk after the first grows past ``chunk`` to hold about that much work at the
-    rate of the chunk before (``spent``: (samples, seconds scoring them) per chunk, appended by
-    the stream as it goes): a GPU takes a run in a few passes, a CPU keeps its steady updates."""
-    base = max(1, chunk or total)
-    size, done = min(base, first or base), 0
-    while done < total:
-        size = min(size, total - done)
-        yield size
-        done += size
-        samples, took = spent[-1] if spent else (size, 0.0)
-        size = max(base, int(seconds * samples / took)) if seconds and took > 0 else base
 
 
 def _loaded(model: LM | str, device: str | None, dtype: str | None) -> LM:
@@ -122,8 +103,7 @@ class Marginalizer:
     """Estimators for one text (and optional context) under one loaded model.
 
     The context is prefilled once and its KV cache shared by every chunk of every method; the
-    canonical path is scored once (``canonical_score``, or in a lattice or exact run's first
-    chunk), outside every method's clock.
+    canonical path is scored once (``canonical_score``), outside every method's clock.
     """
 
     def __init__(
@@ -188,11 +168,12 @@ class Marginalizer:
         progress: Progress | None,
         num_paths: int | None = None,
     ) -> Iterator[Estimate]:
-        """Score paths chunk by chunk in sample order, yielding the lower bound after each; while
-        the canonical path is unscored, it rides in the first chunk, its seconds off the clock.
+        """Score paths chunk by chunk in sample order, yielding the lower bound after each; with
+        ``canonical_in_first_chunk``, an unscored canonical path rides in the first chunk.
 
         progress gets (paths scored, paths), fractional within a chunk (from tokens fed)."""
-        total, stats, scores_canonical = len(paths), ScoreStats(), self._canonical is None
+        total, stats = len(paths), ScoreStats()
+        scores_canonical = options.canonical_in_first_chunk and self._canonical is None
         spent: list[tuple[int, float]] = []  # (samples, seconds scoring them) per chunk
         sizes = chunk_sizes(total, options.chunk, options.first_chunk, options.chunk_seconds, spent)
         scores: list[np.ndarray] = [np.zeros(0)]
@@ -204,7 +185,7 @@ class Marginalizer:
                 start, stop = stop, stop + next(sizes)
                 within = _scaled(progress, start, stop - start, total)
                 head, began = _head(paths, start, stop), time.perf_counter()
-                scores.append(self._score_chunk(head, stats, within))
+                scores.append(self._score_chunk(head, stats, within, with_canonical=scores_canonical))
                 spent.append((stop - start, time.perf_counter() - began))
             canonical = self.canonical_score()  # scored by the first chunk, or alone where there is none
             log_p = np.concatenate(scores)
@@ -229,23 +210,24 @@ class Marginalizer:
             if cancelled or stop == total:
                 return
 
-    def _score_chunk(self, head: PathBatch, stats: ScoreStats, progress: Progress | None) -> np.ndarray:
-        """A chunk's log-probabilities. While the canonical path is unscored it goes in the same
-        trie, and takes the chunk's seconds in proportion to its tokens as its own."""
-        if self._canonical is not None:
+    def _score_chunk(self, head: PathBatch, stats: ScoreStats, progress: Progress | None, with_canonical: bool) -> np.ndarray:
+        """A chunk's log-probabilities; ``with_canonical``, an unscored canonical path goes in its trie
+        (one pass, not two), its seconds the chunk's times its share of the tokens."""
+        if not with_canonical or self._canonical is not None:
             return score_paths(self.lm, head, self.context_state(), stats=stats, progress=progress)
-        canonical = PathBatch.from_paths([self.lattice.canonical])
-        began = time.perf_counter()
-        log_p = score_paths(self.lm, PathBatch.concat([canonical, head]), self.context_state(), stats=stats,
-                            progress=progress)
-        share = len(canonical.ids) / max(len(canonical.ids) + len(head.ids), 1)
+        began, canonical = time.perf_counter(), PathBatch.from_paths([self.lattice.canonical])
+        log_p = score_paths(self.lm, PathBatch.concat([canonical, head]), self.context_state(), stats=stats, progress=progress)
+        share = len(canonical.ids) / (len(canonical.ids) + len(head.ids))
         self._canonical = CanonicalScore(float(log_p[0]), (time.perf_counter() - began) * share)
         return log_p[1:]
 
-    def _canonical_first(self, progress: Progress | None, requested: int) -> None:
-        """Score the canonical path before a method's clock starts; meanwhile progress hears
-        (0, requested) after each forward pass (where a caller may end a long text's run)."""
-        self.canonical_score(None if progress is None else lambda done, of: progress(0, requested))
+    def _canonical_first(self, progress: Progress | None, requested: int, in_first_chunk: bool = False) -> None:
+        """Score the canonical path before a method's clock starts (in_first_chunk: check that it fits);
+        progress hears (0, requested) after each forward pass (where a caller may end a long text's run)."""
+        if in_first_chunk:
+            self.require_fits(len(self.lattice.canonical))
+        else:
+            self.canonical_score(None if progress is None else lambda done, of: progress(0, requested))
 
     def _canonical_stream(
         self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
@@ -270,7 +252,7 @@ class Marginalizer:
     def _lattice_stream(
         self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
-        self.require_fits(len(self.lattice.canonical))  # the first chunk scores it, outside the timing
+        self._canonical_first(progress, options.samples, options.canonical_in_first_chunk)  # off the clock
         started = time.perf_counter()
         samples = lattice_samples(self.lattice, options.samples, max_len=options.max_len, seed=options.seed)
         room = self.window_room()
@@ -283,7 +265,7 @@ class Marginalizer:
     def _exact_stream(
         self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
-        self.require_fits(len(self.lattice.canonical))  # the first chunk scores it, outside the timing
+        self._canonical_first(progress, self.lattice.count() - 1, options.canonical_in_first_chunk)
         started = time.perf_counter()
         paths = [p for p in self.lattice.enumerate(budget=options.budget) if p != self.lattice.canonical]
         self.require_fits(max(map(len, paths), default=0), "the text's longest tokenization")
@@ -375,9 +357,9 @@ class Marginalizer:
         """The estimate of one method after each chunk; the last is the result.
 
         Options come as an EstimateOptions, or as its fields by keyword (samples, max_len, seed,
-        budget, include_canonical, chunk, first_chunk, chunk_seconds, beam_width); a method ignores those it does
-        not use.
-        Samples do not depend on chunking. should_stop is polled between chunks (and between proxy passes);
+        budget, include_canonical, chunk, first_chunk, chunk_seconds, canonical_in_first_chunk,
+        beam_width, ...); a method ignores those it does not use. Samples do not depend on chunking.
+        should_stop is polled between chunks (and between proxy passes);
         progress gets (samples done, samples requested) as work goes on.
         """
         runner = self._streams()[Method.parse(method)]

@@ -144,7 +144,7 @@ def test_options_and_methods_are_checked_before_any_work():
 
 def test_a_small_first_chunk_then_full_ones_keep_the_samples(smollm_model):
     """A first_chunk makes a large run's first estimate come early; the samples stay the same."""
-    from marginal_core.estimators.marginalizer import chunk_sizes
+    from marginal_core.estimators.estimate_options import chunk_sizes
 
     assert list(chunk_sizes(30, 8, 2)) == [2, 8, 8, 8, 4]
     assert list(chunk_sizes(5, 8, 2)) == [2, 3] and list(chunk_sizes(30, None, 4)) == [4, 26]
@@ -164,7 +164,7 @@ def test_chunks_grow_to_the_seconds_of_work_asked_and_keep_the_samples(smollm_mo
     """Issue 44 item 2: with chunk_seconds, a chunk after the first grows past ``chunk`` to about
     that much work at the rate of the chunk before (never below ``chunk``); the samples and the
     estimate stay those of any other chunking."""
-    from marginal_core.estimators.marginalizer import chunk_sizes
+    from marginal_core.estimators.estimate_options import chunk_sizes
 
     spent: list[tuple[int, float]] = []
     sizes = chunk_sizes(1000, 100, 4, 1.0, spent)
@@ -223,22 +223,33 @@ def test_texts_beyond_the_context_window_are_refused_before_any_scoring(smollm_m
     assert "context window of 4 tokens" in err and "Traceback" not in err
 
 
-def test_the_first_chunk_scores_the_canonical_path_and_reports_each_pass(smollm_model, monkeypatch):
-    """A lattice run's first chunk carries the canonical path (one trie, not a pass of its own),
-    and a long first chunk is where a run waits first: progress hears each of its passes (in
-    tokens from canonical_score alone), so a caller can show it or end the run."""
+def test_the_canonical_score_reports_progress_before_any_sample(smollm_model):
+    """A long text's canonical pass is where a run waits first: progress hears it (in tokens from
+    canonical_score, as (0, requested) from a stream), so a caller can show it or end the run."""
+    m = Marginalizer(smollm_model, " Paris is the capital", QUESTION)
+    calls: list[tuple[float, int]] = []
+    m.lattice_estimate(6, seed=0, chunk=6, progress=lambda done, total: calls.append((done, total)))
+    assert calls[0] == (0, 6) and calls[-1] == (6, 6)
+    fresh = Marginalizer(smollm_model, " Paris is the capital", QUESTION)
+    tokens: list[tuple[float, int]] = []
+    fresh.canonical_score(progress=lambda done, total: tokens.append((done, total)))
+    assert tokens and tokens[-1][0] == tokens[-1][1] >= len(fresh.lattice.canonical)  # tokens fed, context included
+
+
+def test_a_first_chunk_may_carry_the_canonical_path_and_reports_each_pass(smollm_model, monkeypatch):
+    """canonical_in_first_chunk (the app's live runs): the canonical path goes in the first chunk's
+    trie, not a pass of its own, its score within float32 rounding of its own pass's and its
+    seconds off the method's clock; a long first chunk reports each pass, so a caller can end it."""
     from marginal_core.scoring import pass_budget
 
     alone = Marginalizer(smollm_model, " Paris is the capital", QUESTION).canonical_score().log_p
     m = Marginalizer(smollm_model, " Paris is the capital", QUESTION)
     calls: list[tuple[float, int]] = []
     monkeypatch.setattr(pass_budget, "DEFAULT_MAX_BATCH_TOKENS", 8)
-    est = m.lattice_estimate(6, seed=0, chunk=6, progress=lambda done, total: calls.append((done, total)))
+    est = m.lattice_estimate(6, seed=0, chunk=6, canonical_in_first_chunk=True,
+                             progress=lambda done, total: calls.append((done, total)))
     assert len(calls) > 2 and all(done < 6 for done, _ in calls[:-1]) and calls[-1] == (6, 6)
     assert est.log_p_canonical == m.canonical_score().log_p == pytest.approx(alone, abs=1e-4)
-    assert m.canonical_score().seconds > 0  # its share of the first chunk's seconds, off the method's clock
-    monkeypatch.undo()
-    fresh = Marginalizer(smollm_model, " Paris is the capital", QUESTION)
-    tokens: list[tuple[float, int]] = []
-    fresh.canonical_score(progress=lambda done, total: tokens.append((done, total)))
-    assert tokens and tokens[-1][0] == tokens[-1][1] >= len(fresh.lattice.canonical)  # tokens fed, context included
+    assert m.canonical_score().seconds > 0  # its share of the first chunk's seconds
+    same = Marginalizer(smollm_model, " Paris is the capital", QUESTION).lattice_estimate(6, seed=0, chunk=6)
+    np.testing.assert_allclose(est.log_p, same.log_p, atol=1e-4, rtol=0)

@@ -85,14 +85,14 @@ def live_stream(
     progress: Progress | None = None,
     **options: Any,
 ) -> Iterator[Estimate]:
-    """``m.stream`` in chunks sized for a live plot (FIRST_CHUNK samples, then chunks of
-    :func:`live_chunk` grown to CHUNK_S seconds of work; the proxy in batches of
-    :func:`proxy_batch`; chunk and first_chunk in
-    options override these), the anytime beam's widest round the server's cap; same samples as
-    ``m.estimate`` with the same options."""
+    """``m.stream`` in chunks sized for a live plot (FIRST_CHUNK samples, the canonical path in their
+    trie, then chunks of :func:`live_chunk` grown to CHUNK_S seconds of work; the proxy in batches
+    of :func:`proxy_batch`; chunk and first_chunk in options override these), the anytime beam's
+    widest round the server's cap; same samples as ``m.estimate`` with the same options."""
     k = _requested(m, method, samples)
     chunks = ({"chunk": proxy_batch(k)} if method == "proxy" else
-              {"chunk": live_chunk(k), "first_chunk": FIRST_CHUNK, "chunk_seconds": CHUNK_S})
+              {"chunk": live_chunk(k), "first_chunk": FIRST_CHUNK, "chunk_seconds": CHUNK_S,
+               "canonical_in_first_chunk": True})
     widest = {"max_beam_width": server.policy().cap_beam_width(MAX_BEAM_WIDTH)}  # the anytime beam's, on this server
     return m.stream(method, samples=samples, should_stop=should_stop, progress=progress, **{**chunks, **widest, **options})
 
