@@ -48,25 +48,28 @@ SMOL = "smollm2-135m"
 
 MODEL_FIXTURES = {"gemma_model", "smollm_model", "lm"}
 SLOW_FIXTURES = {"two_processes"}  # test_lm_eval: lm-eval under torchrun with two processes
-# `make test` runs the suite in two processes (pytest-xdist, -n 2 --dist loadscope), one per folder:
+# `make test` runs the suite in two processes (pytest-xdist, -n 2 --dist loadscope), one per side:
 # tests/app/ (AppTest pages, the servers and Chromium, the notebooks' kernels and the scan CLI: mostly
-# waiting on other processes) and tests/library/ (models in this process). Two fixed groups keep a
-# file's module fixtures in one process and bound the memory (the float64 references and the GGUF
-# conversions on one side, the servers on the other); each side takes about 6 minutes.
+# waiting on other processes) with the library files in ON_THE_APP_SIDE (they wait on torchrun's ranks),
+# and tests/library/ (models in this process). Two fixed groups keep a file's module fixtures in one
+# process, the app's tests in one order, and bound the memory (the float64 references and the GGUF
+# conversions on one side, the servers on the other); each side takes about 11 minutes.
+ON_THE_APP_SIDE = {"tests/library/test_scan_distributed.py", "tests/library/test_lm_eval.py"}
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """Under `make test` (-n 2 --dist loadscope) a scope is a side, tests/app/ or tests/library/, so
-    each process runs one folder. (xdist_group marks cannot say it: pytest 9.2's structured node
-    ids drop the group suffix that --dist loadgroup reads, pytest-dev/pytest-xdist#1386, and the
-    tests were spread over both processes.)"""
+    """Under `make test` (-n 2 --dist loadscope) a scope is a side, tests/app/ (with ON_THE_APP_SIDE)
+    or tests/library/, so each process runs one side. (xdist_group marks cannot say it: pytest
+    9.2's structured node ids drop the group suffix that --dist loadgroup reads,
+    pytest-dev/pytest-xdist#1386, and the tests were spread over both processes.)"""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class BySide(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return nodeid.split("/", 2)[1]  # tests/<side>/test_x.py::test_y
+            path = nodeid.split("::", 1)[0]  # tests/<side>/test_x.py::test_y
+            return "app" if path in ON_THE_APP_SIDE else path.split("/", 2)[1]
 
     return BySide(config, log)
 

@@ -99,7 +99,7 @@ def test_a_long_texts_passes_are_bounded_and_score_as_one_pass(fixture, request,
     from marginal_core.serving import turns
 
     loaded = request.getfixturevalue(fixture)
-    text = " " + "The committee postponed its decision until the next meeting. " * 8
+    text = " " + "The committee postponed its decision until the next meeting. " * 4
     lattice = lattice_of(text, loaded.tokenizer)
     some = [lattice.canonical, *lattice_samples(lattice, 3, seed=0).paths.tolist()]
     ctx = context_ids(loaded.tokenizer, None)
