@@ -19,6 +19,9 @@ from pages._app.ui.presets import PRESETS
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not HAVE_CHROMIUM, reason=f"{CHROMIUM} is missing (`make setup` installs it)")]
 VIEWS = [title for path, title, _ in lesson.ORDER if path not in ("qa", "translation")]
+# The walk through every example and view settles about 50 times: a shorter wait after each script
+# run has ended (settle still waits for the run to start and to end).
+QUICK_MS = 300
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +60,13 @@ def test_every_example_loads_on_every_page_through_the_lesson_links(server, brow
     page = new_page(browser, 1400, 1000)
     page.set_default_timeout(120_000)
     page.goto(server.url)
-    settle(page)
+    settle(page, extra_ms=QUICK_MS)
     for preset in PRESETS:
         page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Home").click()
-        settle(page)
+        settle(page, extra_ms=QUICK_MS)
         page.locator(".st-key-example").click()
         page.get_by_role("option", name=preset.name, exact=True).click()
-        settle(page)
+        settle(page, extra_ms=QUICK_MS)
         assert page.get_by_label("Text", exact=True).input_value() == preset.text
         assert page.get_by_text(preset.look_for[:40]).count() >= 1  # what to look for, in the sidebar and on Home
         if preset.opens:  # an example that opens its own page (Two models disagree: Compare), then the lesson
@@ -71,13 +74,13 @@ def test_every_example_loads_on_every_page_through_the_lesson_links(server, brow
             assert page.locator("div.chip").count() >= 2  # both models' tokens, one byte axis
             clean(page)
             page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Home").click()
-            settle(page)
+            settle(page, extra_ms=QUICK_MS)
         for title in VIEWS[1:]:
             link = page.get_by_role("link", name=f"Next in the lesson: {title}")
             link.wait_for()
             link.click()
             page.locator("h1").first.wait_for()
-            settle(page)
+            settle(page, extra_ms=QUICK_MS)
             clean(page)
             assert page.get_by_label("Text", exact=True).input_value() == preset.text, (preset.name, title)
             assert page.get_by_label("Context (optional)", exact=True).input_value() == preset.context
@@ -85,7 +88,7 @@ def test_every_example_loads_on_every_page_through_the_lesson_links(server, brow
     for title in ("Multiple-choice Q&A", "Translation"):
         page.get_by_test_id("stSidebarNavItems").get_by_role("link", name=title).click()
         page.locator("h1").first.wait_for()
-        settle(page)
+        settle(page, extra_ms=QUICK_MS)
         clean(page)
     assert page.get_by_role("link", name="Back to the start: Home").count() == 1
 

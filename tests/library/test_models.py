@@ -27,6 +27,7 @@ from marginal_core.models import (
     known_models,
     load_model,
     load_tokenizer,
+    model_cache_dir,
     resolve_device,
     resolve_dtype,
 )
@@ -193,6 +194,20 @@ def test_second_load_in_a_new_process_is_fast(name, record_property):
     assert fast, best
 
 
+def _cache_with_smollm_tokenizer(root: Path, snapshot: bool) -> dict[str, str]:
+    """The environment of a MARGINAL_CACHE at root that holds SmolLM2's converted tokenizer, copied
+    from the warm cache (a test pays only the conversion it tests), with its lattice snapshot or not."""
+    import shutil
+
+    from marginal_core.ground.cache_home import cache_root
+
+    load_tokenizer(SMOL)  # the warm cache has it
+    folder = model_cache_dir(SMOL) / "tokenizer"
+    ignore = None if snapshot else shutil.ignore_patterns("lattice-snapshot.pkl")
+    shutil.copytree(folder, root / folder.relative_to(cache_root()), ignore=ignore)
+    return {"MARGINAL_CACHE": str(root)}
+
+
 @pytest.mark.slow
 def test_damaged_tokenizer_cache_is_rebuilt(tmp_path):
     out = _run_python(
@@ -208,7 +223,7 @@ def test_damaged_tokenizer_cache_is_rebuilt(tmp_path):
         assert again is not tok and again("Hello world")["input_ids"] == expected
         print("rebuilt")
         """,
-        env={"MARGINAL_CACHE": str(tmp_path)},
+        env=_cache_with_smollm_tokenizer(tmp_path, snapshot=True),
     )
     assert "rebuilt" in out
 
@@ -224,10 +239,10 @@ print(snapshot.fingerprint, "transformers" in sys.modules, snapshot.encode("Hell
 
 @pytest.mark.slow
 def test_light_tokenizer_snapshot_is_taken_once_and_again_when_its_tokenizer_changes(tmp_path):
-    env = {"MARGINAL_CACHE": str(tmp_path)}
+    env = _cache_with_smollm_tokenizer(tmp_path, snapshot=False)
     expected = load_tokenizer(SMOL)("Hello world 🙂", add_special_tokens=False)["input_ids"]
     taken = _run_python(_SNAPSHOT.format(name=SMOL), env=env).split(maxsplit=2)
-    assert taken[1] == "True" and taken[2].strip() == str(expected)  # converted and taken through transformers
+    assert taken[1] == "True" and taken[2].strip() == str(expected)  # taken through transformers
     reused = _run_python(_SNAPSHOT.format(name=SMOL), env=env).split(maxsplit=2)
     assert reused == taken[:1] + ["False"] + taken[2:]  # read back without transformers
     (tokenizer_json,) = tmp_path.glob("models/*/tokenizer/tokenizer.json")
