@@ -74,7 +74,7 @@ serve-class: export MARGINAL_SERVE = class
 serve-class: app
 
 # `make test` is CI's (.ci/run): lint, types, then every test, in two processes (pytest-xdist: the
-# app's side and the library's: the folders tests/app/ and tests/library/). `make test-fast` is the quick loop: the
+# app's side and the library's, tests/conftest.py). `make test-fast` is the quick loop: the
 # pure tests only (no model loaded, no browser, nothing slow: the markers in pyproject.toml), in
 # under 2 minutes. `make typecheck`: mypy over marginal_core (pyproject.toml's [tool.mypy]).
 test: setup
