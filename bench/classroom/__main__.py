@@ -10,9 +10,10 @@ For each size N (`--sessions 1,8,16,32` runs each in turn, each against a fresh 
   method alone (no exact line), k samples and the page's default seed 0; once every page has
   settled and the server is idle (the model loaded in the background), every session clicks
   Run at the same moment (a click scheduled in each page);
-- per session, timed in the page itself: seconds from its click to the first estimate plotted
-  and to "Done:", the first error or exception shown, and the first queue message seen while
-  it waited (an element saying "ahead of yours" or "in the queue");
+- per session, timed in the page itself when the page changes (a MutationObserver, so the
+  timing costs the page nothing while it waits): seconds from its click to the first estimate
+  plotted and to "Done:", the first error or exception shown, and the first queue message seen
+  while it waited (an element saying "ahead of yours" or "in the queue");
 - the same two moments on the server's side, from its log (pages/_app/runtime/machine.py logs when each
   run first showed a result and when it ended): the browsers at nice 19 on the server's cores
   draw late while the server is busy, which a student's own machine would not, so the server's
