@@ -17,6 +17,26 @@ pytestmark = pytest.mark.models  # every page opens with the sidebar's model loa
 # Samplers, mass, rank correlation, running estimates
 
 
+def test_a_model_loaded_in_the_background_shows_no_load_status_at_run():
+    """A class's Run drew a "Loading model" status box in every session although the page's
+    background load had finished (the box shows until the run's first estimate replaces it): the
+    background load now marks the model loaded, so ``loaders.model`` draws no box for it."""
+    from pages._app.runtime import loaders
+
+    loaders._loaded.clear()
+    loaders._preloads.clear()
+    at = app("pages/views/running.py", model=SMOL, text=SHORT, k="4", methods="lattice", exact="false",
+             dtype="float32")  # the page needs no model before Run: it only starts the background load
+    assert_clean(at)
+    assert [key[0] for key in loaders._preloads()] == [SMOL]
+    for thread in loaders._preloads().values():
+        thread.join()
+    assert set(loaders._preloads()) <= loaders._loaded()
+    click(at, "run")
+    assert_clean(at)
+    assert len(plotly(at)[0].data) >= 1  # the run drew its estimate
+
+
 def test_samplers_page_shows_four_samplers_scored():
     """Off-by-one, uniform, proxy and (issue 11 item 1) the beam's complete paths with their log p."""
     at = app("pages/views/samplers.py", model=SMOL, text=SHORT, k="12", pk="10", W="2", dtype="float32", Wauto="false")

@@ -59,11 +59,13 @@ def _preloads() -> dict[tuple[str, str, str], threading.Thread]:
 def preload(inp: Inputs) -> None:
     """Start loading an embedded model in the background (once per process), so that a page
     which needs it finds it loaded or loading while it draws what needs no model (Home's
-    canonical tokenization, the lattice). A failure is left to the page's own load to report."""
+    canonical tokenization, the lattice). Once loaded, pages show no load status for it (a
+    class's Run would otherwise draw twelve "Loading model" boxes for a model in memory). A
+    failure is left to the page's own load to report."""
     from marginal_core.models import EMBEDDED_MODELS, load_model
 
-    key = (inp.model, inp.device, inp.dtype)
-    if inp.model not in EMBEDDED_MODELS or key in _preloads() or key in _loaded():
+    key, loaded = (inp.model, inp.device, inp.dtype), _loaded()
+    if inp.model not in EMBEDDED_MODELS or key in _preloads() or key in loaded:
         return
     vocabulary(inp.model)  # first: the model's load holds the tokenizer lock while it reads its own tokenizer
 
@@ -71,7 +73,8 @@ def preload(inp: Inputs) -> None:
         try:
             load_model(inp.model, device=device_choices.device_arg(inp.device), dtype=inp.dtype)
         except Exception:  # noqa: BLE001,S110 -- the page's own load shows the error
-            pass
+            return
+        loaded.add(key)
 
     _preloads()[key] = thread = threading.Thread(target=load, name=f"preload {inp.model}", daemon=True)
     thread.start()
