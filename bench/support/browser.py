@@ -154,22 +154,26 @@ def run_button(page, url: str):
     return run
 
 
-def settle(page, extra_ms: int = 800) -> None:
-    """Wait until the script run is over: no skeletons, spinners, progress bars or running status."""
-    page.wait_for_timeout(800)
+def settle(page, extra_ms: int = 400) -> None:
+    """Wait until the script run is over: Streamlit's app element says its script is not running
+    (an action that asks for a rerun changes that at once) and the page shows no skeletons,
+    spinners, progress bars or running status; then extra_ms for the last drawing."""
+    page.wait_for_timeout(300)
     deadline = time.monotonic() + 600
     busy = ", ".join(
         f'[data-testid="{testid}"]'
         for testid in ("stSkeleton", "stSpinner", "stProgress", "stExpanderIconSpinner",
                        "stStatusWidgetRunningIcon", "stStatusWidgetRunningManIcon")
     )
+    busy += ", " + ", ".join(f'[data-testid="stApp"][data-test-script-state="{state}"]'
+                             for state in ("initial", "running", "rerunRequested"))
     while time.monotonic() < deadline:
         try:
             if page.locator(busy).count() == 0:
                 break
         except Exception:  # noqa: BLE001 -- the page re-renders under us
             pass
-        page.wait_for_timeout(400)
+        page.wait_for_timeout(200)
     page.wait_for_timeout(extra_ms)
 
 
