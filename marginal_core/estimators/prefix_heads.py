@@ -8,7 +8,6 @@ certificate, as upper bounds from a bounding head over a few columns.
 
 from __future__ import annotations
 
-import bisect
 import math
 import weakref
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ import torch
 
 from marginal_core.estimators.proxy import Tables
 from marginal_core.lattice.graph import Lattice
-from marginal_core.lattice.vocab import Vocabulary
+from marginal_core.lattice.vocab import Vocabulary, key_range
 from marginal_core.lm.adapter import LM
 
 SUM_COLUMNS = 1 << 14  # vocabulary columns summed by first byte at a time, in float64
@@ -103,15 +102,6 @@ def _sorted_ids(vocab: Vocabulary) -> SortedIds:
     return _SORTED[vocab]
 
 
-def _key_range(keys: list[bytes], prefix: bytes, lo: int, hi: int) -> tuple[int, int]:
-    """The keys within [lo, hi) that begin with prefix (a contiguous range of the sorted keys)."""
-    start = bisect.bisect_left(keys, prefix, lo, hi)
-    stem = prefix.rstrip(b"\xff")
-    if not stem:
-        return start, hi
-    return start, bisect.bisect_left(keys, stem[:-1] + bytes([stem[-1] + 1]), start, hi)
-
-
 def covers(lattice: Lattice, vocab_size: int, device: torch.device) -> Cover:
     """Each node's covering tokens, found as nested ranges of the vocabulary's sorted surfaces
     (the keys that match d bytes and not d + 1 are shell d - 2), with the byte-fallback token
@@ -126,11 +116,11 @@ def covers(lattice: Lattice, vocab_size: int, device: torch.device) -> Cover:
         arcs = lattice.out_arcs(node)
         fallback.append(next((int(t) for t in lattice.arc_token[arcs.start : arcs.stop] if int(t) in byte_ids), -1))
         if node + 1 < lattice.end:
-            outer = _key_range(keys, data[node : node + 2], 0, len(keys))
+            outer = key_range(keys, data[node : node + 2], 0, len(keys))
             shell = np.zeros(outer[1] - outer[0], dtype=np.int64)
             inner, d = outer, 1
             while node + d + 1 < lattice.end and inner[0] < inner[1]:
-                inner = _key_range(keys, data[node : node + d + 2], *inner)
+                inner = key_range(keys, data[node : node + d + 2], *inner)
                 shell[inner[0] - outer[0] : inner[1] - outer[0]] = d
                 d += 1
             lo, hi = outer

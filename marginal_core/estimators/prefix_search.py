@@ -70,7 +70,9 @@ class PrefixMasses:
     ``canonical_log_p``: each canonical token's log p; ``canonical_prefix``: log of the canonical
     prefix probability at every byte. ``next_lower[j, c]``: log P(s<j, next byte c) summed over
     the exactly scored prefixes (j < len), ``next_open[j]``: log of the mass that may add to any
-    of byte j's (the exits and bounded prefixes at nodes up to j)."""
+    of byte j's (the exits and bounded prefixes at nodes up to j). Past the end, these have a row for
+    the byte after the text, and ``next_end`` is the log mass the scored complete paths give the
+    outcomes that write no byte there (end of string, special tokens, byte pieces)."""
 
     lower: np.ndarray
     upper: np.ndarray
@@ -86,6 +88,7 @@ class PrefixMasses:
     next_lower: np.ndarray
     next_open: np.ndarray
     cancelled: bool = False
+    next_end: float = -math.inf
 
 
 def prefix_counts(lattice: Lattice) -> dict[int, int]:
@@ -125,8 +128,8 @@ class _Search:
     ancestors); the lower bounds the exact prefixes' covering masses add up to, and the bounded
     prefixes' covering bounds (``bounded``, per byte); its exits; the complete paths' log p."""
 
-    def __init__(self, lm: LM, lattice: Lattice, ctx: ContextState, bound_below: float) -> None:
-        self.lm, self.lattice, self.ctx = lm, lattice, ctx
+    def __init__(self, lm: LM, lattice: Lattice, ctx: ContextState, bound_below: float, past_end: bool = False) -> None:
+        self.lm, self.lattice, self.ctx, self.past_end = lm, lattice, ctx, past_end
         self.bound_below = math.log(bound_below) if bound_below > 0 else -math.inf
         self.tables, self.cover = node_tables(lattice, lm.device), covers(lattice, lm.vocab, lm.device)
         self.tokens = self.tables.tokens.cpu().numpy()
@@ -146,10 +149,11 @@ class _Search:
         self.lower = np.full(lattice.end + 1, -math.inf)
         self.lower[0] = 0.0
         self.bounded = np.full(lattice.end + 1, -math.inf)
-        self.next_lower = np.full((lattice.end, 256), -math.inf)
+        self.next_lower = np.full((lattice.end + past_end, 256), -math.inf)
         # the canonical tokenization's prefixes' ids, shortest first, and their covering masses once scored
         self.canonical_covers: dict[int, np.ndarray | None] = {}
         self.complete: list[float] = []
+        self.end_lower = -math.inf  # past the end: what the scored complete paths give no byte
         self.complete_bound: list[float] = []
         self.text_ids = np.unique(np.concatenate([self.tokens[s, : self.width[s]] for s in range(len(self.node))]
                                                  + [self.cover.tokens.cpu().numpy()]))
@@ -168,13 +172,13 @@ class _Search:
         ids: dict[tuple[int, ...], tuple[int, int]] = {(): (0, 0)}  # a path -> its prefix id and node state
 
         def add(path: list[int]) -> None:
-            """Every prefix of path that ends before the end of the text."""
+            """Every prefix of path that ends before the end of the text (or at it, past the end)."""
             for i in range(1, len(path) + 1):
                 if tuple(path[:i]) in ids:
                     continue
                 parent, state = ids[tuple(path[: i - 1])]
                 col = self.col[state, path[i - 1]]
-                if self.final[self.next[state, col]]:
+                if self.final[self.next[state, col]] and not self.past_end:
                     return
                 ids[tuple(path[:i])] = (len(steps), int(self.next[state, col]))
                 steps.append((parent, col))
@@ -236,11 +240,14 @@ class _Search:
             np.logaddexp(ahead, log_p + levels[: len(ahead)], out=ahead)
         if pid in self.canonical_covers:
             self.canonical_covers[pid] = cover
+        if node == self.lattice.end and not bound:  # its covering mass at the end: the tokens of no byte
+            self.end_lower = float(np.logaddexp(self.end_lower, log_p + cover[0]))
         for c in range(int(self.width[state])):
             mass = log_p + float(self.allowed[pid][c])
-            if self.final[self.next[state, c]]:
+            final = self.final[self.next[state, c]]
+            if final:
                 (self.complete_bound if bound else self.complete).append(mass)
-            elif (pid, c) not in self.scored and mass > -math.inf:
+            if (not final or self.past_end) and (pid, c) not in self.scored and mass > -math.inf:
                 self.exits[pid, c] = mass
 
     def _heads(self, pids: range, progress: Progress | None) -> dict[int, HeadOut]:
@@ -321,19 +328,19 @@ class _Search:
         text_upper = float(np.logaddexp.reduce([text, reach[-1], *self.complete_bound]))
         return PrefixMasses(self.lower.copy(), upper, text, text_upper, self.rounds, len(self.state), len(self.exits),
                             time.perf_counter() - started, done, *self.canonical(), self.next_lower.copy(),
-                            self.open_mass(), cancelled)
+                            self.open_mass(), cancelled, self.end_lower)
 
     def open_mass(self) -> np.ndarray:
         """Per byte j < len, the log mass that may still add to P(s<j, next byte c): the exits of
         exact prefixes and the bounded prefixes below exact ones (what lies below them is inside
         their mass), at nodes up to j."""
-        by_node = np.full(self.lattice.end, -math.inf)
+        by_node = np.full(self.lattice.end + self.past_end, -math.inf)
         bound = np.asarray(self.bound, dtype=bool)
         if self.exits:
             steps = np.array(list(self.exits), dtype=np.int64)
             mass = np.fromiter(self.exits.values(), float, len(self.exits))
             nodes = self.node[self.next[np.asarray(self.state)[steps[:, 0]], steps[:, 1]]]
-            keep = ~bound[steps[:, 0]] & (nodes < self.lattice.end)
+            keep = ~bound[steps[:, 0]] & (nodes < len(by_node))
             np.logaddexp.at(by_node, nodes[keep], mass[keep])
         parents = np.asarray(self.parent)
         roots = np.flatnonzero(bound & ~bound[np.maximum(parents, 0)])
@@ -361,12 +368,14 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
                   boundaries: Sequence[int] | np.ndarray | None = None, exact: bool = False, max_rows: int = MAX_ROWS,
                   tolerance: float = 0.01, time_budget: float | None = None, progress: Progress | None = None,
                   should_stop: StopCheck | None = None, budget: int = DEFAULT_ENUMERATION_BUDGET,
-                  bound_below: float | None = None) -> Iterator[PrefixMasses]:
+                  bound_below: float | None = None, past_end: bool = False) -> Iterator[PrefixMasses]:
     """The bounds after every round of the search; the last is final. ``boundaries``: the region
     boundaries (lattice bytes, 0 and the end included; default every byte) whose intervals the
     tolerance is about. The search scores at most ``budget`` prefixes; ``exact`` scores every
     prefix (TooManyPathsError past ``budget``). ``bound_below``: the relative mass below which an
-    exit gets a bounding head (0: never; default BOUND_BELOW where bounding_pays).
+    exit gets a bounding head (0: never; default BOUND_BELOW where bounding_pays). ``past_end``: the
+    complete paths are prefixes too, so ``next_lower`` has a row for the byte after the text, and
+    the tolerance is on its next-byte probabilities (:func:`end_widths`) instead of the regions.
     progress hears each round's passes (tokens fed, of the round's)."""
     if exact:
         check_exact(lattice, budget)
@@ -374,7 +383,7 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
     deadline = None if time_budget is None else started + time_budget
     if bound_below is None:
         bound_below = BOUND_BELOW if bounding_pays(lm) else 0.0
-    search = _Search(lm, lattice, lm.state_of(context), 0.0 if exact else bound_below)
+    search = _Search(lm, lattice, lm.state_of(context), 0.0 if exact else bound_below, past_end)
     cuts = np.asarray(boundaries if boundaries is not None else range(lattice.end + 1), dtype=np.int64)
 
     def user_stop() -> bool:
@@ -384,15 +393,28 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
     while True:
         search.run(steps, progress)
         now = search.masses(started, False)
-        before, widths = widths, interval_widths(now.lower, now.upper, cuts)
+        before, widths = widths, end_widths(now) if past_end else interval_widths(now.lower, now.upper, cuts)
         # every exit can widen the last region's bottom end against the text's end (the mass below
         # an exit may run through every byte after it): the rest must be small beside P(s<end)
         slack = math.log(math.expm1(tolerance) / 4) + float(now.lower[-1]) if not exact else -math.inf
         steps = search.choose(None if exact else max(0, min(rows, max_rows, budget - len(search.state))), slack)
         rows *= 2
-        settled = not exact and (float(np.max(widths)) <= tolerance
-                                 or (before is not None and float(np.max(np.abs(before - widths))) < tolerance))
+        # past the end, a round may leave a heavy exit's interval as wide as before: only the widths count
+        stalled = not past_end and before is not None and float(np.max(np.abs(before - widths))) < tolerance
+        settled = not exact and (float(np.max(widths)) <= tolerance or stalled)
         if not steps or settled or (deadline is not None and time.perf_counter() > deadline) or user_stop():
             yield search.masses(started, True, user_stop())
             return
         yield now
+
+
+def end_widths(masses: PrefixMasses) -> np.ndarray:
+    """The widths of the intervals on P(next byte = c | the text) for every byte c and the outcome
+    of no byte (the last), past the end: [the scored mass over the upper P(s<end), the scored and
+    open mass over the lower]."""
+    lower = np.append(masses.next_lower[-1], masses.next_end)
+    upper, end = masses.upper[-1], masses.lower[-1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        low = np.nan_to_num(np.exp(lower - upper), nan=0.0)
+        high = np.minimum(np.nan_to_num(np.exp(np.logaddexp(lower, masses.next_open[-1]) - end), nan=1.0), 1.0)
+    return high - low

@@ -346,6 +346,25 @@ def lattice_of(
     return lattice
 
 
+def extended(lattice: Lattice | None, tail: bytes, vocab: Vocabulary) -> Lattice:
+    """The lattice of a lattice's bytes (none: an empty prompt) followed by ``tail``, the first bytes
+    of a character still unfinished (what comes next is asked one byte at a time): its bytes take
+    the one-byte arcs (byte pieces, point 3, where the vocabulary has them), and the canonical path
+    goes on with them."""
+    head = lattice.data if lattice is not None else b""
+    data = head + tail
+    arcs = _trim(_raw_arcs(data, vocab, "unknown_chars"), len(data))
+    one_byte = {s: t for s, e, t in reversed(arcs) if e == s + 1 and s >= len(head)}
+    missing = [i for i in range(len(head), len(data)) if i not in one_byte]
+    if missing:
+        raise UnrepresentableTextError(f"the vocabulary has no token for the byte {data[missing[0]]:#04x}")
+    start, end, token = (np.array(col, dtype=np.int64) for col in zip(*arcs))
+    out_ptr = np.searchsorted(start, np.arange(len(data) + 2))
+    canonical = (lattice.canonical if lattice is not None else ()) + tuple(one_byte[i] for i in range(len(head), len(data)))
+    text = (lattice.text if lattice is not None else "") + tail.decode("utf-8", errors="replace")
+    return Lattice(text, data, vocab, start, end, token, out_ptr, canonical)
+
+
 def _check_canonical(lat: Lattice) -> None:
     """The canonical tokenization must be a path; anything else is a bug worth a clear error."""
     node = 0

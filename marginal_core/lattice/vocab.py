@@ -127,6 +127,11 @@ class Vocabulary:
                 found.extend((end, t) for t in self._ids[lo])
         return found
 
+    def ids_beginning(self, prefix: bytes) -> list[int]:
+        """Every ordinary token whose surface begins with prefix (a range of the sorted surfaces)."""
+        lo, hi = key_range(self._keys, prefix, 0, len(self._keys))
+        return [t for ids in self._ids[lo:hi] for t in ids]
+
     @classmethod
     def build(cls, tokenizer: TokenizerLike) -> Vocabulary:
         """Read every token's surface from a tokenizer (no caching)."""
@@ -193,3 +198,12 @@ def vocabulary(tokenizer: TokenizerLike) -> Vocabulary:
     if tokenizer not in _MEMORY:
         _MEMORY[tokenizer] = load_vocabulary(tokenizer)
     return _MEMORY[tokenizer]
+
+
+def key_range(keys: list[bytes], prefix: bytes, lo: int, hi: int) -> tuple[int, int]:
+    """The keys within [lo, hi) of sorted keys that begin with prefix (a contiguous range)."""
+    start = bisect.bisect_left(keys, prefix, lo, hi)
+    stem = prefix.rstrip(b"\xff")
+    if not stem:
+        return start, hi
+    return start, bisect.bisect_left(keys, stem[:-1] + bytes([stem[-1] + 1]), start, hi)

@@ -1,0 +1,269 @@
+"""What comes next after a prompt, as characters (docs/design.md, "What comes next"). No torch: the
+marginal's next-byte steps (the prefix search carried past the prompt's last byte) composed into
+whole characters, beside the canonical and healed token views folded by the character their
+tokens write first, and the results a notebook, the CLI and the page show.
+"""
+
+from __future__ import annotations
+
+import html
+import weakref
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from marginal_core.estimators.next_bytes import label
+from marginal_core.lattice.vocab import Vocabulary
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+END = "end"  # the outcome that writes no byte: end of string, special tokens, byte pieces
+NO_BYTE = 256  # its column in a step's 257 outcomes
+
+
+@dataclass(frozen=True)
+class ByteStep:
+    """P(next byte = c | the bytes so far) for c = 0..255 and the outcome of no byte (256): the
+    mass the search found (``point``) and the interval it certifies (``lower``, ``upper``)."""
+
+    point: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+
+@dataclass(frozen=True)
+class NextChar:
+    """One next character: its bytes (empty for ``end``; a lead byte alone where the budget left
+    it unfinished: every character it begins), the marginal's probability and certified interval,
+    and the canonical and healed views' probabilities."""
+
+    character: str
+    bytes: bytes
+    probability: float
+    lower: float
+    upper: float
+    canonical: float
+    healed: float
+
+    @property
+    def shown(self) -> str:
+        """The character as a table shows it: a space as ␣, a newline as ⏎, a tab as ⇥."""
+        return shown(self.character)
+
+
+@dataclass(frozen=True)
+class NextCharacters:
+    """The k most probable next characters after ``prompt`` (rows, most probable first), what the
+    search did (rounds, prefixes scored, seconds; ``done``: its intervals reached the tolerance or
+    it ran out of work; ``cancelled``: Stop), the prompt's canonical tokens (``tokens``, their
+    surfaces) and the total variation distance from the marginal over the next byte of each view."""
+
+    prompt: str
+    model: str
+    context: str | None
+    rows: tuple[NextChar, ...]
+    tokens: tuple[bytes, ...]
+    total_variation: dict[str, float]
+    seconds: float
+    rounds: int
+    scored: int
+    done: bool
+    cancelled: bool = False
+    tolerance: float = 0.01
+
+    @property
+    def boundary(self) -> tuple[int, int]:
+        """The last canonical token's byte span in the prompt's tokens' bytes: where the canonical
+        view puts a token boundary that the text does not have."""
+        end = sum(map(len, self.tokens))
+        return end - len(self.tokens[-1]) if self.tokens else 0, end
+
+    def sentence(self) -> str:
+        """How far the canonical view is from the marginal, in numbers."""
+        if not self.rows:
+            return "The search found no mass yet."
+        top = self.rows[0]
+        return (f"Over every tokenization the next character is most likely {_quoted(top)} "
+                f"({top.probability:.3f}); the canonical tokens give it {top.canonical:.3f} and token "
+                f"healing {top.healed:.3f}. Total variation from the marginal over the next byte: canonical "
+                f"{self.total_variation['canonical']:.3f}, healed {self.total_variation['healed']:.3f}.")
+
+    def to_pandas(self) -> pd.DataFrame:
+        """A row per character: character, bytes, probability, lower, upper, canonical, healed."""
+        import pandas as pd
+
+        return pd.DataFrame([{**asdict(r), "bytes": list(r.bytes)} for r in self.rows],
+                            columns=["character", "bytes", "probability", "lower", "upper", "canonical", "healed"])
+
+    def to_json(self) -> dict[str, Any]:
+        """The CLI's --json object (without ``seconds`` rounding or the continuation)."""
+        return {"prompt": self.prompt, "model": self.model, "context": self.context, "seconds": round(self.seconds, 3),
+                "rounds": self.rounds, "scored": self.scored, "done": self.done, "cancelled": self.cancelled,
+                "total_variation": self.total_variation,
+                "next": [{"character": r.character, "bytes": list(r.bytes), "probability": r.probability,
+                          "lower": r.lower, "upper": r.upper, "canonical": r.canonical, "healed": r.healed}
+                         for r in self.rows]}
+
+    def _repr_html_(self) -> str:
+        """A notebook's table: each character's three views as bars."""
+        def bar(p: float, colour: str) -> str:
+            return (f"<div style='background:{colour};height:0.8em;width:{max(0.0, min(p, 1.0)) * 12:.2f}em'></div>"
+                    f"<small>{p:.3f}</small>")
+
+        rows = "".join(
+            f"<tr><td><code>{html.escape(r.shown)}</code></td><td>{bar(r.probability, '#1f77b4')}"
+            f"<small> [{r.lower:.3f}, {r.upper:.3f}]</small></td><td>{bar(r.canonical, '#ff7f0e')}</td>"
+            f"<td>{bar(r.healed, '#2ca02c')}</td></tr>" for r in self.rows)
+        return (f"<p>After <code>{html.escape(repr(self.prompt))}</code> under {html.escape(self.model)}:</p>"
+                f"<table><tr><th>next</th><th>marginal [certified]</th><th>canonical</th><th>healed</th></tr>{rows}"
+                f"</table><p>{html.escape(self.sentence())}</p>")
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """A continuation, character by character, with each character's probability under the view
+    that chose it; ``ended``: it reached the end of the string (or a special token) before its length."""
+
+    text: str
+    probabilities: tuple[float, ...]
+    ended: bool = False
+
+
+@dataclass(frozen=True)
+class Continuations:
+    """A prompt continued by the marginal, by ``generate`` from the canonical tokens and from
+    token healing, with the same settings (``how``: greedy or sample, ``seed``)."""
+
+    prompt: str
+    model: str
+    how: str
+    seed: int | None
+    marginal: Continuation
+    canonical: Continuation
+    healed: Continuation
+    seconds: float = 0.0
+    cancelled: bool = False
+    views: tuple[str, ...] = field(default=("marginal", "canonical", "healed"), repr=False)
+
+    def to_json(self) -> dict[str, str]:
+        """The three continuations' texts, by view."""
+        return {v: getattr(self, v).text for v in self.views}
+
+    def _repr_html_(self) -> str:
+        """Each continuation's characters coloured by their probability."""
+        rows = "".join(f"<tr><th>{v}</th><td>{coloured(getattr(self, v))}</td></tr>" for v in self.views)
+        return f"<p>{html.escape(repr(self.prompt))} continued ({self.how}):</p><table>{rows}</table>"
+
+
+def coloured(c: Continuation) -> str:
+    """HTML of a continuation's characters, each on a background as dark as it was improbable."""
+    spans = []
+    for ch, p in zip(c.text, c.probabilities, strict=False):
+        alpha = 0.65 * (1.0 - max(0.0, min(p, 1.0)))
+        spans.append(f"<span title='{p:.3f}' style='background:rgba(214,39,40,{alpha:.2f})'>"
+                     f"{html.escape(shown(ch))}</span>")
+    return "".join(spans) + (" <small>(end)</small>" if c.ended else "")
+
+
+def shown(character: str) -> str:
+    """A character as tables show it: whitespace made visible."""
+    return {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}.get(character, character)
+
+
+def _quoted(row: NextChar) -> str:
+    return row.character if row.character == END else f"“{row.shown}”"
+
+
+def char_length(lead: int) -> int:
+    """How many bytes the UTF-8 character a lead byte begins has (1 for ASCII and invalid leads)."""
+    return 2 if 0xC2 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF5 else 1
+
+
+def finished(prefix: bytes) -> bool:
+    """Whether a character's bytes so far are a whole character (or a byte no character needs more of)."""
+    return len(prefix) >= char_length(prefix[0])
+
+
+def character_of(prefix: bytes) -> str:
+    """A whole character's text, or the range of characters an unfinished one begins."""
+    if finished(prefix):
+        try:
+            return prefix.decode("utf-8")
+        except UnicodeDecodeError:
+            return "".join(f"\\x{b:02x}" for b in prefix)
+    return label(prefix[:-1], len(prefix) - 1, prefix[-1])
+
+
+# ------------------------------------------------------------------- the token views, folded
+
+_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def first_key(surface: bytes | None) -> bytes:
+    """The first character a surface writes (its bytes; the rest of the surface where it stops
+    inside one), or b"" for none."""
+    if not surface:
+        return b""
+    return surface[: char_length(surface[0])]
+
+
+def key_groups(vocab: Vocabulary, size: int) -> dict[bytes, np.ndarray]:
+    """A head of ``size`` rows' ids by the first character they write (b"": none: special tokens,
+    byte pieces, empty surfaces, ids past the tokenizer), built once per vocabulary."""
+    cache = _KEYS.setdefault(vocab, {})
+    if size not in cache:
+        pieces = {t for t in vocab.byte_tokens if t is not None}
+        groups: dict[bytes, list[int]] = {}
+        for v in range(size):
+            key = b"" if v in pieces or v >= vocab.size else first_key(vocab.surfaces[v])
+            groups.setdefault(key, []).append(v)
+        cache[size] = {k: np.asarray(v, dtype=np.int64) for k, v in groups.items()}
+    return cache[size]  # type: ignore[no-any-return]
+
+
+def key_masses(probs: np.ndarray, groups: dict[bytes, np.ndarray]) -> dict[bytes, float]:
+    """A next-token distribution as the mass of each first character."""
+    return {k: float(probs[ids].sum()) for k, ids in groups.items()}
+
+
+def healed_masses(vocab: Vocabulary, groups: dict[bytes, np.ndarray], tail: bytes, before: np.ndarray,
+                  heads: dict[int, np.ndarray]) -> dict[bytes, float]:
+    """Token healing as the mass of each first character after the tail: the next token after the
+    backed-off one's predecessors, constrained to begin with its bytes ``tail``, renormalized; a
+    token that spells the tail exactly goes on by the next token after it (``heads``)."""
+    if not tail:
+        return key_masses(before, groups)
+    allowed = vocab.ids_beginning(tail)
+    total = float(before[allowed].sum())
+    out: dict[bytes, float] = {}
+    for v in allowed:
+        rest = (vocab.surfaces[v] or b"")[len(tail) :]
+        if rest:
+            key = first_key(rest)
+            out[key] = out.get(key, 0.0) + float(before[v]) / total
+        else:
+            for key, mass in key_masses(heads[v], groups).items():
+                out[key] = out.get(key, 0.0) + float(before[v]) * mass / total
+    return out
+
+
+def mass_of(masses: dict[bytes, float], prefix: bytes) -> float:
+    """The mass of the first characters that begin with prefix (b"": of no byte)."""
+    if not prefix:
+        return masses.get(b"", 0.0)
+    return sum(m for k, m in masses.items() if k.startswith(prefix))
+
+
+def by_byte(masses: dict[bytes, float]) -> np.ndarray:
+    """The mass by first byte (256: no byte)."""
+    out = np.zeros(257)
+    for k, m in masses.items():
+        out[k[0] if k else NO_BYTE] += m
+    return out
+
+
+def total_variation(p: np.ndarray, q: np.ndarray) -> float:
+    """Half the L1 distance between two distributions over the same outcomes."""
+    return 0.5 * float(np.abs(np.asarray(p) - np.asarray(q)).sum())

@@ -1,0 +1,343 @@
+"""What comes next after a prompt, over every tokenization (docs/design.md, "What comes next"): the
+prefix search carried past the prompt's last byte (its complete paths scored as prefixes) gives
+P(next byte | prompt), certified; a character of several bytes takes one more byte step on the
+prompt's lattice extended by its first bytes; the canonical and healed token views sit beside it.
+Continuations extend the prompt one character at a time from the marginal, beside ``generate``'s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
+from marginal_core.estimators.next_chars import (
+    END,
+    NO_BYTE,
+    ByteStep,
+    Continuation,
+    Continuations,
+    NextChar,
+    NextCharacters,
+    by_byte,
+    character_of,
+    finished,
+    healed_masses,
+    key_groups,
+    key_masses,
+    mass_of,
+    total_variation,
+)
+from marginal_core.estimators.prefix_search import MAX_ROWS, PrefixMasses, prefix_masses
+from marginal_core.estimators.token_views import TokenViews, token_probs, token_views
+from marginal_core.ground.errors import ContextWindowError, MarginalError
+from marginal_core.ground.progress import Progress, StopCheck
+from marginal_core.lattice.conditioning import context_ids
+from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice, extended, lattice_of
+from marginal_core.lattice.proposal import proposal_of
+from marginal_core.lattice.vocab import Vocabulary, vocabulary
+from marginal_core.lm.adapter import LM
+from marginal_core.lm.contexts import ContextState
+
+MAX_K = 256  # the most characters one call lists
+HOWS = ("greedy", "sample")
+
+
+@dataclass
+class _Prompt:
+    """One prompt under one model: its lattice (None when empty), vocabulary, context state and,
+    where asked for, its token views."""
+
+    lm: LM
+    text: str
+    context: str | None
+    lattice: Lattice | None
+    vocab: Vocabulary
+    state: ContextState
+    views: TokenViews | None
+
+    @classmethod
+    def of(cls, lm: LM, text: str, context: str | None, views: bool = True) -> _Prompt:
+        """The prompt's lattice, refused (ContextWindowError) before any search where its longest
+        tokenization and one token more pass the model's window."""
+        ids = context_ids(lm.text_tokenizer, context)
+        lattice = lattice_of(text, lm.text_tokenizer) if text else None
+        limit = getattr(lm.config, "max_position_embeddings", None)
+        longest = (proposal_of(lattice).max_steps if lattice is not None else 0) + 1
+        if limit is not None and len(ids) + longest > limit:
+            raise ContextWindowError.of("the prompt's longest tokenization and the next token", longest, len(ids),
+                                        limit, lm.name, "")
+        vocab, state = vocabulary(lm.text_tokenizer), lm.context(ids)
+        canonical = lattice.canonical if lattice is not None else ()
+        return cls(lm, text, context, lattice, vocab, state, token_views(lm, state, canonical, vocab) if views else None)
+
+
+def step_of(masses: PrefixMasses) -> ByteStep:
+    """P(next byte | the text) past its end from the search's sums: found mass over the lower
+    bound on P(text as a prefix), within [found over the upper, found and open over the lower]."""
+    found = np.append(masses.next_lower[-1], masses.next_end)
+    low_p, up_p, open_mass = masses.lower[-1], masses.upper[-1], masses.next_open[-1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        point = np.nan_to_num(np.exp(found - low_p), nan=0.0)
+        lower = np.nan_to_num(np.exp(found - up_p), nan=0.0)
+        upper = np.minimum(np.nan_to_num(np.exp(np.logaddexp(found, open_mass) - low_p), nan=1.0), 1.0)
+    return ByteStep(point, lower, upper)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """The search's settings for every byte step of one call."""
+
+    tolerance: float
+    max_rows: int
+    budget: int
+    deadline: float | None
+    should_stop: StopCheck | None
+    progress: Progress | None
+
+    def stopped(self) -> bool:
+        return self.should_stop is not None and bool(self.should_stop())
+
+    def late(self) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline
+
+
+def byte_steps(p: _Prompt, tail: bytes, s: _Settings) -> Iterator[tuple[ByteStep, PrefixMasses | None]]:
+    """The next byte after the prompt's bytes and ``tail`` (the first bytes of an unfinished
+    character) after every round of the search past their end; an empty prompt's first byte is
+    its context's own next token (one step, no search)."""
+    if p.lattice is None and not tail:
+        first = token_probs(p.lm, p.state, [], [])[0] if p.views is None else p.views.canonical
+        point = by_byte(key_masses(first, key_groups(p.vocab, p.lm.vocab)))
+        yield ByteStep(point, point, point), None
+        return
+    lattice = extended(p.lattice, tail, p.vocab) if tail else p.lattice
+    assert lattice is not None  # an empty prompt has a tail here
+    left = None if s.deadline is None else max(0.0, s.deadline - time.perf_counter())
+    for masses in prefix_masses(p.lm, lattice, p.state, tolerance=s.tolerance, max_rows=s.max_rows, budget=s.budget,
+                                time_budget=left, should_stop=s.should_stop, progress=s.progress, past_end=True):
+        yield step_of(masses), masses
+
+
+def last_step(p: _Prompt, tail: bytes, s: _Settings) -> tuple[ByteStep, int, int]:
+    """The last of byte_steps, with its rounds and prefixes scored."""
+    step, masses = deque(byte_steps(p, tail, s), maxlen=1).pop()
+    return step, (masses.rounds if masses else 0), (masses.scored if masses else 0)
+
+
+Candidate = tuple[float, float, float]  # a character's (point, lower, upper)
+
+
+@dataclass
+class _Found:
+    """The characters found so far (b"": no byte; a lead byte alone: unfinished), the first byte
+    step, and the search's rounds and prefixes scored over every step."""
+
+    chars: dict[bytes, Candidate]
+    step: ByteStep
+    rounds: int = 0
+    scored: int = 0
+    final: bool = False
+
+    @classmethod
+    def of(cls, step: ByteStep, rounds: int, scored: int) -> _Found:
+        chars = {b"": (float(step.point[NO_BYTE]), float(step.lower[NO_BYTE]), float(step.upper[NO_BYTE]))}
+        for c in np.flatnonzero(step.point[:NO_BYTE] > 0).tolist():
+            chars[bytes([c])] = (float(step.point[c]), float(step.lower[c]), float(step.upper[c]))
+        return cls(chars, step, rounds, scored)
+
+    def ranked(self, k: int) -> list[bytes]:
+        return sorted(self.chars, key=lambda b: -self.chars[b][0])[:k]
+
+    def finish(self, lead: bytes, more: ByteStep) -> None:
+        """An unfinished character's next byte step: its continuation bytes replace it."""
+        point, lower, upper = self.chars.pop(lead)
+        for x in np.flatnonzero(more.point[0x80:0xC0] > 0).tolist():
+            c = 0x80 + x
+            self.chars[lead + bytes([c])] = (point * float(more.point[c]), lower * float(more.lower[c]),
+                                             min(1.0, upper * float(more.upper[c])))
+
+
+def _search(p: _Prompt, k: int, s: _Settings) -> Iterator[_Found]:
+    """What comes next, after every round of the search past the prompt's end, then after each
+    byte step that finishes one of the k most probable characters (at most k + 3 of them: a
+    character of up to four bytes takes up to three); the last has ``final`` set."""
+    for step, masses in byte_steps(p, b"", s):
+        found = _Found.of(step, masses.rounds if masses else 0, masses.scored if masses else 0)
+        if masses is not None and not masses.done:
+            yield found
+    for _ in range(k + 3):
+        unfinished = [b for b in found.ranked(k) if b and not finished(b)]
+        if not unfinished or s.stopped() or s.late():
+            break
+        more, rounds, scored = last_step(p, unfinished[0], s)
+        found.finish(unfinished[0], more)
+        found.rounds, found.scored = found.rounds + rounds, found.scored + scored
+        yield found
+    found.final = True
+    yield found
+
+
+def next_characters_stream(lm: LM, prompt: str, context: str | None = None, k: int = 10, *,
+                           tolerance: float = DEFAULT_TOLERANCE, time_budget: float | None = None,
+                           max_rows: int = MAX_ROWS, budget: int = DEFAULT_ENUMERATION_BUDGET,
+                           should_stop: StopCheck | None = None,
+                           progress: Progress | None = None) -> Iterator[NextCharacters]:
+    """The k most probable next characters after the prompt, after every round of the search past
+    its end (until every next byte's interval is within ``tolerance``, the time budget, or
+    should_stop), then after each byte step that finishes a character of several bytes; the last
+    is the result. Stop keeps what was found. Bad input is refused before any work."""
+    if not 1 <= k <= MAX_K:
+        raise MarginalError(f"k must be between 1 and {MAX_K}, not {k}")
+    started = time.perf_counter()
+    settings = _Settings(tolerance, max_rows, budget, None if time_budget is None else started + time_budget,
+                         should_stop, progress)
+    return _characters(_Prompt.of(lm, prompt, context), k, settings, started)
+
+
+def _characters(p: _Prompt, k: int, s: _Settings, started: float) -> Iterator[NextCharacters]:
+    """next_characters_stream's results, beside the token views folded by character."""
+    assert p.views is not None  # made with views
+    groups = key_groups(p.vocab, p.lm.vocab)
+    canonical = key_masses(p.views.canonical, groups)
+    healed = healed_masses(p.vocab, groups, p.views.tail, p.views.before, p.views.heads)
+    tokens = tuple(p.vocab.surface(t) for t in p.lattice.canonical) if p.lattice is not None else ()
+    tv = {}
+    for found in _search(p, k, s):
+        if not tv or found.final:
+            tv = {"canonical": total_variation(found.step.point, by_byte(canonical)),
+                  "healed": total_variation(found.step.point, by_byte(healed))}
+        rows = tuple(NextChar(character_of(b) if b else END, b, *found.chars[b], mass_of(canonical, b),
+                              mass_of(healed, b)) for b in found.ranked(k))
+        yield NextCharacters(p.text, p.lm.name, p.context, rows, tokens, tv, time.perf_counter() - started,
+                             found.rounds, found.scored, found.final and not s.stopped() and not s.late(),
+                             s.stopped(), s.tolerance)
+
+
+def next_characters(lm: LM, prompt: str, context: str | None = None, k: int = 10, **settings: Any) -> NextCharacters:
+    """The last of :func:`next_characters_stream`."""
+    return deque(next_characters_stream(lm, prompt, context, k, **settings), maxlen=1).pop()
+
+
+# ------------------------------------------------------------------- continuations
+
+
+def continue_text(lm: LM, prompt: str, context: str | None = None, chars: int = 20, how: str = "greedy",
+                  seed: int | None = None, *, tolerance: float = DEFAULT_TOLERANCE, max_rows: int = MAX_ROWS,
+                  budget: int = DEFAULT_ENUMERATION_BUDGET, time_budget: float | None = None,
+                  should_stop: StopCheck | None = None, progress: Progress | None = None) -> Continuations:
+    """The prompt continued ``chars`` characters from the marginal (``how``: greedy takes the most
+    probable character, sample draws one with ``seed``), beside generate's continuation from the
+    canonical tokens and from token healing with the same settings. Stop and the time budget
+    keep what the marginal found so far."""
+    if how not in HOWS:
+        raise MarginalError(f"how must be one of {', '.join(HOWS)}, not {how!r}")
+    if chars < 0:
+        raise MarginalError(f"the continuation's length must be 0 or more characters, not {chars}")
+    started = time.perf_counter()
+    s = _Settings(tolerance, max_rows, budget, None if time_budget is None else started + time_budget, should_stop,
+                  progress)
+    first = _Prompt.of(lm, prompt, context)
+    canonical, healed = _generated(first, chars, how, seed)
+    marginal = _marginal(first, chars, how, seed, s)
+    return Continuations(prompt, lm.name, how, seed, marginal, canonical, healed, time.perf_counter() - started,
+                         s.stopped())
+
+
+def _marginal(first: _Prompt, chars: int, how: str, seed: int | None, s: _Settings) -> Continuation:
+    """The marginal's continuation: each character from the search after the prompt and the
+    characters chosen so far (greedy: the most probable; sample: drawn byte by byte)."""
+    rng = np.random.default_rng(seed)
+    text, probs, p = "", [], first
+    for _ in range(chars):
+        if s.stopped() or s.late():
+            break
+        chosen, prob = _greedy(p, s) if how == "greedy" else _sampled(p, rng, s)
+        if not chosen:
+            return Continuation(text, tuple(probs), ended=True)
+        text, probs = text + chosen.decode("utf-8", errors="replace"), [*probs, prob]
+        p = _Prompt.of(p.lm, first.text + text, first.context, views=False)
+    return Continuation(text, tuple(probs))
+
+
+def _greedy(p: _Prompt, s: _Settings) -> tuple[bytes, float]:
+    """The most probable next character (b"": no byte) and its probability."""
+    found = deque(_search(p, 1, s), maxlen=1).pop()
+    top = found.ranked(1)[0]
+    return top, found.chars[top][0]
+
+
+def _sampled(p: _Prompt, rng: np.random.Generator, s: _Settings) -> tuple[bytes, float]:
+    """A next character drawn from the marginal byte by byte (b"": no byte), and its probability."""
+    chosen, prob = b"", 1.0
+    while not chosen or not finished(chosen):
+        step = last_step(p, chosen, s)[0]
+        weights = step.point if not chosen else np.where(np.arange(257) // 64 == 2, step.point, 0.0)
+        if weights.sum() <= 0:
+            return b"", prob
+        c = int(rng.choice(257, p=weights / weights.sum()))
+        prob *= float(weights[c] / weights.sum())
+        if c == NO_BYTE:
+            return b"", prob
+        chosen += bytes([c])
+    return chosen, prob
+
+
+def _generated(p: _Prompt, chars: int, how: str, seed: int | None) -> tuple[Continuation, Continuation]:
+    """transformers' generate from the canonical tokens, and from token healing (the last canonical
+    token backed off, the first new token constrained to begin with its bytes), with the same
+    settings; each character's probability is that of the tokens that begin inside it."""
+    assert p.views is not None  # made with views
+    canonical = list(p.lattice.canonical) if p.lattice is not None else []
+    tail = p.views.tail
+    sampled = how == "sample"
+    options: dict[str, Any] = {"do_sample": sampled, "max_new_tokens": chars + 8, "repetition_penalty": 1.0}
+    if sampled:
+        options.update(top_k=0, top_p=1.0, temperature=1.0)
+    allowed = p.vocab.ids_beginning(tail) if tail else None
+    out = []
+    for prefix, first in ((canonical, None), (canonical[:-1], allowed)):
+        if seed is not None:
+            torch.manual_seed(seed)
+        extra = {} if first is None else {"prefix_allowed_tokens_fn": _first_of(len(p.state) + len(prefix), first,
+                                                                                 p.lm.vocab)}
+        new = p.lm.generate([*p.state.ids, *prefix], **options, **extra)[0]
+        probs = token_probs(p.lm, p.state, prefix, new)
+        if first is not None and new:
+            probs[0] /= float(p.views.before[first].sum())
+        out.append(_spelled(p.vocab, new, probs, tail if first is not None else b"", chars))
+    return out[0], out[1]
+
+
+def _first_of(length: int, first: list[int], size: int) -> Callable[[int, torch.Tensor], list[int]]:
+    """generate's prefix_allowed_tokens_fn: ``first`` at the first new token, every id after."""
+    every = list(range(size))
+    return lambda _batch, ids: first if len(ids) == length else every
+
+
+def _spelled(vocab: Vocabulary, ids: list[int], probs: list[float], tail: bytes, chars: int) -> Continuation:
+    """New tokens as the characters they write after ``tail`` (which the first spells again), up to
+    ``chars`` of them, each with the product of the probabilities of the tokens that begin inside it;
+    a token that writes no byte ends it."""
+    data, starts, ended = b"", [], False
+    for t, q in zip(ids, probs, strict=True):
+        surface = vocab.surfaces[t] if t < vocab.size and t not in vocab.byte_tokens else None
+        if not surface:
+            ended = True
+            break
+        starts.append((len(data), q))
+        data += surface
+    data = data[len(tail) :]
+    starts = [(max(0, at - len(tail)), q) for at, q in starts]
+    text = data.decode("utf-8", errors="replace")[:chars]
+    bounds = np.cumsum([0] + [len(ch.encode()) for ch in text])
+    char_probs = []
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        char_probs.append(float(np.prod([q for at, q in starts if a <= at < b] or [1.0])))
+    return Continuation(text, tuple(char_probs), ended and len(text) < chars)

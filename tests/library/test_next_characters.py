@@ -1,0 +1,240 @@
+"""What comes next after a prompt: the search past the end against brute-force enumeration (every
+tokenization of the prompt and every token that covers its end, each run by a plain float64
+forward), the canonical column against transformers' next-token distribution folded by first
+character, the healed column against a direct computation of the healing rule, continuations
+beside generate, and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import logsumexp
+
+from marginal_core.estimators.next_chars import END, first_key
+from marginal_core.estimators.next_search import (
+    _Prompt,
+    continue_text,
+    next_characters,
+    next_characters_stream,
+    step_of,
+)
+from marginal_core.estimators.prefix_search import prefix_masses
+from marginal_core.ground.errors import ContextWindowError, EmptyTextError, MarginalError
+from marginal_core.lattice.conditioning import context_ids
+from marginal_core.lattice.graph import extended, lattice_of
+from tests.brute_force import float64_lm, forget_float64, next_token_log_probs, path_log_prob
+
+PROMPTS = ["is ", "Fra", "3.1", "Né"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _float64_copies_end_with_the_module():
+    yield
+    forget_float64()
+
+
+def _paths(lattice) -> list[tuple[int, tuple[int, ...]]]:
+    """Every (node, path from byte 0 to it), the empty path and the complete paths included."""
+    found, stack = [], [(0, ())]
+    while stack:
+        node, path = stack.pop()
+        found.append((node, path))
+        if node < lattice.end:
+            arcs = lattice.out_arcs(node)
+            stack.extend((int(lattice.arc_end[a]), path + (int(lattice.arc_token[a]),)) for a in arcs)
+    return found
+
+
+def brute_next_bytes(lm64, lattice, context: list[int]) -> np.ndarray:
+    """P(next byte = c | the lattice's bytes) for c = 0..255 and no byte (256), by enumeration: a
+    path to m < len adds the tokens that begin with the bytes from m to the end and then c (the
+    byte-fallback piece where the lattice has it only covers); a complete path adds its next
+    token by first byte (byte pieces and special tokens write none)."""
+    vocab, data, n = lattice.vocab, lattice.data, lattice.end
+    pieces = {t for t in vocab.byte_tokens if t is not None}
+    ordinary = [(v, s) for v, s in enumerate(vocab.surfaces) if s and v not in pieces]
+    fallback = {(int(lattice.arc_start[a]), int(lattice.arc_token[a])) for a in range(lattice.num_arcs)
+                if int(lattice.arc_token[a]) in pieces}
+    nodes_paths = _paths(lattice)
+    found = np.full(257, -math.inf)
+    total = -math.inf
+    by_first: dict[int, list[int]] = {}
+    for v, s in ordinary:
+        by_first.setdefault(s[0], []).append(v)
+    writes = {v for v, _ in ordinary}
+    nothing = [v for v in range(lm64.vocab) if v not in writes]
+    for (m, path), rows in zip(nodes_paths, next_token_log_probs(lm64, context, [p for _, p in nodes_paths]),
+                               strict=True):
+        log_p, last = path_log_prob(rows, path), rows[-1].numpy()
+        if m == n:
+            for c, ids in by_first.items():
+                found[c] = np.logaddexp(found[c], log_p + logsumexp(last[ids]))
+            found[256] = np.logaddexp(found[256], log_p + logsumexp(last[nothing]))
+            continue
+        rest = data[m:]
+        covering = [v for v, s in ordinary if s.startswith(rest)] + [t for at, t in fallback if at == m == n - 1]
+        total = np.logaddexp(total, log_p + logsumexp(last[covering]))
+        for c in range(256):
+            ids = [v for v, s in ordinary if len(s) > len(rest) and s.startswith(rest) and s[len(rest)] == c]
+            if ids:
+                found[c] = np.logaddexp(found[c], log_p + logsumexp(last[ids]))
+    return np.exp(found - total)
+
+
+def _exact_step(lm64, lattice, context):
+    state = lm64.context(context)
+    *_, masses = prefix_masses(lm64, lattice, state, exact=True, past_end=True)
+    return step_of(masses)
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_next_bytes_past_the_end_equal_brute_force(lm, prompt):
+    """Exact, in float64: every next-byte probability after the prompt (and the outcome of no
+    byte) within 1e-6 of enumeration; the default search's certified intervals hold it."""
+    lm64 = float64_lm(lm)
+    lattice = lattice_of(prompt, lm64.text_tokenizer)
+    context = context_ids(lm64.text_tokenizer, None)
+    expected = brute_next_bytes(lm64, lattice, context)
+    step = _exact_step(lm64, lattice, context)
+    np.testing.assert_allclose(step.point, expected, atol=1e-6, rtol=0)
+    assert step.point.sum() == pytest.approx(1.0, abs=1e-9)
+    found = next_characters(lm64, prompt, k=5)
+    for row in found.rows:
+        truth = expected[256] if row.character == END else None
+        if row.bytes and len(row.bytes) == 1:
+            truth = expected[row.bytes[0]]
+        if truth is not None:
+            assert row.lower - 1e-9 <= truth <= row.upper + 1e-9
+
+
+def test_a_character_of_several_bytes_takes_one_more_exact_step(smollm_model):
+    """The byte after a lead byte, on the prompt's lattice extended by it, equals enumeration
+    over that lattice (byte-level BPE: tokens that stop inside the character included)."""
+    lm64 = float64_lm(smollm_model)
+    base = lattice_of("N", lm64.text_tokenizer)
+    lattice = extended(base, b"\xc3", base.vocab)
+    assert lattice.data == b"N\xc3" and list(lattice.canonical[: len(base.canonical)]) == list(base.canonical)
+    context = context_ids(lm64.text_tokenizer, None)
+    np.testing.assert_allclose(_exact_step(lm64, lattice, context).point, brute_next_bytes(lm64, lattice, context),
+                               atol=1e-6, rtol=0)
+
+
+def _folded(probs: np.ndarray, vocab, prefix: bytes) -> float:
+    """The brute-force fold: the ids whose surface's first character begins with prefix (b"":
+    none), scanning the surfaces."""
+    pieces = {t for t in vocab.byte_tokens if t is not None}
+    total = 0.0
+    for v in range(len(probs)):
+        s = vocab.surfaces[v] if v < vocab.size and v not in pieces else None
+        key = first_key(s)
+        if (not prefix and not key) or (prefix and key.startswith(prefix)):
+            total += probs[v]
+    return total
+
+
+def _next_probs(lm64, ids: list[int]) -> np.ndarray:
+    with torch.inference_mode():
+        logits = lm64.model(torch.tensor([ids])).logits[0, -1].double()
+    return torch.softmax(logits, dim=-1).numpy()
+
+
+@pytest.mark.parametrize("prompt", ["is ", "Fra"])
+def test_the_canonical_and_healed_columns_equal_transformers(lm, prompt):
+    """The canonical column is transformers' next-token distribution after the canonical ids,
+    folded by first character; the healed one backs off the last token and constrains the next to
+    begin with its bytes (a token that spells them exactly goes on with the token after it)."""
+    lm64 = float64_lm(lm)
+    vocab = lattice_of(prompt, lm64.text_tokenizer).vocab
+    context = context_ids(lm64.text_tokenizer, None)
+    canonical = list(lattice_of(prompt, lm64.text_tokenizer).canonical)
+    after = _next_probs(lm64, context + canonical)
+    before = _next_probs(lm64, context + canonical[:-1])
+    tail = vocab.surface(canonical[-1])
+    allowed = [v for v, s in enumerate(vocab.surfaces) if s and s.startswith(tail) and v not in vocab.byte_tokens]
+    found = next_characters(lm64, prompt, k=6)
+    for row in found.rows:
+        assert row.canonical == pytest.approx(_folded(after, vocab, row.bytes), abs=1e-6)
+        healed = 0.0
+        for v in allowed:
+            rest = vocab.surfaces[v][len(tail) :]
+            if not rest:
+                healed += before[v] * _folded(_next_probs(lm64, context + canonical[:-1] + [v]), vocab, row.bytes)
+            elif row.bytes and first_key(rest).startswith(row.bytes):
+                healed += before[v]
+        assert row.healed == pytest.approx(healed / before[allowed].sum(), abs=1e-6)
+
+
+def test_the_trailing_space_example_reads_as_the_issue_says(smollm_model):
+    """Under SmolLM2 "The capital of France is " goes on with "P" over every tokenization, which
+    the canonical tokens (a lone space token last) all but rule out; healing finds it."""
+    found = next_characters(smollm_model, "The capital of France is ", k=5)
+    top = found.rows[0]
+    assert top.character == "P" and top.probability > 0.7 and top.canonical < 0.01 and top.healed > 0.7
+    assert top.lower <= top.probability <= top.upper and top.upper - top.lower <= 0.02
+    assert found.boundary == (24, 25) and found.tokens[-1] == b" "
+    assert found.total_variation["canonical"] > 0.9 and "0.7" in found.sentence()
+    table = found.to_pandas()
+    assert list(table.columns) == ["character", "bytes", "probability", "lower", "upper", "canonical", "healed"]
+    assert table["bytes"][0] == [80]
+
+
+def test_an_empty_prompt_gives_the_first_character(smollm_model):
+    """No tokens: the context's own next token, every view the same, exact."""
+    found = next_characters(smollm_model, "", k=3)
+    assert len(found.rows) == 3 and found.tokens == ()
+    for row in found.rows:
+        assert row.lower == row.probability == row.upper == pytest.approx(row.canonical) == pytest.approx(row.healed)
+
+
+def test_stop_keeps_the_rounds_found(smollm_model):
+    """Stop after the first round: the stream's last result has the rows found, marked cancelled."""
+    rounds = []
+
+    def stop() -> bool:
+        return len(rounds) >= 1
+
+    for found in next_characters_stream(smollm_model, "The capital of France is ", k=3, should_stop=stop):
+        rounds.append(found)
+    last = rounds[-1]
+    assert last.cancelled and not last.done and last.rows and last.rows[0].character == "P"
+
+
+@pytest.mark.parametrize(("k", "message"), [(0, "k must be"), (257, "k must be")])
+def test_bad_k_is_one_clear_error(smollm_model, k, message):
+    with pytest.raises(MarginalError, match=message):
+        next_characters(smollm_model, "Hi", k=k)
+
+
+def test_a_prompt_past_the_window_is_refused_before_any_work(smollm_model, monkeypatch):
+    monkeypatch.setattr(smollm_model.config, "max_position_embeddings", 8)
+    with pytest.raises(ContextWindowError, match="window"):
+        next_characters(smollm_model, "one two three four five six seven eight nine", k=3)
+
+
+def test_continuations_beside_generate(smollm_model):
+    """Greedy: the marginal's characters are each the most probable; the canonical continuation
+    is transformers' greedy generate from the canonical ids; every character has a probability."""
+    found = continue_text(smollm_model, "The capital of France is ", chars=6, how="greedy")
+    assert found.marginal.text.startswith("P") and len(found.marginal.text) == 6
+    assert len(found.marginal.probabilities) == 6 and all(0 < p <= 1 for p in found.marginal.probabilities)
+    prompt = _Prompt.of(smollm_model, "The capital of France is ", None)
+    ids = [*prompt.state.ids, *prompt.lattice.canonical]
+    new = smollm_model.generate(ids, do_sample=False, max_new_tokens=14, repetition_penalty=1.0)[0]
+    spelled = b"".join(prompt.vocab.surfaces[t] or b"" for t in new).decode("utf-8", errors="replace")
+    assert found.canonical.text == spelled[:6]
+    assert found.healed.text and len(found.healed.probabilities) == len(found.healed.text)
+    sampled = continue_text(smollm_model, "The capital of France is ", chars=3, how="sample", seed=1)
+    again = continue_text(smollm_model, "The capital of France is ", chars=3, how="sample", seed=1)
+    assert sampled.marginal == again.marginal and sampled.canonical == again.canonical
+
+
+def test_bad_continuations_are_one_clear_error(smollm_model):
+    with pytest.raises(MarginalError, match="how must be"):
+        continue_text(smollm_model, "Hi", how="beam")
+    with pytest.raises(MarginalError, match="0 or more"):
+        continue_text(smollm_model, "Hi", chars=-1)
+    with pytest.raises(EmptyTextError):
+        lattice_of("", smollm_model.text_tokenizer)
