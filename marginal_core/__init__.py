@@ -8,6 +8,7 @@
     mc.compare(text, models=["gemma3-270m", "smollm2-135m"])  # one text under two models: a DataFrame
     mc.scan("texts.txt", models="gemma3-270m,smollm2-135m")  # a file of texts: the tidy DataFrame
     mc.surprisal(text, "gemma3-270m", unit="word")  # where in the text: surprisal by region, marginal and canonical
+    mc.next_characters("The capital of Fra", "gemma3-270m")  # what comes next: over every tokenization, certified
     mc.load_model(name, device=None, dtype="auto")  # a loaded model, kept for later calls
     mc.Method, mc.EstimateOptions, mc.Estimate, mc.Lattice, mc.MarginalError and the other errors
 
@@ -70,10 +71,16 @@ _LAZY = {
     "SURPRISAL_METHODS": "marginal_core.estimators.surprisal_result",
     "region_spans": "marginal_core.estimators.surprisal_result",
     "surprisal_stream": "marginal_core.estimators.surprisal_run",
+    # what comes next
+    "NextCharacters": "marginal_core.estimators.next_chars",
+    "Continuations": "marginal_core.estimators.next_chars",
+    "next_characters_stream": "marginal_core.estimators.next_search",
     # one call each
     "estimate": "marginal_core.api.calls",
     "scan": "marginal_core.api.calls",
     "surprisal": "marginal_core.api.calls",
+    "next_characters": "marginal_core.api.calls",
+    "continue_text": "marginal_core.api.calls",
     "compare": "marginal_core.api.comparison",
 }
 

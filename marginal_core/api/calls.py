@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from marginal_core.estimators.estimate_result import Estimate
+    from marginal_core.estimators.next_chars import Continuations, NextCharacters
     from marginal_core.estimators.surprisal_result import Surprisal
     from marginal_core.lattice.graph import Lattice
     from marginal_core.lattice.tokenizer import TokenizerLike
@@ -61,6 +63,32 @@ def surprisal(text: str, model: str | LM = DEFAULT_MODEL, context: str | None = 
     from marginal_core.estimators.marginalizer import Marginalizer
 
     return Marginalizer(model, text, context, device=device, dtype=dtype).surprisal(unit, space, method, **settings)
+
+
+def next_characters(prompt: str, model: str | LM = DEFAULT_MODEL, context: str | None = None, k: int = 10, *,
+                    device: str | None = None, dtype: str | None = None, **settings: Any) -> NextCharacters:
+    """The k most probable next characters after the prompt (its trailing whitespace included),
+    over every tokenization with the interval the search certifies, beside the canonical tokens'
+    view (what ``generate`` samples from) and token healing's (a table in a notebook;
+    ``to_pandas()``). ``model``, ``device`` and ``dtype`` as :func:`estimate`'s; settings:
+    tolerance, time_budget, should_stop, progress."""
+    from marginal_core.estimators.marginalizer import model_of
+    from marginal_core.estimators.next_search import next_characters_stream
+
+    stream = next_characters_stream(model_of(model, device, dtype), prompt, context, k, **settings)
+    return deque(stream, maxlen=1).pop()
+
+
+def continue_text(prompt: str, model: str | LM = DEFAULT_MODEL, context: str | None = None, chars: int = 20,
+                  how: str = "greedy", seed: int | None = None, *, device: str | None = None,
+                  dtype: str | None = None, **settings: Any) -> Continuations:
+    """The prompt continued ``chars`` characters from the marginal (``how``: greedy or sample, with
+    ``seed``), beside transformers' generate from the canonical tokens and from token healing with
+    the same settings, each character with its probability."""
+    from marginal_core.estimators.marginalizer import model_of
+    from marginal_core.estimators.next_search import continuations
+
+    return continuations(model_of(model, device, dtype), prompt, context, chars, how, seed, **settings)
 
 
 def scan(file: str | Path, models: str | Sequence[str] = DEFAULT_MODEL, methods: str | Sequence[str] = "canonical,beam",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from marginal_core.api.comparison import difference, figures, labels, parse_sides, run_methods
 from marginal_core.cli.model_commands import add_beam_width, add_device_arguments
+from marginal_core.cli.next_command import add_next_command
 from marginal_core.cli.surprisal_command import add_command as add_surprisal_command
 from marginal_core.cli.task_commands import add_commands as add_task_commands
 from marginal_core.cli.task_commands import task_summary
@@ -292,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_estimate_options(cmp, default_methods="canonical,beam")
     cmp.set_defaults(run=compare_command)
     add_surprisal_command(sub)
+    add_next_command(sub)
     add_task_commands(sub)
     sub.add_parser(
         "lm-eval", add_help=False,

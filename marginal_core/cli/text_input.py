@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import sys
 
+from marginal_core.ground.errors import MarginalError
 
-def read_text(value: str) -> str:
-    """The text argument, or standard input when it is '-' (one trailing newline dropped)."""
+
+def read_text(value: str, exact: bool = False) -> str:
+    """The text argument, or standard input when it is '-' (one trailing newline dropped, unless
+    ``exact``: a prompt's trailing whitespace is part of it); invalid UTF-8 is one clear error."""
     if value != "-":
         return value
-    text = sys.stdin.read()
-    return text[:-1] if text.endswith("\n") else text
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise MarginalError(f"standard input is not UTF-8: byte {data[err.start]:#04x} at offset {err.start} "
+                            "does not decode") from None
+    return text if exact or not text.endswith("\n") else text[:-1]

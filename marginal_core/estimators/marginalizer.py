@@ -73,7 +73,7 @@ def _scaled(progress: Progress | None, start: int, size: int, total: int) -> Pro
     return lambda done, of: progress(start + size * done / max(of, 1), total)
 
 
-def _loaded(model: LM | str, device: str | None, dtype: str | None) -> LM:
+def model_of(model: LM | str, device: str | None, dtype: str | None) -> LM:
     """A model's name loaded on device in dtype (default auto), or the loaded model as it is."""
     if isinstance(model, str):
         return load_model(model, device=device, dtype=dtype or "auto")
@@ -113,7 +113,7 @@ class Marginalizer:
         """``lm``: a loaded model (``load_model``'s LM), or a model's name, loaded on ``device`` in
         ``dtype`` (as the CLI's --device and --dtype; default auto); ``state``: the context's
         prefilled KV to share (several texts after one context)."""
-        self.lm, self.text, self.context = _loaded(lm, device, dtype), text, context
+        self.lm, self.text, self.context = model_of(lm, device, dtype), text, context
         self.lattice: Lattice = lattice_of(text, self.lm.text_tokenizer)
         self.context_ids: list[int] = context_ids(self.lm.text_tokenizer, context)
         if state is not None and list(state.ids) != self.context_ids:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from marginal_core.estimators.next_bytes import label
+from marginal_core.lattice.readable import show_piece
 from marginal_core.lattice.vocab import Vocabulary
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 END = "end"  # the outcome that writes no byte: end of string, special tokens, byte pieces
 NO_BYTE = 256  # its column in a step's 257 outcomes
+MAX_K = 256  # the most characters one call lists
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,8 @@ class NextChar:
 
     @property
     def shown(self) -> str:
-        """The character as a table shows it: a space as ␣, a newline as ⏎, a tab as ⇥."""
-        return shown(self.character)
+        """The character as a table shows it: a space as ␣, a newline as ↵, a tab as ⇥ (``end`` as is)."""
+        return self.character if not self.bytes else show_piece(self.character)
 
 
 @dataclass(frozen=True)
@@ -163,13 +165,8 @@ def coloured(c: Continuation) -> str:
     for ch, p in zip(c.text, c.probabilities, strict=False):
         alpha = 0.65 * (1.0 - max(0.0, min(p, 1.0)))
         spans.append(f"<span title='{p:.3f}' style='background:rgba(214,39,40,{alpha:.2f})'>"
-                     f"{html.escape(shown(ch))}</span>")
+                     f"{html.escape(show_piece(ch))}</span>")
     return "".join(spans) + (" <small>(end)</small>" if c.ended else "")
-
-
-def shown(character: str) -> str:
-    """A character as tables show it: whitespace made visible."""
-    return {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}.get(character, character)
 
 
 def _quoted(row: NextChar) -> str:

@@ -19,6 +19,7 @@ import torch
 from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
 from marginal_core.estimators.next_chars import (
     END,
+    MAX_K,
     NO_BYTE,
     ByteStep,
     Continuation,
@@ -35,7 +36,7 @@ from marginal_core.estimators.next_chars import (
     total_variation,
 )
 from marginal_core.estimators.prefix_search import MAX_ROWS, PrefixMasses, prefix_masses
-from marginal_core.estimators.token_views import TokenViews, token_probs, token_views
+from marginal_core.estimators.token_views import TokenViews, next_token_probs, token_probs, token_views
 from marginal_core.ground.errors import ContextWindowError, MarginalError
 from marginal_core.ground.progress import Progress, StopCheck
 from marginal_core.lattice.conditioning import context_ids
@@ -45,7 +46,6 @@ from marginal_core.lattice.vocab import Vocabulary, vocabulary
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 
-MAX_K = 256  # the most characters one call lists
 HOWS = ("greedy", "sample")
 
 
@@ -113,7 +113,7 @@ def byte_steps(p: _Prompt, tail: bytes, s: _Settings) -> Iterator[tuple[ByteStep
     character) after every round of the search past their end; an empty prompt's first byte is
     its context's own next token (one step, no search)."""
     if p.lattice is None and not tail:
-        first = token_probs(p.lm, p.state, [], [])[0] if p.views is None else p.views.canonical
+        first = next_token_probs(p.lm, p.state, [[]])[0] if p.views is None else p.views.canonical
         point = by_byte(key_masses(first, key_groups(p.vocab, p.lm.vocab)))
         yield ByteStep(point, point, point), None
         return
@@ -208,7 +208,7 @@ def _characters(p: _Prompt, k: int, s: _Settings, started: float) -> Iterator[Ne
     canonical = key_masses(p.views.canonical, groups)
     healed = healed_masses(p.vocab, groups, p.views.tail, p.views.before, p.views.heads)
     tokens = tuple(p.vocab.surface(t) for t in p.lattice.canonical) if p.lattice is not None else ()
-    tv = {}
+    tv: dict[str, float] = {}
     for found in _search(p, k, s):
         if not tv or found.final:
             tv = {"canonical": total_variation(found.step.point, by_byte(canonical)),
@@ -220,15 +220,10 @@ def _characters(p: _Prompt, k: int, s: _Settings, started: float) -> Iterator[Ne
                              s.stopped(), s.tolerance)
 
 
-def next_characters(lm: LM, prompt: str, context: str | None = None, k: int = 10, **settings: Any) -> NextCharacters:
-    """The last of :func:`next_characters_stream`."""
-    return deque(next_characters_stream(lm, prompt, context, k, **settings), maxlen=1).pop()
-
-
 # ------------------------------------------------------------------- continuations
 
 
-def continue_text(lm: LM, prompt: str, context: str | None = None, chars: int = 20, how: str = "greedy",
+def continuations(lm: LM, prompt: str, context: str | None = None, chars: int = 20, how: str = "greedy",
                   seed: int | None = None, *, tolerance: float = DEFAULT_TOLERANCE, max_rows: int = MAX_ROWS,
                   budget: int = DEFAULT_ENUMERATION_BUDGET, time_budget: float | None = None,
                   should_stop: StopCheck | None = None, progress: Progress | None = None) -> Continuations:
@@ -254,7 +249,7 @@ def _marginal(first: _Prompt, chars: int, how: str, seed: int | None, s: _Settin
     """The marginal's continuation: each character from the search after the prompt and the
     characters chosen so far (greedy: the most probable; sample: drawn byte by byte)."""
     rng = np.random.default_rng(seed)
-    text, probs, p = "", [], first
+    text, probs, p = "", list[float](), first
     for _ in range(chars):
         if s.stopped() or s.late():
             break

@@ -6,21 +6,20 @@ beside generate, and bad input."""
 
 from __future__ import annotations
 
+import io
+import json
 import math
+import sys
 
 import numpy as np
 import pytest
 import torch
 from scipy.special import logsumexp
 
+from marginal_core.api.calls import continue_text, next_characters
+from marginal_core.cli.commands import main as cli_main
 from marginal_core.estimators.next_chars import END, first_key
-from marginal_core.estimators.next_search import (
-    _Prompt,
-    continue_text,
-    next_characters,
-    next_characters_stream,
-    step_of,
-)
+from marginal_core.estimators.next_search import _Prompt, next_characters_stream, step_of
 from marginal_core.estimators.prefix_search import prefix_masses
 from marginal_core.ground.errors import ContextWindowError, EmptyTextError, MarginalError
 from marginal_core.lattice.conditioning import context_ids
@@ -238,3 +237,42 @@ def test_bad_continuations_are_one_clear_error(smollm_model):
         continue_text(smollm_model, "Hi", chars=-1)
     with pytest.raises(EmptyTextError):
         lattice_of("", smollm_model.text_tokenizer)
+
+
+SETUP = ["--model", "smollm2-135m", "--device", "cpu", "--dtype", "float32"]
+
+
+def _stdin(monkeypatch, data: bytes) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+def test_the_cli_json_keeps_the_prompts_trailing_space_from_standard_input(smollm_model, monkeypatch, capsys):
+    """`marginal next - --json --continue 3`: the prompt exactly as piped (its trailing space), the
+    characters most probable first with bytes and intervals, and the three continuations."""
+    _stdin(monkeypatch, b"The capital of France is ")
+    assert cli_main(["next", "-", *SETUP, "--k", "3", "--continue", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["prompt"] == "The capital of France is " and out["model"] == "smollm2-135m" and out["seconds"] > 0
+    first = out["next"][0]
+    assert set(first) == {"character", "bytes", "probability", "lower", "upper", "canonical", "healed"}
+    assert (first["character"], first["bytes"]) == ("P", [80]) and first["lower"] <= first["probability"]
+    assert [r["probability"] for r in out["next"]] == sorted((r["probability"] for r in out["next"]), reverse=True)
+    assert set(out["continuation"]) == {"marginal", "canonical", "healed"} and out["continuation"]["marginal"][0] == "P"
+    assert cli_main(["next", "pi is 3.14", *SETUP, "--k", "2"]) == 0
+    table = capsys.readouterr().out
+    assert "canonical tokens:" in table and "[" in table and "healed" in table
+
+
+@pytest.mark.parametrize(("argv", "stdin", "message"), [
+    (["next", "Hi", "--k", "0"], None, "--k takes a whole number from 1 to 256"),
+    (["next", "Hi", "--k", "257"], None, "--k takes a whole number from 1 to 256"),
+    (["next", "Hi", "--continue", "-1"], None, "--continue takes a whole number 0 or more"),
+    (["next", "-"], b"caf\xe9 ", "standard input is not UTF-8"),
+])
+def test_bad_cli_input_is_one_line_and_exit_status_2(argv, stdin, message, monkeypatch, capsys):
+    """Refused before the model loads: one line on standard error, exit status 2."""
+    if stdin is not None:
+        _stdin(monkeypatch, stdin)
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err

@@ -1,0 +1,126 @@
+"""`marginal next`: the most probable next characters after a prompt, over every tokenization and
+certified, beside the canonical tokens' view (what ``generate`` samples from) and token
+healing's (docs/design.md, "What comes next"); with ``--continue N`` the prompt continued N
+characters by each. A table, CSV (``--csv``) or one JSON object (``--json``). The prompt is kept
+exactly, trailing whitespace included (from standard input too); every refusal is one line and
+exit status 2 (``errors.run_cli``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+from marginal_core.cli.model_commands import add_device_arguments
+from marginal_core.cli.text_input import read_text
+from marginal_core.estimators.next_chars import MAX_K
+from marginal_core.ground.errors import MarginalError
+from marginal_core.ground.progress import tqdm_bar
+from marginal_core.models import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    from marginal_core.estimators.next_chars import Continuations, NextCharacters
+
+
+def next_command(args: argparse.Namespace) -> tuple[NextCharacters, Continuations | None]:
+    """The next characters (a bar counting the search's rounds; Ctrl-C exits 130), then the
+    continuations where asked for."""
+    from marginal_core.estimators.next_search import continuations, next_characters_stream
+    from marginal_core.models import load_model
+
+    prompt = read_text(args.prompt, exact=True)
+    context = read_text(args.context) if args.context is not None else None
+    k, chars, budget = _whole(args.k, "--k", 1, MAX_K), _whole(args.continue_, "--continue", 0, None), args.time_budget
+    if budget is not None and not budget > 0:
+        raise MarginalError(f"--time-budget is a positive number of seconds, not {budget}")
+    lm = load_model(args.model, device=args.device, dtype=args.dtype)
+    bar = None
+    try:
+        for found in next_characters_stream(lm, prompt, context, k, time_budget=budget):
+            bar = tqdm_bar(None, "next", leave=False, unit="steps") if bar is None else bar
+            bar.update(1)
+            bar.set_postfix_str(f"{found.scored:,} prefixes")
+    finally:
+        if bar is not None:
+            bar.close()
+    more = None
+    if chars:
+        more = continuations(lm, prompt, context, chars, "sample" if args.sample else "greedy", args.seed,
+                             time_budget=budget)
+    return found, more
+
+
+def _whole(value: int | None, flag: str, low: int, high: int | None) -> int:
+    """A whole-number flag within [low, high], else one clear error."""
+    if value is None:
+        return 0
+    if value < low or (high is not None and value > high):
+        span = f"from {low} to {high}" if high is not None else f"{low} or more"
+        raise MarginalError(f"{flag} takes a whole number {span}, not {value}")
+    return value
+
+
+def show_next(args: argparse.Namespace, result: tuple[NextCharacters, Continuations | None]) -> str:
+    """One JSON object, the characters as CSV, or the readable table."""
+    found, more = result
+    if args.json:
+        out = found.to_json()
+        if more is not None:
+            out["continuation"] = more.to_json()
+        return json.dumps(out, ensure_ascii=False)
+    if args.csv:
+        return found.to_pandas().to_csv(index=False).rstrip("\n")
+    return next_summary(found, more)
+
+
+def next_summary(found: NextCharacters, more: Continuations | None) -> str:
+    """The prompt's canonical tokens with the boundary marked, the characters' three views, the
+    sentence on how far they are apart, and the continuations."""
+    from marginal_core.lattice.readable import show_piece
+
+    tokens = [show_piece(t.decode("utf-8", errors="replace")) for t in found.tokens]
+    marked = "|".join(tokens[:-1] + [f"[{tokens[-1]}]"]) if tokens else "(none)"
+    state = "certified" if found.done else "stopped" if found.cancelled else "time budget reached"
+    lines = [f"{found.model}, {'no context' if not found.context else f'context {found.context!r}'}; prompt "
+             f"{found.prompt!r}", f"canonical tokens: {marked}  ([...]: the last token, the boundary the canonical "
+             f"view conditions on)", f"search: {found.rounds} rounds, {found.scored:,} prefixes, "
+             f"{found.seconds:.2f} s, {state} (tolerance {found.tolerance})", "",
+             f"{'#':>3}  {'next':<6}  {'marginal':>8}  {'interval':>17}  {'canonical':>9}  {'healed':>7}"]
+    for i, r in enumerate(found.rows, 1):
+        lines.append(f"{i:>3}  {r.shown:<6}  {r.probability:>8.4f}  {f'[{r.lower:.4f}, {r.upper:.4f}]':>17}  "
+                     f"{r.canonical:>9.4f}  {r.healed:>7.4f}")
+    lines += ["", found.sentence(), "marginal: over every tokenization of the prompt and every token that covers "
+              "its end; canonical: the next token after the canonical tokens (what generate samples from), by "
+              "its first character; healed: the last canonical token backed off, the next token constrained to "
+              "begin with its bytes. 'end': end of string, special tokens, byte pieces."]
+    if more is not None:
+        lines += ["", f"continued ({more.how}{'' if more.seed is None else f', seed {more.seed}'}):"]
+        lines += [f"  {view:<9} {show_piece(getattr(more, view).text)}{'  (end)' if getattr(more, view).ended else ''}"
+                  for view in more.views]
+    return "\n".join(lines)
+
+
+def add_next_command(subparsers: Any) -> None:
+    """Add `next` to a `marginal` subparsers object."""
+    p = subparsers.add_parser(
+        "next", help="what comes next after a prompt: the next characters over every tokenization",
+        description="The most probable next characters after the prompt, summed over every tokenization of it "
+                    "and every token that covers its end, with the interval the search certifies, beside the "
+                    "canonical tokens' next-token distribution (what generate samples from) and token healing's, "
+                    "both by first character. A trailing space or newline is part of the prompt.")
+    p.add_argument("prompt", help="the prompt, or - to read it from standard input exactly (trailing newline kept)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"embedded name, HF id or folder (default: {DEFAULT_MODEL})")
+    p.add_argument("--context", help="text the prompt is conditioned on, or - (default: none)")
+    p.add_argument("--k", type=int, default=10, help=f"how many characters, 1 to {MAX_K} (default: 10)")
+    p.add_argument("--continue", dest="continue_", type=int, metavar="N",
+                   help="continue the prompt N characters by each view (default: none)")
+    p.add_argument("--sample", action="store_true", help="continue by sampling (default: greedy)")
+    p.add_argument("--seed", type=int, help="the sampling's seed")
+    p.add_argument("--time-budget", type=float, metavar="S",
+                   help="stop the search after S seconds, keeping what it found (default: until certified)")
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="print one JSON object")
+    shape.add_argument("--csv", action="store_true", help="print the characters as CSV")
+    add_device_arguments(p)
+    p.set_defaults(run=next_command, show=show_next)
