@@ -100,7 +100,7 @@ def test_next_bytes_past_the_end_equal_brute_force(lm, prompt):
     step = _exact_step(lm64, lattice, context)
     np.testing.assert_allclose(step.point, expected, atol=1e-6, rtol=0)
     assert step.point.sum() == pytest.approx(1.0, abs=1e-9)
-    found = next_characters(lm64, prompt, k=5)
+    found = next_characters(prompt, lm64, k=5)
     for row in found.rows:
         truth = expected[256] if row.character == END else None
         if row.bytes and len(row.bytes) == 1:
@@ -153,7 +153,7 @@ def test_the_canonical_and_healed_columns_equal_transformers(lm, prompt):
     before = _next_probs(lm64, context + canonical[:-1])
     tail = vocab.surface(canonical[-1])
     allowed = [v for v, s in enumerate(vocab.surfaces) if s and s.startswith(tail) and v not in vocab.byte_tokens]
-    found = next_characters(lm64, prompt, k=6)
+    found = next_characters(prompt, lm64, k=6)
     for row in found.rows:
         assert row.canonical == pytest.approx(_folded(after, vocab, row.bytes), abs=1e-6)
         healed = 0.0
@@ -169,7 +169,7 @@ def test_the_canonical_and_healed_columns_equal_transformers(lm, prompt):
 def test_the_trailing_space_example_reads_as_the_issue_says(smollm_model):
     """Under SmolLM2 "The capital of France is " goes on with "P" over every tokenization, which
     the canonical tokens (a lone space token last) all but rule out; healing finds it."""
-    found = next_characters(smollm_model, "The capital of France is ", k=5)
+    found = next_characters("The capital of France is ", smollm_model, k=5)
     top = found.rows[0]
     assert top.character == "P" and top.probability > 0.7 and top.canonical < 0.01 and top.healed > 0.7
     assert top.lower <= top.probability <= top.upper and top.upper - top.lower <= 0.02
@@ -182,7 +182,7 @@ def test_the_trailing_space_example_reads_as_the_issue_says(smollm_model):
 
 def test_an_empty_prompt_gives_the_first_character(smollm_model):
     """No tokens: the context's own next token, every view the same, exact."""
-    found = next_characters(smollm_model, "", k=3)
+    found = next_characters("", smollm_model, k=3)
     assert len(found.rows) == 3 and found.tokens == ()
     for row in found.rows:
         assert row.lower == row.probability == row.upper == pytest.approx(row.canonical) == pytest.approx(row.healed)
@@ -204,19 +204,19 @@ def test_stop_keeps_the_rounds_found(smollm_model):
 @pytest.mark.parametrize(("k", "message"), [(0, "k must be"), (257, "k must be")])
 def test_bad_k_is_one_clear_error(smollm_model, k, message):
     with pytest.raises(MarginalError, match=message):
-        next_characters(smollm_model, "Hi", k=k)
+        next_characters("Hi", smollm_model, k=k)
 
 
 def test_a_prompt_past_the_window_is_refused_before_any_work(smollm_model, monkeypatch):
     monkeypatch.setattr(smollm_model.config, "max_position_embeddings", 8)
     with pytest.raises(ContextWindowError, match="window"):
-        next_characters(smollm_model, "one two three four five six seven eight nine", k=3)
+        next_characters("one two three four five six seven eight nine", smollm_model, k=3)
 
 
 def test_continuations_beside_generate(smollm_model):
     """Greedy: the marginal's characters are each the most probable; the canonical continuation
     is transformers' greedy generate from the canonical ids; every character has a probability."""
-    found = continue_text(smollm_model, "The capital of France is ", chars=6, how="greedy")
+    found = continue_text("The capital of France is ", smollm_model, chars=6, how="greedy")
     assert found.marginal.text.startswith("P") and len(found.marginal.text) == 6
     assert len(found.marginal.probabilities) == 6 and all(0 < p <= 1 for p in found.marginal.probabilities)
     prompt = _Prompt.of(smollm_model, "The capital of France is ", None)
@@ -225,16 +225,16 @@ def test_continuations_beside_generate(smollm_model):
     spelled = b"".join(prompt.vocab.surfaces[t] or b"" for t in new).decode("utf-8", errors="replace")
     assert found.canonical.text == spelled[:6]
     assert found.healed.text and len(found.healed.probabilities) == len(found.healed.text)
-    sampled = continue_text(smollm_model, "The capital of France is ", chars=3, how="sample", seed=1)
-    again = continue_text(smollm_model, "The capital of France is ", chars=3, how="sample", seed=1)
+    sampled = continue_text("The capital of France is ", smollm_model, chars=3, how="sample", seed=1)
+    again = continue_text("The capital of France is ", smollm_model, chars=3, how="sample", seed=1)
     assert sampled.marginal == again.marginal and sampled.canonical == again.canonical
 
 
 def test_bad_continuations_are_one_clear_error(smollm_model):
     with pytest.raises(MarginalError, match="how must be"):
-        continue_text(smollm_model, "Hi", how="beam")
+        continue_text("Hi", smollm_model, how="beam")
     with pytest.raises(MarginalError, match="0 or more"):
-        continue_text(smollm_model, "Hi", chars=-1)
+        continue_text("Hi", smollm_model, chars=-1)
     with pytest.raises(EmptyTextError):
         lattice_of("", smollm_model.text_tokenizer)
 
