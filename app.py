@@ -31,6 +31,7 @@ from pages._app.runtime import live, loaders, machine
 from pages._app.ui import inputs, lesson, links, projector
 from pages.tasks import qa, results, translation
 from pages.views import compare, home, lattice, mass, rank, running, samplers, surprisal
+from pages.views import next as next_page
 
 
 def navigation() -> dict[str, list[st.Page]]:
@@ -41,6 +42,7 @@ def navigation() -> dict[str, list[st.Page]]:
             st.Page(home.page, title="Home", icon=":material/home:", url_path="home", default=True),
             st.Page(lattice.page, title="Lattice", icon=":material/account_tree:", url_path="lattice"),
             st.Page(surprisal.page, title="Surprisal", icon=":material/bar_chart:", url_path="surprisal"),
+            st.Page(next_page.page, title="What comes next", icon=":material/keyboard_tab:", url_path="next"),
             st.Page(mass.page, title="Probability mass", icon=":material/balance:", url_path="mass"),
             st.Page(samplers.page, title="Samplers", icon=":material/casino:", url_path="samplers"),
             st.Page(running.page, title="Running estimates", icon=":material/timeline:", url_path="running"),

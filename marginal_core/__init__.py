@@ -75,6 +75,7 @@ _LAZY = {
     "NextCharacters": "marginal_core.estimators.next_chars",
     "Continuations": "marginal_core.estimators.next_chars",
     "next_characters_stream": "marginal_core.estimators.next_search",
+    "continuations_stream": "marginal_core.estimators.next_search",
     # one call each
     "estimate": "marginal_core.api.calls",
     "scan": "marginal_core.api.calls",

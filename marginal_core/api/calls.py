@@ -86,9 +86,10 @@ def continue_text(prompt: str, model: str | LM = DEFAULT_MODEL, context: str | N
     ``seed``), beside transformers' generate from the canonical tokens and from token healing with
     the same settings, each character with its probability."""
     from marginal_core.estimators.marginalizer import model_of
-    from marginal_core.estimators.next_search import continuations
+    from marginal_core.estimators.next_search import continuations_stream
 
-    return continuations(model_of(model, device, dtype), prompt, context, chars, how, seed, **settings)
+    stream = continuations_stream(model_of(model, device, dtype), prompt, context, chars, how, seed, **settings)
+    return deque(stream, maxlen=1).pop()
 
 
 def scan(file: str | Path, models: str | Sequence[str] = DEFAULT_MODEL, methods: str | Sequence[str] = "canonical,beam",

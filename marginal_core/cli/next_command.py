@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from marginal_core.cli.model_commands import add_device_arguments
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 def next_command(args: argparse.Namespace) -> tuple[NextCharacters, Continuations | None]:
     """The next characters (a bar counting the search's rounds; Ctrl-C exits 130), then the
     continuations where asked for."""
-    from marginal_core.estimators.next_search import continuations, next_characters_stream
+    from marginal_core.estimators.next_search import continuations_stream, next_characters_stream
     from marginal_core.models import load_model
 
     prompt = read_text(args.prompt, exact=True)
@@ -46,8 +47,8 @@ def next_command(args: argparse.Namespace) -> tuple[NextCharacters, Continuation
             bar.close()
     more = None
     if chars:
-        more = continuations(lm, prompt, context, chars, "sample" if args.sample else "greedy", args.seed,
-                             time_budget=budget)
+        how = "sample" if args.sample else "greedy"
+        more = deque(continuations_stream(lm, prompt, context, chars, how, args.seed, time_budget=budget), maxlen=1).pop()
     return found, more
 
 

@@ -223,14 +223,16 @@ def _characters(p: _Prompt, k: int, s: _Settings, started: float) -> Iterator[Ne
 # ------------------------------------------------------------------- continuations
 
 
-def continuations(lm: LM, prompt: str, context: str | None = None, chars: int = 20, how: str = "greedy",
-                  seed: int | None = None, *, tolerance: float = DEFAULT_TOLERANCE, max_rows: int = MAX_ROWS,
-                  budget: int = DEFAULT_ENUMERATION_BUDGET, time_budget: float | None = None,
-                  should_stop: StopCheck | None = None, progress: Progress | None = None) -> Continuations:
+def continuations_stream(lm: LM, prompt: str, context: str | None = None, chars: int = 20, how: str = "greedy",
+                         seed: int | None = None, *, tolerance: float = DEFAULT_TOLERANCE, max_rows: int = MAX_ROWS,
+                         budget: int = DEFAULT_ENUMERATION_BUDGET, time_budget: float | None = None,
+                         should_stop: StopCheck | None = None,
+                         progress: Progress | None = None) -> Iterator[Continuations]:
     """The prompt continued ``chars`` characters from the marginal (``how``: greedy takes the most
-    probable character, sample draws one with ``seed``), beside generate's continuation from the
-    canonical tokens and from token healing with the same settings. Stop and the time budget
-    keep what the marginal found so far."""
+    probable character, sample draws one byte by byte with ``seed``), beside generate's
+    continuation from the canonical tokens and from token healing with the same settings: after
+    generate's, then after each of the marginal's characters; the last is the result. Stop and the
+    time budget keep the characters found so far. Bad input is refused before any work."""
     if how not in HOWS:
         raise MarginalError(f"how must be one of {', '.join(HOWS)}, not {how!r}")
     if chars < 0:
@@ -238,27 +240,32 @@ def continuations(lm: LM, prompt: str, context: str | None = None, chars: int = 
     started = time.perf_counter()
     s = _Settings(tolerance, max_rows, budget, None if time_budget is None else started + time_budget, should_stop,
                   progress)
-    first = _Prompt.of(lm, prompt, context)
+    return _continued(_Prompt.of(lm, prompt, context), chars, how, seed, s, started)
+
+
+def _continued(first: _Prompt, chars: int, how: str, seed: int | None, s: _Settings,
+               started: float) -> Iterator[Continuations]:
+    """continuations_stream's work, once the prompt is checked: the marginal's characters each from
+    the search after the prompt and the characters chosen so far."""
     canonical, healed = _generated(first, chars, how, seed)
-    marginal = _marginal(first, chars, how, seed, s)
-    return Continuations(prompt, lm.name, how, seed, marginal, canonical, healed, time.perf_counter() - started,
-                         s.stopped())
-
-
-def _marginal(first: _Prompt, chars: int, how: str, seed: int | None, s: _Settings) -> Continuation:
-    """The marginal's continuation: each character from the search after the prompt and the
-    characters chosen so far (greedy: the most probable; sample: drawn byte by byte)."""
     rng = np.random.default_rng(seed)
-    text, probs, p = "", list[float](), first
-    for _ in range(chars):
-        if s.stopped() or s.late():
-            break
+    text, probs, p, ended = "", list[float](), first, False
+
+    def now() -> Continuations:
+        return Continuations(first.text, first.lm.name, how, seed, Continuation(text, tuple(probs), ended), canonical,
+                             healed, time.perf_counter() - started, s.stopped())
+
+    yield now()
+    while len(probs) < chars and not ended and not s.stopped() and not s.late():
         chosen, prob = _greedy(p, s) if how == "greedy" else _sampled(p, rng, s)
+        if s.stopped():
+            break
         if not chosen:
-            return Continuation(text, tuple(probs), ended=True)
-        text, probs = text + chosen.decode("utf-8", errors="replace"), [*probs, prob]
-        p = _Prompt.of(p.lm, first.text + text, first.context, views=False)
-    return Continuation(text, tuple(probs))
+            ended = True
+        else:
+            text, probs = text + chosen.decode("utf-8", errors="replace"), [*probs, prob]
+            p = _Prompt.of(p.lm, first.text + text, first.context, views=False)
+        yield now()
 
 
 def _greedy(p: _Prompt, s: _Settings) -> tuple[bytes, float]:

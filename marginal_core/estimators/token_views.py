@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from transformers import DynamicCache
 
 from marginal_core.ground import hooks as serving_hooks
 from marginal_core.lattice.vocab import Vocabulary
@@ -57,12 +56,7 @@ def token_probs(lm: LM, state: ContextState, prefix: Sequence[int], new: Sequenc
     with torch.inference_mode(), serving_hooks.unit():
         rows = [state.last_hidden]
         if len(seq) > 1 or (seq and not new):
-            cache = DynamicCache((layer.keys, layer.values) for layer in state.cache.layers)  # type: ignore[union-attr]
-            feed = seq[:-1] if new else seq
-            positions = torch.arange(len(state), len(state) + len(feed), device=lm.device)[None]
-            run = lm.decoder(input_ids=torch.tensor([feed], device=lm.device), position_ids=positions, cache=cache,
-                             use_cache=True)
-            rows.append(run.last_hidden_state[0])
+            rows.append(lm.hidden_after(state, seq[:-1] if new else seq))
         hidden = torch.cat(rows)[len(prefix) :] if new else torch.cat(rows)[-1:]
         log_probs = torch.log_softmax(lm.head_logits(hidden, {}).to(torch.float64), dim=-1)
     if not new:

@@ -292,11 +292,16 @@ class LM:
                 return False
             if len(ids) == 1:
                 return True
-            cache = DynamicCache((layer.keys, layer.values) for layer in context.cache.layers)  # type: ignore[union-attr]
-            positions = torch.arange(len(context), len(context) + len(ids) - 1, device=self.device)[None]
-            out = self.decoder(input_ids=torch.tensor([ids[:-1]], device=self.device), position_ids=positions,
-                               cache=cache, use_cache=True)
-            return self.head_logits(out.last_hidden_state[0], {}).argmax(dim=-1).tolist() == ids[1:]
+            return self.head_logits(self.hidden_after(context, ids[:-1]), {}).argmax(dim=-1).tolist() == ids[1:]
+
+    def hidden_after(self, context: ContextState, ids: Sequence[int]) -> torch.Tensor:
+        """The hidden state after each of ids, after the context: one pass over them on a copy of
+        the shared context's KV, which it leaves as it was (call under inference_mode)."""
+        cache = DynamicCache((layer.keys, layer.values) for layer in context.cache.layers)  # type: ignore[union-attr]
+        positions = torch.arange(len(context), len(context) + len(ids), device=self.device)[None]
+        out = self.decoder(input_ids=torch.tensor([list(ids)], device=self.device), position_ids=positions,
+                           cache=cache, use_cache=True)
+        return out.last_hidden_state[0]
 
     def generate(self, prompt_ids: Sequence[int], **options: object) -> list[list[int]]:
         """Continuations of a prompt (options as for transformers' ``generate``; padding with

@@ -21,11 +21,12 @@ def code_span(text: str) -> str:
     return f"{fence} {text} {fence}" if longest else f"`{text}`"
 
 
-def chips_html(lattice: Lattice, path: Path | None = None, *, show_ids: bool = True) -> str:
+def chips_html(lattice: Lattice, path: Path | None = None, *, show_ids: bool = True, marked: str = "") -> str:
     """The tokens of a path (default: canonical) as coloured chips, one per token.
 
     Each chip shows the token's text (spaces as ␣) and, below it, its id; hovering shows the
-    byte span. The result is self-contained HTML for ``st.html`` or a notebook.
+    byte span. ``marked``: a note for the last chip, drawn with a red border (the boundary a
+    prompt's canonical tokens end on). The result is self-contained HTML for ``st.html`` or a notebook.
     """
     path = lattice.canonical if path is None else path
     chips, at = [], 0
@@ -34,9 +35,12 @@ def chips_html(lattice: Lattice, path: Path | None = None, *, show_ids: bool = T
         color = CHIP_COLORS[n % len(CHIP_COLORS)]
         label = html.escape(show_piece(piece))
         sub = f'<span style="display:block;font-size:0.65em;color:#666">{token}</span>' if show_ids else ""
+        last = marked and n == len(path) - 1
+        note = f" · {html.escape(marked)}" if last else ""
+        border = "3px solid #d62728" if last else "1px solid #9aa"
         chips.append(
-            f'<span title="token {n + 1}: id {token}, bytes {at}–{at + width}" '
-            f'style="display:inline-block;background:{color};border:1px solid #9aa;'
+            f'<span title="token {n + 1}: id {token}, bytes {at}–{at + width}{note}" '
+            f'style="display:inline-block;background:{color};border:{border};'
             f"border-radius:6px;padding:2px 6px;margin:2px 1px;font-family:monospace;"
             f'font-size:1.05em;text-align:center;line-height:1.2">{label}{sub}</span>'
         )

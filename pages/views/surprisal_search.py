@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
 
-import streamlit as st
-
 from marginal_core import DEFAULT_TOLERANCE, MAX_BEAM_WIDTH
 from pages._app.runtime import live, server, shared_results
 from pages._app.ui.defaults import APP_EXACT_BUDGET, APP_SEARCH_BUDGET
@@ -17,7 +15,7 @@ from pages._app.ui.defaults import APP_EXACT_BUDGET, APP_SEARCH_BUDGET
 if TYPE_CHECKING:
     from marginal_core import Marginalizer, Surprisal
 
-_STOPPED = "_surprisal_stopped"  # (key, Surprisal) of the session's last stopped search
+_KEPT = live.Kept("_surprisal_stopped")  # the session's last stopped search
 
 
 def search(key: Hashable, m: Marginalizer, method: str, label: str, on_update: Callable[[Surprisal], None]
@@ -42,19 +40,9 @@ def search(key: Hashable, m: Marginalizer, method: str, label: str, on_update: C
                    f"in {s.seconds:.1f} s")
         on_update(s)
 
-    return live.follow(key, stream, bar, show, lambda s: _keep(key, s), lambda s: s.cancelled)
-
-
-def _keep(key: Hashable, s: Surprisal | None) -> None:
-    """Keep a search's latest round in the session's one slot (None: forget this key's)."""
-    slot = st.session_state.get(_STOPPED)
-    if s is not None:
-        st.session_state[_STOPPED] = (key, s)
-    elif slot is not None and slot[0] == key:
-        del st.session_state[_STOPPED]
+    return live.follow(key, stream, bar, show, lambda s: _KEPT.keep(key, s), lambda s: s.cancelled)
 
 
 def stopped(key: Hashable) -> Surprisal | None:
     """This session's stopped search of key (its last round), or None."""
-    slot = st.session_state.get(_STOPPED)
-    return slot[1] if slot is not None and slot[0] == key else None
+    return _KEPT.get(key)  # type: ignore[no-any-return]

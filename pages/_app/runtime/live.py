@@ -273,3 +273,24 @@ def stop_button(where: DeltaGenerator | None = None) -> bool:
     what it kept."""
     return (where or st).button("Stop", icon=":material/stop:", key="stop",
                                 help="Stop scoring and keep what is done so far.")
+
+
+class Kept:
+    """A page's last stopped run in the session, in one slot (a session never holds more than one
+    per page): the run's key and its latest result."""
+
+    def __init__(self, slot: str) -> None:
+        self.slot = slot
+
+    def keep(self, key: Hashable, value: Any | None) -> None:
+        """Keep a run's latest result (None: forget this key's)."""
+        held = st.session_state.get(self.slot)
+        if value is not None:
+            st.session_state[self.slot] = (key, value)
+        elif held is not None and held[0] == key:
+            del st.session_state[self.slot]
+
+    def get(self, key: Hashable) -> Any | None:
+        """This session's stopped run of key (its latest result), or None."""
+        held = st.session_state.get(self.slot)
+        return held[1] if held is not None and held[0] == key else None

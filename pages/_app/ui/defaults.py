@@ -18,6 +18,9 @@ APP_EXACT_BUDGET = 2_000
 # The Surprisal page's search scores at most this many prefixes (a run's time and memory stay
 # bounded on a shared server; the intervals say what is left).
 APP_SEARCH_BUDGET = 20_000
+# The What comes next page's search, and then its continuation, each stop after this many seconds
+# (keeping what they found): a class's prompts cost each student a bounded share of the machine.
+APP_NEXT_SECONDS = 15.0
 
 
 def exact_feasible(count: int, budget: int = APP_EXACT_BUDGET) -> bool:

@@ -14,6 +14,7 @@ ORDER: tuple[tuple[str, str, str], ...] = (
     ("home", "Home", "the text's tokenizations and its marginal"),
     ("lattice", "Lattice", "every tokenization as a path, and where the mass flows"),
     ("surprisal", "Surprisal", "where in the text the model is surprised, by canonical and by marginal"),
+    ("next", "What comes next", "the next characters after the text, over every tokenization and by the canonical"),
     ("mass", "Probability mass", "which tokenizations hold the mass"),
     ("samplers", "Samplers", "what each estimator draws"),
     ("running", "Running estimates", "how the estimates converge"),

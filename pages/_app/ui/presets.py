@@ -71,6 +71,56 @@ PRESETS: tuple[Preset, ...] = (
         "The same word after a question: the canonical ␣Tokyo gains, SmolLM2's share off the canonical falls from "
         "almost all to about a tenth, Gemma 3's to almost nothing. The context changes where the mass sits.",
     ),
+    # What comes next (the page's prompts: the text as it is, a trailing space or newline kept)
+    Preset(
+        "Next: a trailing space",
+        "The capital of France is ",
+        "",
+        "The canonical tokens end on a lone space token (red): under SmolLM2 the next character is P 0.76 over "
+        "every tokenization, but 0.0007 by the canonical tokens, whose next token rarely begins a word. Token "
+        "healing backs the space off and finds P 0.76 again.",
+        opens="next",
+    ),
+    Preset(
+        "Next: inside a word",
+        "The capital of Fra",
+        "",
+        "The prompt stops inside a word, and so does the canonical tokenization: over every tokenization n (of "
+        "France) has 0.995 under SmolLM2 and 0.998 under Gemma 3; after the canonical Fra token, 0.0001 and 0.0004.",
+        opens="next",
+    ),
+    Preset(
+        "Next: a URL",
+        "Visit https:",
+        "",
+        "After https: Gemma 3 expects / with 0.999 over every tokenization but 0.027 by the canonical tokens. Under "
+        "SmolLM2 healing goes wrong: backing off the : token, it gives / 0.001 where the marginal gives 0.54.",
+        opens="next",
+    ),
+    Preset(
+        "Next: code indentation",
+        "def add(a, b):\n    ",
+        "",
+        "Four spaces of indentation: under SmolLM2 the marginal expects r (of return) 0.38, the canonical tokens and "
+        "healing all but nothing (whitespace tokens cut where code does not). Under Gemma 3 all three agree.",
+        opens="next",
+    ),
+    Preset(
+        "Next: a number",
+        "pi is 3.14",
+        "",
+        "A control: the canonical tokens end where digits end, and all three views agree to 1e-6 under both "
+        "models (SmolLM2: , 0.231 . 0.230 ␣ 0.199 1 0.148).",
+        opens="next",
+    ),
+    Preset(
+        "Next: in French",
+        "Il est né à Pa",
+        "",
+        "Inside a French word: r (of Paris) 0.73 under SmolLM2 and 0.95 under Gemma 3 over every tokenization, "
+        "0.0015 and 0.004 by the canonical tokens, which expect u (Pau?) instead.",
+        opens="next",
+    ),
 )
 DEFAULT = PRESETS[0]
 

@@ -1,0 +1,176 @@
+"""What comes next: the next characters after the sidebar's text as a prompt (its trailing space or
+newline kept), over every tokenization and certified, beside the canonical tokens' view (what
+``generate`` samples from) and token healing's, a second model's marginal on the same axis, and
+the prompt continued by each view, every character coloured by its probability."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import streamlit as st
+
+from marginal_core import viz
+from marginal_core.estimators.next_chars import MAX_K, coloured
+from marginal_core.lattice.readable import show_piece
+from marginal_core.viz.next_figure import next_figure
+from pages._app.runtime import live, loaders, server, shared_results
+from pages._app.ui import inputs, live_page, presets, projector
+from pages._app.ui.defaults import APP_NEXT_SECONDS, APP_SEARCH_BUDGET
+from pages._app.ui.error_messages import show_error
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from streamlit.delta_generator import DeltaGenerator
+
+    from marginal_core import Continuations, NextCharacters
+
+ABOUT = (
+    "A prompt that ends with a space, inside a word or inside a URL ends on a **token boundary the text does not "
+    "have**: `generate` conditions on the prompt's canonical tokens, and after a lone space token the model expects "
+    "what rarely follows one. Summed over **every tokenization** of the prompt and every token that runs past its "
+    "end, the model's next character is what the text itself makes likely. The **marginal** bars are that sum, "
+    "with the interval the search certifies; **canonical** is the next token after the canonical tokens, by its "
+    "first character; **healed** backs off the last canonical token and lets the next token begin with its bytes "
+    "(token healing, as Guidance does). The red chip is the last canonical token: the boundary. Characters are the "
+    "one axis every vocabulary shares, so a second model's marginal compares bar for bar."
+)
+_KEPT = live.Kept("_next_stopped")  # the session's last stopped run of this page
+
+
+@dataclass(frozen=True)
+class NextView:
+    """One model's run of the page: its next characters and, for the first model, the continuations."""
+
+    found: NextCharacters
+    more: Continuations | None = None
+
+    @property
+    def seconds(self) -> float:
+        return self.found.seconds + (self.more.seconds if self.more is not None else 0.0)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.found.cancelled or (self.more is not None and self.more.cancelled)
+
+
+def page() -> None:
+    """The What comes next page."""
+    inp = live_page.open_page("What comes next?", ABOUT)
+    figure, settings = projector.figure_first()
+    with settings:
+        k, chars, how, seed, name_b = _settings()
+    _chips(inp)
+    sides = [inp, *_second(inp, name_b)]
+    with figure:
+        if (example := presets.matching(inp.text, inp.context)) is not None and example.opens == "next":
+            st.info(f"**What to look for.** {example.look_for}", icon=":material/visibility:")
+        row = live_page.LiveRow(help="Search what comes next under each model (one after the other), then "
+                                     "continue the prompt.")
+        errors = st.container()
+        sentence_spot, chart_spot, more_spot = st.empty(), st.empty(), st.empty()
+
+    def draw(shown: dict[str, NextView]) -> None:
+        """The sentence, the bars and the continuations of the runs so far."""
+        views = [shown[s.model] for s in sides if s.model in shown]
+        if views:
+            sentence_spot.markdown(views[0].found.sentence())
+        chart_spot.plotly_chart(next_figure([v.found for v in views], projector=projector.on()), key=row.key("bars"))
+        if views and views[0].more is not None:
+            more = views[0].more
+            more_spot.html("<table>" + "".join(
+                f"<tr><th style='text-align:left;padding-right:1em'>{view}</th>"
+                f"<td style='font-family:monospace;font-size:1.15em'>{coloured(getattr(more, view))}</td></tr>"
+                for view in more.views) + "</table><small>Each character on red as deep as it was improbable "
+                "under the view that chose it (hover for its probability).</small>")
+
+    jobs = [_job(side, k, chars if i == 0 else 0, how, seed, errors) for i, side in enumerate(sides)]
+    row.run(jobs, draw, doing="searching what comes next",
+            idle="Press Run to search what comes next after the text; the bars are drawn after every round.")
+    st.caption("The prompt is the sidebar's text exactly, a trailing space or newline included; an empty text asks "
+               "for the first character. The search stops once every next byte's interval is within 0.01, or after "
+               f"{APP_NEXT_SECONDS} s, keeping what it found.")
+
+
+def _settings() -> tuple[int, int, str, int, str | None]:
+    """The page's settings row: how many characters, the continuation's length and how it is
+    chosen, the seed, and the second model."""
+    c = st.columns([1.2, 1.4, 1.6, 1.0, 2.4])
+    k = c[0].number_input("Characters", 1, min(MAX_K, 20), 8, key="k", bind="query-params",
+                          help="How many of the most probable next characters to show.")
+    chars = c[1].number_input("Continue by", 0, 40, 20, key="chars", bind="query-params",
+                              help="How many characters each view continues the prompt by (0: none).")
+    how = c[2].segmented_control("Continue", ("greedy", "sample"), default="greedy", key="how",
+                                 bind="query-params", required=True,
+                                 help="greedy: the most probable character each time; sample: drawn at random with "
+                                      "the seed, by all three views with the same settings.")
+    seed = c[3].number_input("Seed", 0, 2**31 - 1, 0, key="seed", bind="query-params")
+    name_b = inputs.model_box(c[4], server.policy(), "Second model (optional)", "model_b", index=None)
+    return int(k), int(chars), str(how), int(seed), name_b
+
+
+def _chips(inp: inputs.Inputs) -> None:
+    """The prompt's canonical tokens, the last one marked: the boundary the canonical view conditions on."""
+    if not inp.text:
+        st.caption("The text is empty: what comes next is the first character after the context.")
+        return
+    lattice = loaders.require_lattice(inp)
+    st.html(viz.chips_html(lattice, marked="the last canonical token: the boundary generate conditions on"))
+    last = lattice.vocab.surface(lattice.canonical[-1]).decode("utf-8", errors="replace")
+    st.caption(f"The canonical tokens end on {viz.code_span(show_piece(last))} (red): `generate` conditions on that "
+               "boundary; the marginal does not.")
+
+
+def _second(inp: inputs.Inputs, name: str | None) -> list[inputs.Inputs]:
+    """The second model's inputs ([] for none, the same model, or one the server does not offer)."""
+    if not name or name.strip() == inp.model:
+        return []
+    if not server.policy().allows(name.strip()):
+        st.warning(f"This server does not offer {viz.code_span(name.strip()[:100])} as the second model.",
+                   icon=":material/block:")
+        return []
+    return [replace(inp, model=name.strip())]
+
+
+def _job(side: inputs.Inputs, k: int, chars: int, how: str, seed: int,
+         errors: DeltaGenerator) -> live_page.Job[NextView]:
+    """One model's run, live; what a stopped run kept still shows."""
+    key = side.key("next", k, chars, how, seed)
+    kept = _KEPT.get(key)
+    return live_page.Job(side.model, key, lambda update: _run(side, key, k, chars, how, seed, update, errors), kept,
+                         None if kept is None else "the search kept the characters and continuation it had found")
+
+
+def _run(side: inputs.Inputs, key: tuple, k: int, chars: int, how: str, seed: int,
+         update: Callable[[NextView], None], errors: DeltaGenerator) -> NextView | None:
+    """The search under a bar that says each round, then the continuations character by character;
+    an error said in one message in errors (the other model's row still shows)."""
+    done = shared_results.cached(key)
+    if done is not None:
+        return done  # type: ignore[no-any-return]
+    try:
+        lm = loaders.model(side.model, side.device, side.dtype)  # the search's modules import once it is loaded
+        from marginal_core import continuations_stream, next_characters_stream
+
+        bar = live.Bar(f"{side.model}: what comes next", "rounds")
+        cap = server.policy().cap_beam_width(1024)
+        settings = dict(max_rows=cap, budget=APP_SEARCH_BUDGET, time_budget=APP_NEXT_SECONDS,
+                        should_stop=bar.should_stop)
+        context = side.context or None
+
+        def steps() -> Iterator[NextView]:
+            for found in next_characters_stream(lm, side.text, context, k, **settings):
+                bar.update(0.5 if chars else 0.9, f"{side.model}: round {found.rounds}, {found.scored:,} prefixes "
+                           f"in {found.seconds:.1f} s")
+                yield NextView(found)
+            for more in continuations_stream(lm, side.text, context, chars, how, seed, **settings) if chars else ():
+                bar.update(0.5 + 0.5 * len(more.marginal.text) / max(chars, 1),
+                           f"{side.model}: continuing, {len(more.marginal.text)} of {chars} characters")
+                yield NextView(found, more)
+
+        return live.follow(key, steps(), bar, update, lambda v: _KEPT.keep(key, v), lambda v: v.cancelled)
+    except Exception as exc:  # noqa: BLE001 -- the other model's row still shows
+        with errors:
+            show_error(exc, f"searching what comes next under {side.model}")
+        return None

@@ -1,0 +1,67 @@
+"""The What comes next page (issue 58), driven headless with streamlit.testing.v1.AppTest: a prompt
+with a trailing space from a link, the boundary marked on its chips, the three views' bars against
+the library, the continuations, a second model's marginal on the same axis, and its place after
+Surprisal in the lesson."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.support.apptest import app
+from pages._app.ui import lesson
+from tests.app_support import SMOL, assert_clean, click, plotly, values
+
+pytestmark = pytest.mark.models
+
+PROMPT = "The capital of France is "
+LINK = dict(model=SMOL, text=PROMPT, context="", dtype="float32", chars="4", k="5")
+
+
+def test_run_draws_the_three_views_and_the_continuations():
+    from marginal_core import next_characters
+    from marginal_core.models import load_model
+
+    at = app("pages/views/next.py", **LINK)
+    assert_clean(at)
+    assert at.text_area(key="text").value == PROMPT  # the link's trailing space is kept
+    chips = [e.proto.body for e in at.get("html") if "3px solid #d62728" in e.proto.body]
+    assert len(chips) == 1 and "the boundary" in chips[0]
+    (empty,) = plotly(at)
+    assert not empty.data
+    click(at, "run")
+    assert_clean(at)
+    expected = next_characters(PROMPT, load_model(SMOL, dtype="float32"), k=5)
+    (bars,) = plotly(at)
+    marginal, canonical, healed = bars.data
+    assert list(marginal.x) == [r.shown for r in expected.rows]
+    assert values(marginal.y) == pytest.approx([r.probability for r in expected.rows], abs=1e-3)
+    assert values(canonical.y) == pytest.approx([r.canonical for r in expected.rows], abs=1e-6)
+    assert values(healed.y) == pytest.approx([r.healed for r in expected.rows], abs=1e-6)
+    assert marginal.error_y.visible
+    assert any("most likely “P”" in m.value for m in at.markdown)
+    (more,) = [e.proto.body for e in at.get("html") if ">marginal</th>" in e.proto.body]
+    assert ">canonical</th>" in more and ">healed</th>" in more and "title='" in more
+
+
+def test_a_second_model_adds_its_marginal_on_the_same_axis():
+    at = app("pages/views/next.py", **{**LINK, "chars": "0"}, model_b="gemma3-270m")
+    click(at, "run")
+    assert_clean(at)
+    (bars,) = plotly(at)
+    names = [t.name for t in bars.data]
+    assert names[:2] == [f"marginal ({SMOL})", "marginal (gemma3-270m)"] and len(names) == 4
+
+
+def test_an_empty_text_asks_for_the_first_character():
+    at = app("pages/views/next.py", **{**LINK, "text": "", "chars": "0"})
+    assert_clean(at)
+    assert any("first character" in c.value for c in at.caption)
+    click(at, "run")
+    assert_clean(at)
+    (bars,) = plotly(at)
+    assert len(bars.data) == 3 and values(bars.data[0].y) == pytest.approx(values(bars.data[1].y), abs=1e-9)
+
+
+def test_the_page_follows_surprisal_in_the_lesson():
+    paths = [path for path, _, _ in lesson.ORDER]
+    assert paths.index("next") == paths.index("surprisal") + 1
