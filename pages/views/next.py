@@ -61,9 +61,9 @@ def page() -> None:
     figure, settings = projector.figure_first()
     with settings:
         k, chars, how, seed, name_b = _settings()
-    _chips(inp)
     sides = [inp, *_second(inp, name_b)]
     with figure:
+        _chips(inp)
         if (example := presets.matching(inp.text, inp.context)) is not None and example.opens == "next":
             st.info(f"**What to look for.** {example.look_for}", icon=":material/visibility:")
         row = live_page.LiveRow(help="Search what comes next under each model (one after the other), then "

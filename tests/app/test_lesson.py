@@ -67,8 +67,13 @@ def test_every_example_loads_on_every_page_through_the_lesson_links(server, brow
         page.locator(".st-key-example").click()
         page.get_by_role("option", name=preset.name, exact=True).click()
         settle(page, extra_ms=QUICK_MS)
-        assert page.get_by_label("Text", exact=True).input_value() == preset.text
+        assert page.get_by_label("Text", exact=True).input_value() == preset.text  # trailing whitespace kept
         assert page.get_by_text(preset.look_for[:40]).count() >= 1  # what to look for, in the sidebar and on Home
+        if preset.opens == "next":  # a prompt: its own page, the boundary on its chips (the walk is the texts')
+            assert page.locator("h1").first.inner_text() == "What comes next?"
+            page.get_by_text("What to look for.").first.wait_for()
+            clean(page)
+            continue
         if preset.opens:  # an example that opens its own page (Two models disagree: Compare), then the lesson
             assert page.locator("h1").first.inner_text() == "Two models, one text"
             assert page.locator("div.chip").count() >= 2  # both models' tokens, one byte axis
