@@ -418,7 +418,7 @@ def make_screenshots(folder: Path, model: str | None = None, only: str | None = 
         ("rank", "rank", "draw", "Spearman ρ", 1000),
         ("running", "running?y=non-canonical+mass", "run", "Done:", 1000),
         ("surprisal", "surprisal", "run", "Done:", 1600),
-        ("next", "next?text=The%20capital%20of%20France%20is%20&context=&chars=20", "run", "Done:", 1300),
+        ("next", "next?text=The%20capital%20of%20France%20is%20&context=&chars=20", "run", "Done:", 1450),
         ("compare", "compare?text=%20Tokyo&context=", "run", "Done:", 2150),  # the "Two models disagree" example
     ]
     with streamlit_server() as server:
