@@ -18,19 +18,26 @@ it and imports this module before the server's first request, and that import re
 ``st.navigation`` records. Every way of starting the server, ``streamlit run app.py`` (what hosted
 services run) as well as ``make app`` and ``make serve-class`` (pages/_app/runtime/serve.py, which runs
 that command), answers a fresh server's first request for a page's link with that page and no
-dialog (tests/app/test_server_starts.py). Run as the script, once per session's run, it routes.
+dialog (tests/app/test_server_starts.py). Home's own path, /home, is one too: Streamlit gives the
+default page the path "" and would answer /home with that dialog, so a run asked for /home is
+asked for the default page (``home_by_its_name``). The import also records where the server
+listens, which decides what it offers (pages/_app/runtime/server.py), and says that once in the
+server's log. Run as the script, once per session's run, it routes.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from marginal_core.serving.turns import TurnCancelled
-from pages._app.runtime import live, loaders, machine
+from pages._app.runtime import live, loaders, machine, server
 from pages._app.ui import inputs, lesson, links, projector
 from pages.tasks import qa, results, translation
 from pages.views import compare, home, lattice, mass, rank, running, samplers, surprisal
+
+HOME = "home"  # Home's path: the default page's, "" to Streamlit, and also its own (/home)
 
 
 def navigation() -> dict[str, list[st.Page]]:
@@ -38,7 +45,7 @@ def navigation() -> dict[str, list[st.Page]]:
     each records that it ran)."""
     return {
         "Views": [
-            st.Page(home.page, title="Home", icon=":material/home:", url_path="home", default=True),
+            st.Page(home.page, title="Home", icon=":material/home:", url_path=HOME, default=True),
             st.Page(lattice.page, title="Lattice", icon=":material/account_tree:", url_path="lattice"),
             st.Page(surprisal.page, title="Surprisal", icon=":material/bar_chart:", url_path="surprisal"),
             st.Page(mass.page, title="Probability mass", icon=":material/balance:", url_path="mass"),
@@ -55,11 +62,20 @@ def navigation() -> dict[str, list[st.Page]]:
     }
 
 
+def home_by_its_name() -> None:
+    """A request for /home (Home's own url_path, which Streamlit gives the default page as ""):
+    asked for as the default page, not answered with "Page not found" over Home."""
+    ctx = get_script_run_ctx()
+    if ctx is not None and ctx.pages_manager.intended_page_name == HOME and not ctx.pages_manager.intended_page_script_hash:
+        ctx.pages_manager.set_script_intent("", "")
+
+
 def main() -> None:
     """One run of the app: the navigation, the shared inputs, then the chosen page."""
     st.set_page_config(page_title="marginal: tokenization marginals", page_icon=":material/join:", layout="wide",
                        initial_sidebar_state="collapsed" if projector.requested() else "auto")
     sections = navigation()
+    home_by_its_name()
     page = st.navigation(sections)
     if (opens := inputs.page_to_open()) is not None:  # an example that opens its own page (Compare)
         target = next(p for pages in sections.values() for p in pages if p.url_path == opens)
@@ -84,4 +100,5 @@ if __name__ == "__main__":  # the script: one session's run
     main()
 else:  # the module the server imports before its first request (`app:app`)
     PagesManager.uses_pages_directory = False  # as st.navigation sets it: never the legacy pages/ mode
+    server.started(st.get_option("server.address"))  # its mode follows where it listens; said once, in its log
     app = st.App(__file__)

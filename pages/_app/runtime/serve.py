@@ -64,7 +64,7 @@ def warm(name: str) -> None:
 
 def main(argv: list[str]) -> int:
     """Check the server's variables, start warming its models, then run Streamlit on app.py."""
-    if server.main() != 0:
+    if server.check() != 0:
         return 2
     names = preloads(server.policy())
     threading.Thread(target=lambda: [warm(n) for n in names], name="preload", daemon=True).start()
