@@ -82,7 +82,9 @@ def main() -> None:
         st.switch_page(target, query_params={})  # the widgets bound to the URL write theirs again there
     live.begin_script_run()
     inputs.sidebar()
-    loaders.preload(inputs.current())  # the model loads while the page draws what needs none
+    inp = inputs.current()
+    loaders.prepared(inp.model)  # a fresh cache's first visitors: the model's preparation, step by step
+    loaders.preload(inp)  # the model loads while the page draws what needs none
     links.take_numbers()
     notice = st.container()  # above the page: what the link held that the page could not use
     queue = st.container()  # above the page: where this session's run waits for the machine

@@ -44,7 +44,7 @@ from marginal_core.lattice.conditioning import context_ids
 from marginal_core.lattice.graph import Lattice, lattice_of
 from marginal_core.lattice.paths import PathBatch
 from marginal_core.lattice.proposal import proposal_of
-from marginal_core.lattice.sampling import SampleSet, lattice_sample_blocks
+from marginal_core.lattice.sampling import lattice_samples
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 from marginal_core.models import dtype_name, load_model
@@ -253,13 +253,8 @@ class Marginalizer:
         self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
         self._canonical_first(progress, options.samples, options.canonical_in_first_chunk)  # off the clock
-        started = time.perf_counter()
-        blocks = []  # drawn in blocks with a stop check between two: a long text's k paths take a while
-        for block in lattice_sample_blocks(self.lattice, options.samples, max_len=options.max_len, seed=options.seed):
-            blocks.append(block)
-            if should_stop is not None and should_stop():
-                break  # the scored stream sees the stop too, and yields the stopped estimate
-        samples = SampleSet.concat(blocks)
+        started, o = time.perf_counter(), options
+        samples = lattice_samples(self.lattice, o.samples, max_len=o.max_len, seed=o.seed, should_stop=should_stop)
         room = self.window_room()
         hint = f"set the length bound L to at most {room:,}" if room and len(self.lattice.canonical) < room else ""
         self.require_fits(int(samples.paths.lengths.max(initial=0)), "the longest lattice sample", hint)

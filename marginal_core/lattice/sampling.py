@@ -16,6 +16,7 @@ from typing import Literal
 
 import numpy as np
 
+from marginal_core.ground.progress import StopCheck
 from marginal_core.lattice import bigint
 from marginal_core.lattice.graph import Lattice
 from marginal_core.lattice.paths import Path, PathBatch, PathIndex
@@ -147,7 +148,8 @@ def lattice_sample_blocks(
 
 
 def lattice_samples(
-    lattice: Lattice, k: int, *, max_len: int | None = None, seed: int | None = None
+    lattice: Lattice, k: int, *, max_len: int | None = None, seed: int | None = None,
+    should_stop: StopCheck | None = None,
 ) -> SampleSet:
     """Algorithm 1: the off-by-one set, then uniform paths of at most max_len tokens.
 
@@ -155,8 +157,15 @@ def lattice_samples(
     first in canonical order; if k is smaller than it, its first k paths are returned. The
     uniform part is drawn from the length-bounded lattice minus the off-by-one set and the
     canonical path (docs/design.md, point 10). max_len defaults to ``lattice.default_max_len()``.
+    should_stop is asked between two blocks (:func:`lattice_sample_blocks`): once it says so, the
+    blocks drawn so far are returned.
     """
-    return SampleSet.concat(list(lattice_sample_blocks(lattice, k, max_len=max_len, seed=seed)))
+    blocks = []
+    for block in lattice_sample_blocks(lattice, k, max_len=max_len, seed=seed):
+        blocks.append(block)
+        if should_stop is not None and should_stop():
+            break
+    return SampleSet.concat(blocks)
 
 
 def num_candidates(lattice: Lattice, max_len: int | None = None) -> int:

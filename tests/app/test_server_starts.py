@@ -228,3 +228,45 @@ def test_every_path_the_app_makes_opens_its_page_on_a_fresh_server(browser):
             no_dialog(page, path)
             assert urlparse(page.url).path == f"/{path}", page.url
             close([page])
+
+
+def test_the_first_visitors_on_an_empty_cache_watch_one_preparation(browser, tmp_path):
+    """Issue 60, point 3: on an empty model cache (a hosted service's first start), the first two
+    visitors of a fresh `streamlit run app.py` both see SmolLM2's preparation as a progress bar
+    naming its steps, one preparation for both (the server converts once), then Home's log p."""
+    env_cache = os.environ.get("MARGINAL_CACHE")
+    os.environ["MARGINAL_CACHE"] = str(tmp_path / "cache")  # a cache of its own: the shared one stays warm
+    try:
+        started = time.monotonic()
+        with fresh_server("streamlit run app.py") as server:
+            pages, seen = [], [set(), set()]
+            for _ in range(2):
+                page = browser.new_context(viewport={"width": 1000, "height": 700}).new_page()
+                page.goto(f"{server.url}/?model={SMOL}&text={quote(' Paris.')}&context=", wait_until="commit")
+                pages.append(page)
+            bar = "Preparing smollm2-135m for its first use"
+            pages[0].get_by_text(bar).first.wait_for(timeout=120_000)
+            shown = time.monotonic() - started
+            pages[1].get_by_text(bar).first.wait_for(timeout=60_000)
+            pages[1].screenshot(path=str(OUTPUT / "first-visit-preparing.png"))
+            while pages[0].get_by_text(bar).count():
+                for page, steps in zip(pages, seen, strict=True):
+                    text = " ".join(page.get_by_text(bar).all_inner_texts())
+                    steps.update(step for step in ("tokenizer", "lattice snapshot", "weights") if f": {step} (" in text)
+                time.sleep(0.2)
+            for page in pages:
+                page.get_by_text("log p(canonical)").first.wait_for(timeout=WAIT_MS)
+                no_traceback(page)
+            ready = time.monotonic() - started
+            pages[1].screenshot(path=str(OUTPUT / "first-visit-empty-cache.png"))
+            close(pages)
+            log = server.log.read_text()
+        print(f"empty cache: the bar {shown:.1f} s after the start, log p {ready:.1f} s; steps seen {seen}", flush=True)
+        assert "weights" in seen[0] and "weights" in seen[1], seen  # both watched the long step
+        assert log.count("marginal: loaded smollm2-135m") == 1 and log.count("marginal: prepared smollm2-135m") == 1, log
+        assert (tmp_path / "cache").is_dir()
+    finally:
+        if env_cache is None:
+            os.environ.pop("MARGINAL_CACHE", None)
+        else:
+            os.environ["MARGINAL_CACHE"] = env_cache

@@ -49,6 +49,13 @@ def warm(name: str) -> None:
     try:
         from marginal_core import vocabulary
         from marginal_core.models import load_text_tokenizer
+        from marginal_core.models.preparing import needs_preparing, prepare
+
+        if needs_preparing(name):  # an empty cache: the preparation the first visitors' pages show
+            preparation = prepare(name)
+            preparation.wait()
+            if preparation.error is not None:
+                raise preparation.error
 
         vocabulary(load_text_tokenizer(name))  # the lattice's, before torch's import (Home's chips need it first)
         from marginal_core import Marginalizer
