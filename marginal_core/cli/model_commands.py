@@ -15,7 +15,7 @@ from marginal_core.ground.cache_home import cache_root
 from marginal_core.ground.errors import MarginalError, run_cli
 from marginal_core.models.caches import is_done, model_cache_dir
 from marginal_core.models.devices import DTYPES
-from marginal_core.models.loading import warm
+from marginal_core.models.preparing import warm
 from marginal_core.models.registry import DEFAULT_MODEL, EMBEDDED_MODELS, known_models, pip_install_command
 
 __all__ = ["INSTALLABLE", "add_beam_width", "add_device_arguments", "install", "models_main"]

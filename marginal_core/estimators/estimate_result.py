@@ -140,7 +140,8 @@ class Estimate:
         if not self.method.is_bound:
             return math.inf
         known = self._lattice(lattice)
-        if known is not None and len(set(self.paths.tolist()) | {known.canonical}) == known.count():
+        if known is not None and known.count() <= len(self.paths) + 1 and (
+                len(set(self.paths.tolist()) | {known.canonical}) == known.count()):
             return 0.0  # every tokenization scored
         if self.method is Method.EXACT and self.run.done:
             return 0.0
@@ -162,7 +163,7 @@ class Estimate:
 
     @cached_property
     def num_distinct(self) -> int:
-        return len(set(self.paths.tolist()))
+        return self.paths.distinct()
 
     def running_marginal(self) -> np.ndarray:
         """The full log marginal after each sample."""

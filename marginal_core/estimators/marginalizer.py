@@ -253,8 +253,8 @@ class Marginalizer:
         self, options: EstimateOptions, should_stop: StopCheck | None, progress: Progress | None
     ) -> Iterator[Estimate]:
         self._canonical_first(progress, options.samples, options.canonical_in_first_chunk)  # off the clock
-        started = time.perf_counter()
-        samples = lattice_samples(self.lattice, options.samples, max_len=options.max_len, seed=options.seed)
+        started, o = time.perf_counter(), options
+        samples = lattice_samples(self.lattice, o.samples, max_len=o.max_len, seed=o.seed, should_stop=should_stop)
         room = self.window_room()
         hint = f"set the length bound L to at most {room:,}" if room and len(self.lattice.canonical) < room else ""
         self.require_fits(int(samples.paths.lengths.max(initial=0)), "the longest lattice sample", hint)

@@ -152,10 +152,11 @@ class Lattice:
         """The canonical path with exactly one token replaced by two (docs/design.md, point 7)."""
         return self.off_by_one_batch().tolist()
 
-    def off_by_one_batch(self) -> PathBatch:
-        """The off-by-one set as one array, built without a Python loop over tokens."""
+    def off_by_one_batch(self, start: int = 0, stop: int | None = None) -> PathBatch:
+        """The off-by-one set's paths [start, stop) as one array, built without a Python loop over
+        tokens (the whole set holds splits x (canonical length + 1) ids: build only what is used)."""
         width = len(self.canonical) + 1
-        split = np.array(self.splits, dtype=np.int64).reshape(-1, 3)
+        split = np.array(self.splits[start:stop], dtype=np.int64).reshape(-1, 3)
         pos = split[:, :1]
         canon = np.array(self.canonical, dtype=np.int64)
         col = np.arange(width)

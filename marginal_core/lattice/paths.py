@@ -264,6 +264,18 @@ class PathBatch:
     def __getitem__(self, i: int) -> Path:
         return tuple(self.ids[self.offsets[i] : self.offsets[i + 1]].tolist())
 
+    def distinct(self) -> int:
+        """How many different paths the batch holds, counted in arrays (no Python tuple per path:
+        a live page counts thousands of long paths after every chunk)."""
+        lengths, count = self.lengths, 0
+        for size in np.unique(lengths).tolist():  # paths of different lengths differ
+            starts = self.offsets[:-1][lengths == size]
+            if size == 0 or len(starts) == 1:
+                count += 1
+            else:
+                count += len(np.unique(self.ids[starts[:, None] + np.arange(size)], axis=0))
+        return count
+
     def tolist(self) -> list[Path]:
         """The paths as tuples of token ids."""
         flat, bounds = self.ids.tolist(), self.offsets.tolist()

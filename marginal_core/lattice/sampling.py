@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import bisect
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
+from marginal_core.ground.progress import StopCheck
 from marginal_core.lattice import bigint
 from marginal_core.lattice.graph import Lattice
 from marginal_core.lattice.paths import Path, PathBatch, PathIndex
 
 SampleKind = Literal["canonical", "off_by_one", "uniform", "proxy", "beam", "exact"]
+# A block of lattice_sample_blocks: about this many token ids, and at most this many paths.
+BLOCK_IDS = 2_000_000
+BLOCK_PATHS = 1_024
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,13 @@ class SampleSet:
 
     def __iter__(self):
         return (Sample(p, str(k)) for p, k in zip(self.paths.tolist(), self.kinds.tolist()))
+
+    @classmethod
+    def concat(cls, sets: list[SampleSet]) -> SampleSet:
+        """One set holding the samples of several, in order."""
+        if not sets:
+            return cls(PathBatch(np.zeros(0, np.int64), np.zeros(1, np.int64)), np.zeros(0, "<U10"))
+        return cls(PathBatch.concat([s.paths for s in sets]), np.concatenate([s.kinds for s in sets]))
 
 
 def _shuffled_prefix(total: int, count: int, seed: int | None) -> list[int]:
@@ -96,14 +107,49 @@ def sample_uniform(
 
 def _draw(index: PathIndex, k: int, excluded: set[int], seed: int | None) -> PathBatch:
     """Up to k distinct paths of an index, uniformly, never one whose rank is excluded."""
+    return index.unrank(bigint.to_limbs(_ranks(index, k, excluded, seed), index.limbs))
+
+
+def _ranks(index: PathIndex, k: int, excluded: set[int], seed: int | None) -> list[int]:
+    """The ranks of up to k distinct paths of an index, drawn uniformly, none of them excluded."""
     skip = sorted(excluded)
     remaining = index.total - len(skip)
-    draws = _shuffled_prefix(remaining, min(k, remaining), seed)
-    return index.unrank(bigint.to_limbs(_skip_excluded(draws, skip), index.limbs))
+    return _skip_excluded(_shuffled_prefix(remaining, min(k, remaining), seed), skip)
+
+
+def block_size(lattice: Lattice) -> int:
+    """Paths per block of :func:`lattice_sample_blocks`: about BLOCK_IDS token ids, BLOCK_PATHS at
+    most, one at least, so that a block's work does not grow with k."""
+    return max(1, min(BLOCK_PATHS, BLOCK_IDS // (len(lattice.canonical) + 1)))
+
+
+def lattice_sample_blocks(
+    lattice: Lattice, k: int, *, max_len: int | None = None, seed: int | None = None
+) -> Iterator[SampleSet]:
+    """Algorithm 1's samples (as :func:`lattice_samples`), in order, in blocks of
+    :func:`block_size` paths: a caller may stop between two, which a long text's k paths need."""
+    size, splits = block_size(lattice), len(lattice.splits)
+    for start in range(0, min(k, splits), size):
+        block = lattice.off_by_one_batch(start, min(start + size, k, splits))
+        yield SampleSet(block, np.full(len(block), "off_by_one"))
+    if k <= splits:
+        return
+    bound = lattice.default_max_len() if max_len is None else max_len
+    index = lattice.index(bound)
+    excluded = set()
+    if len(lattice.canonical) <= bound:
+        excluded.add(index.rank(lattice.canonical))
+    if len(lattice.canonical) + 1 <= bound:
+        excluded.update(index.off_by_one_ranks())
+    ranks = _ranks(index, k - splits, excluded, seed)
+    for start in range(0, len(ranks), size):
+        block = index.unrank(bigint.to_limbs(ranks[start : start + size], index.limbs))
+        yield SampleSet(block, np.full(len(block), "uniform"))
 
 
 def lattice_samples(
-    lattice: Lattice, k: int, *, max_len: int | None = None, seed: int | None = None
+    lattice: Lattice, k: int, *, max_len: int | None = None, seed: int | None = None,
+    should_stop: StopCheck | None = None,
 ) -> SampleSet:
     """Algorithm 1: the off-by-one set, then uniform paths of at most max_len tokens.
 
@@ -111,26 +157,20 @@ def lattice_samples(
     first in canonical order; if k is smaller than it, its first k paths are returned. The
     uniform part is drawn from the length-bounded lattice minus the off-by-one set and the
     canonical path (docs/design.md, point 10). max_len defaults to ``lattice.default_max_len()``.
+    should_stop is asked between two blocks (:func:`lattice_sample_blocks`): once it says so, the
+    blocks drawn so far are returned.
     """
-    bound = lattice.default_max_len() if max_len is None else max_len
-    off = lattice.off_by_one_batch()
-    paths = off if k >= len(off) else PathBatch.from_paths(off.tolist()[:k])
-    if k > len(off):
-        index = lattice.index(bound)
-        excluded = set()
-        if len(lattice.canonical) <= bound:
-            excluded.add(index.rank(lattice.canonical))
-        if len(lattice.canonical) + 1 <= bound:
-            excluded.update(index.off_by_one_ranks())
-        paths = PathBatch.concat([paths, _draw(index, k - len(off), excluded, seed)])
-    first = min(k, len(off))
-    kinds = np.repeat(["off_by_one", "uniform"], [first, len(paths) - first])
-    return SampleSet(paths, kinds)
+    blocks = []
+    for block in lattice_sample_blocks(lattice, k, max_len=max_len, seed=seed):
+        blocks.append(block)
+        if should_stop is not None and should_stop():
+            break
+    return SampleSet.concat(blocks)
 
 
 def num_candidates(lattice: Lattice, max_len: int | None = None) -> int:
     """How many distinct paths Algorithm 1 can return: off-by-one plus the bounded rest."""
     bound = lattice.default_max_len() if max_len is None else max_len
-    off = lattice.off_by_one()
-    in_bound = sum(len(p) <= bound for p in off) + (len(lattice.canonical) <= bound)
-    return len(off) + lattice.count(bound) - in_bound
+    splits, length = len(lattice.splits), len(lattice.canonical)
+    in_bound = splits * (length + 1 <= bound) + (length <= bound)  # every off-by-one path has length + 1 tokens
+    return splits + lattice.count(bound) - in_bound

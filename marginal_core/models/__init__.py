@@ -12,7 +12,8 @@ Hugging Face cache first and on the hub only if the hub answers, so an unknown n
 on an offline machine with :class:`~marginal_core.ground.errors.UnknownModelError`.
 
 The modules: ``registry`` (names and their resolution), ``caches`` (on-disk folders),
-``devices`` (device and precision), ``hub`` and ``loading`` (tokenizers, models, warming).
+``devices`` (device and precision), ``hub`` and ``loading`` (tokenizers, models), ``preparing`` (a GGUF
+model's caches built once per process, in steps others watch; warming).
 ``python -m marginal_core.models --warm [names...]`` builds the caches and ``--list`` shows the
 embedded models and whether they are cached (``cli.model_commands``).
 Importing this package imports neither torch nor transformers: the loaders import them when called.
@@ -22,7 +23,8 @@ from __future__ import annotations
 
 from marginal_core.models.caches import model_cache_dir
 from marginal_core.models.devices import DTYPES, dtype_name, resolve_device, resolve_dtype
-from marginal_core.models.loading import LoadedModel, load_model, load_text_tokenizer, load_tokenizer, warm
+from marginal_core.models.loading import LoadedModel, load_model, load_text_tokenizer, load_tokenizer
+from marginal_core.models.preparing import warm
 from marginal_core.models.registry import (
     DEFAULT_MODEL,
     EMBEDDED_MODELS,

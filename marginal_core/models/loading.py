@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -30,7 +30,7 @@ from marginal_core.models.devices import resolve_device, resolve_dtype
 from marginal_core.models.hub import from_hf
 from marginal_core.models.mixed import make_mixed
 from marginal_core.models.random_weights import random_model, random_weights_folder
-from marginal_core.models.registry import DEFAULT_MODEL, canonical_name, known_models, resolve, unknown_model
+from marginal_core.models.registry import DEFAULT_MODEL, canonical_name, resolve, unknown_model
 from marginal_core.models.split_bfloat16 import make_split_bfloat16
 
 if TYPE_CHECKING:  # torch and transformers take seconds to import: only the loaders need them
@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # torch and transformers take seconds to import: only the loa
 
     from marginal_core.lm.adapter import LM
 
-__all__ = ["LoadedModel", "load_model", "load_text_tokenizer", "load_tokenizer", "warm"]
+__all__ = ["LoadedModel", "load_model", "load_text_tokenizer", "load_tokenizer"]
 
 SNAPSHOT_FILE = "lattice-snapshot.pkl"
 # The models (per name, device, dtype) and tokenizers kept loaded in a process, least recently
@@ -368,38 +368,3 @@ def _quiet_transformers() -> Iterator[None]:
     finally:
         hf_logging.enable_progress_bar()
         hf_logging.set_verbosity(level)
-
-
-# --------------------------------------------------------------------------------------------
-# Warming the caches
-
-
-def warm(names: list[str] | None = None, log: Callable[[str], None] = print) -> dict[str, dict[str, float]]:
-    """Build the on-disk caches of the given models (default: all embedded); returns timings.
-
-    Already cached parts are only checked, not loaded, so a warm run on a warm cache is quick.
-    """
-    timings: dict[str, dict[str, float]] = {}
-    for name in names or known_models():
-        src = resolve(name)
-        if src.gguf is None:
-            t0 = time.perf_counter()
-            load_model(name)
-            timings[src.name] = {"load_s": time.perf_counter() - t0}
-            log(f"{src.name}: loaded through Hugging Face in {timings[src.name]['load_s']:.1f} s")
-            continue
-        folder = model_cache_dir(src.name)
-        t0 = time.perf_counter()
-        with _LOCK, _TOKENIZER_LOCK:
-            converted_tok = _ensure_tokenizer_cache(src.gguf, folder)
-            load_text_tokenizer(src.name)  # takes the lattice's snapshot once
-        t1 = time.perf_counter()
-        with _LOCK:
-            converted_model = _ensure_model_cache(src.gguf, folder)
-        t2 = time.perf_counter()
-        timings[src.name] = {"tokenizer_s": t1 - t0, "model_s": t2 - t1}
-        log(
-            f"{src.name}: tokenizer {'converted' if converted_tok else 'cached'} ({t1 - t0:.1f} s), "
-            f"model {'converted' if converted_model else 'cached'} ({t2 - t1:.1f} s) in {folder}"
-        )
-    return timings

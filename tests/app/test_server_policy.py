@@ -63,6 +63,35 @@ def test_no_variable_keeps_the_local_freedom():
     assert rules.max_text_chars is None and rules.offer() == ""
 
 
+@pytest.mark.parametrize(("env", "address", "mode", "why"), [
+    ({}, None, "open", ""),  # no server (AppTest, a notebook)
+    ({}, "127.0.0.1", "open", "it listens on this machine only"),  # make app
+    ({}, "localhost", "open", "it listens on this machine only"),
+    ({}, "::1", "open", "it listens on this machine only"),
+    ({}, "", "class", "it listens on every network interface"),  # plain streamlit run app.py
+    ({}, "0.0.0.0", "class", "it listens on every network interface"),
+    ({}, "192.168.1.20", "class", "it listens on 192.168.1.20"),
+    ({"SPACE_ID": "someone/demo"}, "127.0.0.1", "class", "it runs on Hugging Face Spaces: SPACE_ID is set"),
+    ({"SPACE_ID": "someone/demo"}, None, "class", "it runs on Hugging Face Spaces: SPACE_ID is set"),
+    ({server.SERVE: "open"}, "", "open", "MARGINAL_SERVE=open"),
+    ({server.SERVE: "local"}, "0.0.0.0", "open", "MARGINAL_SERVE=local"),
+    ({server.SERVE: "class"}, "127.0.0.1", "class", "MARGINAL_SERVE=class"),  # make serve-class HOST=127.0.0.1
+])
+def test_a_server_others_reach_is_in_class_mode_unless_told_otherwise(env, address, mode, why):
+    """Issue 60: the mode follows where the server listens and where it runs, unless MARGINAL_SERVE
+    says; the log's line and the sidebar's help say which and why."""
+    rules = ServerPolicy.from_env(env, address)
+    assert ("class" if rules.class_mode else "open") == mode and rules.why == why
+    line = rules.describe()
+    assert line.startswith(f"marginal app, {mode} mode" + (f" ({why}" if why else ":")), line
+    assert ("MARGINAL_SERVE=open lifts the limits" in line) == (mode == "class" and not why.startswith("MARGINAL"))
+    if mode == "class":
+        assert rules.models == ("gemma3-270m", "smollm2-135m") and not rules.allows("/srv/x")
+        assert why in rules.help() and "class mode" in rules.help()
+    else:
+        assert rules.models is None and line.endswith("any model id or folder, the app's own limits.")
+
+
 def test_shared_passes_are_on_unless_turned_off():
     assert ServerPolicy.from_env({}).shared_passes
     assert ServerPolicy.from_env({server.SHARED_PASSES_ENV: " On "}).shared_passes

@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from marginal_core.lattice import bigint
+from marginal_core.lattice import bigint, sampling
 from marginal_core.lattice.graph import lattice_of
+from marginal_core.lattice.paths import PathBatch
 from marginal_core.lattice.sampling import lattice_samples, num_candidates, sample_uniform
 from tests.tokenizer_cases import EMBEDDED, GEMMA, SMOL, embedded, examples, reference, spells, texts
 
@@ -337,6 +338,22 @@ def test_algorithm1_on_a_sentence(name):
         current = lattice_samples(lat, k, seed=0).paths.tolist()
         assert current[: len(previous)] == previous and len(current) == k
         previous = current
+
+
+def test_algorithm1_in_blocks_is_algorithm1(monkeypatch):
+    """Issue 60: the samples come in blocks (a caller stops between two) of a few paths here,
+    the same paths and kinds as one block; the batch counts its distinct paths in arrays."""
+    lat = lattice(SMOL, "Marginal probabilities of a string sum over its tokenizations.")
+    whole = lattice_samples(lat, 120, seed=3)
+    monkeypatch.setattr(sampling, "BLOCK_PATHS", 7)
+    blocks = list(sampling.lattice_sample_blocks(lat, 120, seed=3))
+    assert len(blocks) > 120 // 7 and max(map(len, blocks)) == 7  # the off-by-one set's last block may be short
+    joined = sampling.SampleSet.concat(blocks)
+    assert joined.paths.tolist() == whole.paths.tolist() and joined.kinds.tolist() == whole.kinds.tolist()
+    paths = whole.paths.tolist()
+    repeated = PathBatch.from_paths(paths + paths[:30] + [lat.canonical, lat.canonical, ()])
+    assert whole.paths.distinct() == len(set(paths)) == 120
+    assert repeated.distinct() == len(set(repeated.tolist())) == 122
 
 
 def test_algorithm1_when_fewer_paths_than_asked():

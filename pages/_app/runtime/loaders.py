@@ -17,6 +17,8 @@ from pages._app.ui.inputs import Inputs, require_text
 if TYPE_CHECKING:
     from marginal_core import LM, Lattice, Marginalizer, TextTokenizer, Vocabulary
 
+PREPARING_REDRAW_S = 0.25  # how often a waiting page redraws a model's preparation
+
 
 @st.cache_resource(show_spinner=False, max_entries=6)
 def tokenizer(name: str) -> TextTokenizer:
@@ -54,6 +56,30 @@ def _loaded() -> set:
 def _preloads() -> dict[tuple[str, str, str], threading.Thread]:
     """Background loads started in this process, by (model, device, dtype)."""
     return {}
+
+
+def prepared(name: str) -> None:
+    """An embedded model whose caches are not on disk yet (a fresh server's first visitor): its
+    preparation as a progress bar with its steps, one preparation shared by every session that
+    waits on it (marginal_core.models.preparing); nothing once its caches are there. A failure is
+    left to the page's own load to report."""
+    from marginal_core.models import EMBEDDED_MODELS
+    from marginal_core.models.preparing import needs_preparing, prepare
+
+    if name not in EMBEDDED_MODELS or name in _ready() or not needs_preparing(name):
+        _ready().add(name)
+        return
+    preparation, bar = prepare(name), st.empty()
+    while not preparation.wait(PREPARING_REDRAW_S):
+        bar.progress(preparation.fraction(), text=f"Preparing **{name}** for its first use on this server (once, up to a "
+                     f"minute; every visitor waits on the same one): {preparation.describe()}")
+    bar.empty()
+
+
+@st.cache_resource(show_spinner=False)
+def _ready() -> set[str]:
+    """Embedded models whose caches this process has found on disk (checked once each)."""
+    return set()
 
 
 def preload(inp: Inputs) -> None:

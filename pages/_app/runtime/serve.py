@@ -49,6 +49,13 @@ def warm(name: str) -> None:
     try:
         from marginal_core import vocabulary
         from marginal_core.models import load_text_tokenizer
+        from marginal_core.models.preparing import needs_preparing, prepare
+
+        if needs_preparing(name):  # an empty cache: the preparation the first visitors' pages show
+            preparation = prepare(name)
+            preparation.wait()
+            if preparation.error is not None:
+                raise preparation.error
 
         vocabulary(load_text_tokenizer(name))  # the lattice's, before torch's import (Home's chips need it first)
         from marginal_core import Marginalizer
@@ -64,7 +71,7 @@ def warm(name: str) -> None:
 
 def main(argv: list[str]) -> int:
     """Check the server's variables, start warming its models, then run Streamlit on app.py."""
-    if server.main() != 0:
+    if server.check() != 0:
         return 2
     names = preloads(server.policy())
     threading.Thread(target=lambda: [warm(n) for n in names], name="preload", daemon=True).start()

@@ -1,15 +1,21 @@
-"""What this server lets its visitors ask for, read from the environment (README, "Serving a class").
+"""What this server lets its visitors ask for, read from the environment (docs/serving.md,
+"What visitors may ask for").
 
-With no variable set (``make app`` on 127.0.0.1) a visitor may load any Hugging Face id or server
-folder, within the app's own limits. ``MARGINAL_SERVE=class`` is for a server others reach: only
-the allowed models, capped k, beam width and text length, and no server path in any message or
-widget. Each cap can also be set on its own. :func:`main` checks the variables and says what the
-server offers; ``python -m pages._app.runtime.serve`` (what ``make app`` and ``make serve-class`` run)
-calls it before Streamlit starts.
+A server others can reach is in class mode unless told otherwise: only the allowed models, capped
+k, beam width and text length, and no server path in any message or widget. It is reachable when
+it listens on anything but loopback (a plain ``streamlit run app.py`` listens on every interface)
+or runs where a hosted service says so in its environment (Hugging Face Spaces sets ``SPACE_ID``).
+``MARGINAL_SERVE=class`` asks for class mode anywhere, ``MARGINAL_SERVE=open`` for none (any
+Hugging Face id or server folder, within the app's own limits); ``make app`` on 127.0.0.1 is open.
+Each cap can also be set on its own. app.py records the address as the server imports it
+(:func:`listening_on`) and says there, once, what the server offers; ``python -m
+pages._app.runtime.serve`` (what ``make app`` and ``make serve-class`` run) checks the variables
+before Streamlit starts.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 from collections.abc import Mapping
@@ -27,6 +33,11 @@ MAX_TEXT_CHARS_ENV = "MARGINAL_MAX_TEXT_CHARS"
 MAX_BEAM_WIDTH_ENV = "MARGINAL_MAX_BEAM_WIDTH"
 MAX_RUNS_ENV = "MARGINAL_MAX_RUNS"
 SHARED_PASSES_ENV = "MARGINAL_SHARED_PASSES"
+# Hosted services that set a variable in the app's environment: the app is public there.
+HOSTED = {"SPACE_ID": "Hugging Face Spaces"}
+# The address this process's Streamlit server listens on ("" for every interface), once app.py
+# is imported by the server; none where no server runs (a test's AppTest, a notebook).
+_LISTENING: dict[str, str] = {}
 # Runs admitted to take turns on the machine at once (pages/_app/runtime/machine.py), in either mode.
 DEFAULT_MAX_RUNS = 16
 
@@ -49,6 +60,7 @@ class ServerPolicy:
     """What visitors may ask of this server. None: no limit beyond the app's own (the local default)."""
 
     class_mode: bool = False
+    why: str = ""  # why the server is in its mode, for its log and its sidebar
     models: tuple[str, ...] | None = None  # the models offered; None: any id or folder
     max_samples: int | None = None  # k, proxy samples and the task pages' samples
     max_text_chars: int | None = None  # characters of the text and of the context, each
@@ -57,15 +69,20 @@ class ServerPolicy:
     shared_passes: bool = True  # sessions' scoring after the same context shares passes (marginal_core.serving.batching)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ServerPolicy:
-        """The policy the environment sets; raises PolicyError naming a variable it cannot take."""
+    def from_env(cls, env: Mapping[str, str] | None = None, address: str | None = None) -> ServerPolicy:
+        """The policy the environment sets for a server listening on address ("" for every interface;
+        None: no server); raises PolicyError naming a variable it cannot take."""
         env = os.environ if env is None else env
         mode = env.get(SERVE, "").strip().lower()
-        if mode not in ("", "local", "class"):
-            raise PolicyError(f"{SERVE}={env[SERVE]!r}: expected 'class' (a server others reach) or 'local'")
-        on = mode == "class"
+        if mode not in ("", "open", "local", "class"):
+            raise PolicyError(f"{SERVE}={env[SERVE]!r}: expected 'class' (a server others reach) or 'open' "
+                              "(any model id or folder)")
+        reach = _reachable(env, address)
+        on = mode == "class" or (not mode and bool(reach))
+        why = f"{SERVE}={mode}" if mode else reach or ("it listens on this machine only" if address is not None else "")
         return cls(
             class_mode=on,
+            why=why,
             models=_models(env.get(ALLOWED_MODELS, ""), tuple(known_models()) if on else None),
             max_samples=_cap(env, MAX_SAMPLES_ENV, MIN_SAMPLES_CAP, MAX_SAMPLES, CLASS_MAX_SAMPLES if on else None),
             max_text_chars=_cap(env, MAX_TEXT_CHARS_ENV, 1, sys.maxsize, CLASS_MAX_TEXT_CHARS if on else None),
@@ -104,11 +121,54 @@ class ServerPolicy:
             parts.append(f"texts and contexts up to {self.max_text_chars:,} characters")
         return f"This server offers: {'; '.join(parts)}." if parts else ""
 
+    def help(self) -> str:
+        """The sidebar's help on what the server offers: its mode, why, and who changes it."""
+        mode = "class mode" if self.class_mode else "open mode, with caps"
+        why = f": {self.why}" if self.why else ""
+        return (f"This server is in {mode}{why}. Whoever runs it sets what it offers with the MARGINAL_* "
+                "variables (docs/serving.md); on your own machine, `make app` offers any model.")
+
+    def describe(self) -> str:
+        """What the server offers and why, in one line for its log."""
+        notes = [self.why] if self.why else []
+        if self.class_mode and not self.why.startswith(SERVE):
+            notes.append(f"{SERVE}=open lifts the limits")
+        said = f" ({'; '.join(notes)})" if notes else ""
+        return (f"marginal app, {'class' if self.class_mode else 'open'} mode{said}: "
+                + (self.offer() or "any model id or folder, the app's own limits."))
+
 
 def policy() -> ServerPolicy:
     """This server's policy, read on every call (a script run reads it in a few microseconds, and
     tests change the environment between runs)."""
-    return ServerPolicy.from_env()
+    return ServerPolicy.from_env(address=_LISTENING.get("address"))
+
+
+def listening_on(address: str | None) -> None:
+    """Record the address this process's server listens on (None or "": every interface)."""
+    _LISTENING["address"] = (address or "").strip()
+
+
+def _reachable(env: Mapping[str, str], address: str | None) -> str:
+    """Why others can reach this server, in words ("" where they cannot, or no server runs)."""
+    for name, service in HOSTED.items():
+        if env.get(name, "").strip():
+            return f"it runs on {service}: {name} is set"
+    if address is None:
+        return ""
+    if address in ("", "0.0.0.0", "::"):
+        return "it listens on every network interface"
+    if address == "localhost" or _loopback(address):
+        return ""
+    return f"it listens on {address}"
+
+
+def _loopback(address: str) -> bool:
+    """Whether an address is this machine's own (127.0.0.0/8, ::1); a host name is not."""
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _canonical(model: str) -> str:
@@ -144,17 +204,25 @@ def _switch(env: Mapping[str, str], name: str, default: bool) -> bool:
     return default if not raw else raw == "on"
 
 
-def main() -> int:
-    """Check the variables and say what the server offers (exit status 2 on a bad value)."""
+def check() -> int:
+    """Check the variables before Streamlit starts (exit status 2, and one line, on a bad value)."""
     try:
-        rules = ServerPolicy.from_env()
+        ServerPolicy.from_env()
     except PolicyError as exc:
         print(f"marginal app: {exc}", file=sys.stderr)
         return 2
-    mode = "class" if rules.class_mode else "local"
-    print(f"marginal app, {mode} mode: " + (rules.offer() or "any model id or folder, the app's own limits."))
     return 0
 
 
+def started(address: str | None) -> None:
+    """Record the server's address and say once, in its log, what it offers (a bad variable is
+    said here and again on every page)."""
+    listening_on(address)
+    try:
+        print(policy().describe(), flush=True)
+    except PolicyError as exc:
+        print(f"marginal app: {exc}", file=sys.stderr, flush=True)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(check())

@@ -109,7 +109,7 @@ def sidebar() -> None:
         where = "cpu"
     sb.caption(f"Runs on: **{device_choices.device_label(where, device_choices.resolve_dtype(_dtype_choice(), where))}**")
     if offer := policy.offer():
-        sb.caption(offer)
+        sb.caption(offer, help=policy.help())
     for key, length in long_texts.items():
         st.warning(f"The link's {key} has {length:,} characters; this server takes up to {policy.max_text_chars:,}, "
                    f"so the page uses its first {policy.max_text_chars:,}.", icon=":material/link_off:")
