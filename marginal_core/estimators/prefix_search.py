@@ -36,12 +36,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from marginal_core.estimators.prefix_heads import Columns, bound_chunk, covers, node_tables, score_chunk
+from marginal_core.estimators.search_stop import SearchClock, TimeBudget
 from marginal_core.estimators.surprisal_result import interval_widths
 from marginal_core.ground.errors import TooManyPathsError
 from marginal_core.ground.progress import Progress, StopCheck
@@ -70,7 +71,10 @@ class PrefixMasses:
     ``canonical_log_p``: each canonical token's log p; ``canonical_prefix``: log of the canonical
     prefix probability at every byte. ``next_lower[j, c]``: log P(s<j, next byte c) summed over
     the exactly scored prefixes (j < len), ``next_open[j]``: log of the mass that may add to any
-    of byte j's (the exits and bounded prefixes at nodes up to j)."""
+    of byte j's (the exits and bounded prefixes at nodes up to j). ``settled_at``: the seconds at
+    which the regions' values settled (``search_stop``), ``ends_at`` the latest end the time
+    budget allows, ``ended`` why the search ended (the last one's: "certified", "stalled",
+    "prefix budget", "time budget", "default stop", "stopped", "exact")."""
 
     lower: np.ndarray
     upper: np.ndarray
@@ -86,6 +90,9 @@ class PrefixMasses:
     next_lower: np.ndarray
     next_open: np.ndarray
     cancelled: bool = False
+    settled_at: float | None = None
+    ends_at: float | None = None
+    ended: str = ""
 
 
 def prefix_counts(lattice: Lattice) -> dict[int, int]:
@@ -359,7 +366,7 @@ class _Search:
 
 def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextState, *,
                   boundaries: Sequence[int] | np.ndarray | None = None, exact: bool = False, max_rows: int = MAX_ROWS,
-                  tolerance: float = 0.01, time_budget: float | None = None, progress: Progress | None = None,
+                  tolerance: float = 0.01, time_budget: TimeBudget = None, progress: Progress | None = None,
                   should_stop: StopCheck | None = None, budget: int = DEFAULT_ENUMERATION_BUDGET,
                   bound_below: float | None = None) -> Iterator[PrefixMasses]:
     """The bounds after every round of the search; the last is final. ``boundaries``: the region
@@ -371,7 +378,7 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
     if exact:
         check_exact(lattice, budget)
     started = time.perf_counter()
-    deadline = None if time_budget is None else started + time_budget
+    clock = SearchClock(tolerance, time_budget)
     if bound_below is None:
         bound_below = BOUND_BELOW if bounding_pays(lm) else 0.0
     search = _Search(lm, lattice, lm.state_of(context), 0.0 if exact else bound_below)
@@ -380,19 +387,45 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
     def user_stop() -> bool:
         return should_stop is not None and bool(should_stop())
 
-    steps, rows, widths = search.seed(), FIRST_ROWS, None
+    steps, rows, widths, per_row = search.seed(), FIRST_ROWS, None, None
     while True:
+        began = time.perf_counter()
         search.run(steps, progress)
+        if search.rounds > 1:  # round 0 scores the whole canonical tokenization: not a later round's rate
+            per_row = (time.perf_counter() - began) / max(len(steps), 1)
         now = search.masses(started, False)
         before, widths = widths, interval_widths(now.lower, now.upper, cuts)
+        clock.round(now.seconds, now.lower[cuts[:-1]] - now.lower[cuts[1:]], widths)
         # every exit can widen the last region's bottom end against the text's end (the mass below
         # an exit may run through every byte after it): the rest must be small beside P(s<end)
         slack = math.log(math.expm1(tolerance) / 4) + float(now.lower[-1]) if not exact else -math.inf
-        steps = search.choose(None if exact else max(0, min(rows, max_rows, budget - len(search.state))), slack)
+        room = budget - len(search.state)
+        steps = search.choose(None if exact else clock.rows(now.seconds, max(0, min(rows, max_rows, room)), per_row),
+                              slack)
         rows *= 2
-        settled = not exact and (float(np.max(widths)) <= tolerance
-                                 or (before is not None and float(np.max(np.abs(before - widths))) < tolerance))
-        if not steps or settled or (deadline is not None and time.perf_counter() > deadline) or user_stop():
-            yield search.masses(started, True, user_stop())
+        ended = _ended(exact, steps, room > 0, widths, before, tolerance, clock, user_stop)
+        if ended:
+            yield _timed(search.masses(started, True, ended == "stopped"), clock, ended)
             return
-        yield now
+        yield _timed(now, clock, "")
+
+
+def _ended(exact: bool, steps: list[Step], room: bool, widths: np.ndarray, before: np.ndarray | None,
+           tolerance: float, clock: SearchClock, user_stop: StopCheck) -> str:
+    """Why the search ends after this round ("" where it goes on): every region certified, no
+    exit left to score (or none heavy enough to matter), the prefix budget spent, a round that
+    moved no interval, the clock, or Stop."""
+    if not exact and float(np.max(widths, initial=0.0)) <= tolerance:
+        return "certified"
+    if not steps:
+        return "exact" if exact else "exits scored" if room else "prefix budget"
+    if not exact and before is not None and float(np.max(np.abs(before - widths), initial=0.0)) < tolerance:
+        return "stalled"
+    if user_stop():
+        return "stopped"
+    return clock.ended or ""
+
+
+def _timed(masses: PrefixMasses, clock: SearchClock, ended: str) -> PrefixMasses:
+    """The bounds with the clock's measures and why the search ended."""
+    return replace(masses, settled_at=clock.settled_at, ends_at=clock.ends_at, ended=ended)

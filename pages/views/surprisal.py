@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import SPACES, SURPRISAL_METHODS, UNITS, region_spans, viz
+from marginal_core.estimators.surprisal_result import UNIT_NAMES
 from marginal_core.viz.surprisal import COLOURINGS, bars_figure, difference_sentence, strip_html
 from pages._app.runtime import loaders, server
 from pages._app.ui import inputs, live_page, presets, projector, words
@@ -154,6 +155,18 @@ def _totals(shown: list[Surprisal]) -> None:
         c[5].metric("bits per byte", f"{s.bits_per_byte:.3f}" if math.isfinite(s.bits_per_byte) else "—",
                     help="−log2 p(text) per byte of the text: comparable across vocabularies.")
     st.caption(difference_sentence(shown[0]))
+    for s in shown:
+        st.caption(_measures(s))
+
+
+def _measures(s: Surprisal) -> str:
+    """The search's two measures of progress and why it ended, with the regions left open."""
+    line = f"{s.model}: {s.progress} within {s.tolerance:g} nats"
+    if s.ended:
+        line += f"; ended after {s.seconds:.1f} s: {s.ended_reason}"
+    if s.ended and s.open_regions:
+        line += f"; left open (their intervals on the strip): {len(s.open_regions)} {UNIT_NAMES[s.unit]}"
+    return line
 
 
 def _nats(value: float) -> str:
