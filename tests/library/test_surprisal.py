@@ -268,6 +268,24 @@ def test_the_time_budget_ends_after_round_zero(smollm_model):
     assert last.done and not last.cancelled and last.rounds == 1 and last.exits > 0
 
 
+def test_the_default_stop_ends_once_the_values_settle_and_names_the_open_words(smollm_model, monkeypatch):
+    """time_budget="auto" with no time for the certificate after the values settle (the floor and
+    the share at 0) ends on the round that sees them settled: the regions left open keep their
+    intervals around their values. An explicit budget replaces the default stop and runs on."""
+    from marginal_core.estimators import search_stop
+
+    monkeypatch.setattr(search_stop, "CERTIFY_FLOOR_S", 0.0)
+    monkeypatch.setattr(search_stop, "CERTIFY_SHARE", 0.0)
+    m = Marginalizer(smollm_model, "Heavy rain flooded the valley road for most of the afternoon.")
+    auto = m.surprisal(time_budget="auto")
+    assert auto.ended == "default stop" and auto.settled_at is not None and auto.settled_at < auto.seconds
+    assert auto.open_regions and auto.certified == len(auto.regions) - len(auto.open_regions)
+    assert all(r.lower <= r.surprisal <= r.upper and r.upper - r.lower > 0.01 for r in auto.open_regions)
+    assert auto.progress == f"values settled at {auto.settled_at:.1f} s; certified: {auto.certified} of 11 words"
+    longer = m.surprisal(time_budget=auto.seconds + 2.0)
+    assert longer.rounds > auto.rounds and longer.ended in ("time budget", "certified")
+
+
 def test_regions_by_unit_and_space():
     text = "  Où est\tla gare ?"
     data = text.encode()
