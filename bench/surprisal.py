@@ -109,7 +109,8 @@ def run_text(lm: LM, text: str, walk: Walk | None, peer: GenlmPeer | None, width
         widths = word_widths(strip.cuts, strip.prefix_lower, strip.prefix_upper, True)
         rounds.append((time.perf_counter() - started, int(np.sum(widths <= tight_word))))
     row = {"text": text, "kind": "", "bytes": len(m.lattice.data), "search_s": rounds[-1][0], "rounds": strip.rounds,
-           "scored": strip.scored, "lower": strip.prefix_lower, "upper": strip.prefix_upper, "widths": widths,
+           "scored": strip.scored, "ended": strip.ended, "settled": strip.settled_at,
+           "lower": strip.prefix_lower, "upper": strip.prefix_upper, "widths": widths,
            "first_s": rounds[0][0], "by_round": rounds}
     if walk is not None:
         theirs = walk.strip(text)
@@ -132,7 +133,9 @@ def ratio(a: float | None, b: float) -> str:
 def speed_line(model: str, r: dict) -> str:
     """One row of the speed table: seconds of each, and the walk's and genlm's over ours."""
     walk, genlm = r.get("walk_s"), r.get("genlm_s")
-    return (f"| {model} | {label(r['text'])} | {r['bytes']} | {r['search_s']:.1f} | {r['rounds']} | {r['scored']:,} "
+    settled = "-" if r["settled"] is None else f"{r['settled']:.1f}"
+    return (f"| {model} | {label(r['text'])} | {r['bytes']} | {r['search_s']:.1f} | {r['ended']} | {settled} "
+            f"| {r['rounds']} | {r['scored']:,} "
             f"| {'-' if walk is None else f'{walk:.1f}'} | {ratio(walk, r['search_s'])} "
             f"| {'-' if genlm is None else f'{genlm:.1f}'} | {ratio(genlm, r['search_s'])} "
             f"| {r['bytes'] / r['search_s']:.1f} |")
@@ -208,9 +211,9 @@ def main() -> None:
         for other in (walk, peer):
             if other is not None:
                 other.close()
-    print("\n| model | text | bytes | search s | rounds | prefixes | walk s | walk / search | genlm s "
-          "| genlm / search | search bytes/s |")
-    print("|" + "---|" * 11)
+    print("\n| model | text | bytes | search s | ended | values settled s | rounds | prefixes | walk s "
+          "| walk / search | genlm s | genlm / search | search bytes/s |")
+    print("|" + "---|" * 13)
     print("\n".join(speed_line(model, r) for model, rs in rows.items() for r in rs))
     print(f"\n| model | text | search: words within {args.tight_word} after round 0 | at the walk's seconds "
           f"| at its end | widest | walk: words within {args.tight_word} | widest |")

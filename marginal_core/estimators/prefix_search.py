@@ -35,24 +35,27 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
+from transformers import DynamicCache
 
 from marginal_core.estimators.prefix_heads import Columns, bound_chunk, covers, node_tables, score_chunk
+from marginal_core.estimators.prefix_kv import KV_BYTES, KeptKV
 from marginal_core.estimators.search_stop import SearchClock, TimeBudget
 from marginal_core.estimators.surprisal_result import interval_widths
+from marginal_core.ground import hooks as serving_hooks
 from marginal_core.ground.errors import TooManyPathsError
 from marginal_core.ground.progress import Progress, StopCheck
 from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
-from marginal_core.scoring.pass_budget import DEFAULT_ROW_TOKENS, pass_bytes, pass_tokens
+from marginal_core.scoring.pass_budget import DEFAULT_ROW_TOKENS, pass_bytes, pass_pairs, pass_tokens
 from marginal_core.scoring.score_stats import ScoreStats
-from marginal_core.scoring.trie import build_trie
-from marginal_core.scoring.trie_run import TrieRun
+from marginal_core.scoring.trie import Pass, Trie, build_trie
+from marginal_core.scoring.trie_run import TrieRun, pass_states, run_carried
 
 FIRST_ROWS = 64  # the most exits the first round after round 0 scores; each round doubles it
 MAX_ROWS = 1024  # the most a round scores unless a caller (a server's cap) says otherwise
@@ -74,7 +77,8 @@ class PrefixMasses:
     of byte j's (the exits and bounded prefixes at nodes up to j). ``settled_at``: the seconds at
     which the regions' values settled (``search_stop``), ``ends_at`` the latest end the time
     budget allows, ``ended`` why the search ended (the last one's: "certified", "stalled",
-    "prefix budget", "time budget", "default stop", "stopped", "exact")."""
+    "prefix budget", "time budget", "default stop", "stopped", "exact"); ``kv_peak_bytes``: the
+    most its KV store held (``prefix_kv``)."""
 
     lower: np.ndarray
     upper: np.ndarray
@@ -93,6 +97,7 @@ class PrefixMasses:
     settled_at: float | None = None
     ends_at: float | None = None
     ended: str = ""
+    kv_peak_bytes: int = 0
 
 
 def prefix_counts(lattice: Lattice) -> dict[int, int]:
@@ -132,7 +137,8 @@ class _Search:
     ancestors); the lower bounds the exact prefixes' covering masses add up to, and the bounded
     prefixes' covering bounds (``bounded``, per byte); its exits; the complete paths' log p."""
 
-    def __init__(self, lm: LM, lattice: Lattice, ctx: ContextState, bound_below: float) -> None:
+    def __init__(self, lm: LM, lattice: Lattice, ctx: ContextState, bound_below: float, kv_bytes: int = KV_BYTES
+                 ) -> None:
         self.lm, self.lattice, self.ctx = lm, lattice, ctx
         self.bound_below = math.log(bound_below) if bound_below > 0 else -math.inf
         self.tables, self.cover = node_tables(lattice, lm.device), covers(lattice, lm.vocab, lm.device)
@@ -164,6 +170,7 @@ class _Search:
         self.columns: tuple[int, Columns] | None = None  # the bounding head's columns, and len(probable) then
         self.rounds = 0
         self.stats = ScoreStats()
+        self.kv = KeptKV(kv_bytes)
 
     def seed(self) -> list[Step]:
         """Round 0: the empty prefix, every prefix of the canonical tokenization, and each one-token
@@ -221,7 +228,8 @@ class _Search:
         if any(self.bound[first:]) and (self.columns is None or self.columns[0] < len(self.probable)):
             ids = np.concatenate([self.text_ids, np.fromiter(self.probable, np.int64, len(self.probable))])
             self.columns = (len(self.probable), Columns.of(self.lm, ids))
-        heads = self._heads(range(first, len(self.state)), progress)
+        new = range(first, len(self.state))
+        heads = self._heads_kept(new, progress) if self._kept(new) else self._heads(new, progress)
         for pid in range(first, len(self.state)):
             parent, col = steps[pid - first]
             self.log_p.append(0.0 if parent < 0 else self.log_p[parent] + float(self.allowed[parent][col]))
@@ -250,6 +258,83 @@ class _Search:
             elif (pid, c) not in self.scored and mass > -math.inf:
                 self.exits[pid, c] = mass
 
+    def _kept(self, pids: range) -> bool:
+        """Whether every ancestor of every prefix in pids has its KV kept (then only pids are fed)."""
+        if not len(pids) or not self.path[pids[0]]:
+            return False
+        seen: set[int] = set()
+        for p in pids:
+            a = self.parent[p]
+            while a > 0 and a not in seen:
+                if a not in self.kv:
+                    return False
+                seen.add(a)
+                a = self.parent[a]
+        return True
+
+    def _node_pids(self, trie: Trie) -> np.ndarray:
+        """The prefix id of every node of a trie over scored prefixes' paths (preorder: parents first)."""
+        pid = np.empty(len(trie.token), dtype=np.int64)
+        for n, (parent, token) in enumerate(zip(trie.parent.tolist(), trie.token.tolist(), strict=True)):
+            above = 0 if parent < 0 else int(pid[parent])
+            pid[n] = self.scored[above, self.col[self.state[above], token]]
+        return pid
+
+    def _keep(self, trie: Trie, pids: np.ndarray) -> Callable[[Pass, DynamicCache], None]:
+        """A trie run's hook that keeps the KV of every prefix each pass fed (ancestors first)."""
+        def keep(plan: Pass, cache: DynamicCache) -> None:
+            first = plan.ctx_len + plan.widths[0]
+            rows = np.concatenate([np.full(len(q), r) for r, q in enumerate(plan.queries)])
+            cols = np.concatenate([first + np.arange(len(q)) for q in plan.queries])
+            nodes = np.concatenate([np.asarray(q, dtype=np.int64) for q in plan.queries])
+            self.kv.add(pids[nodes].tolist(), pass_states(cache, rows, cols))
+        return keep
+
+    def _heads_kept(self, pids: range, progress: Progress | None) -> dict[int, HeadOut]:
+        """As _heads, feeding only the prefixes' own last tokens: each pass's rows carry their
+        ancestors' kept KV (``trie_run.run_carried``), and the prefixes' KV is kept in turn."""
+        out: dict[int, HeadOut] = {}
+        trie = build_trie([self.path[p] for p in pids], every_node=True)
+        node_pid = self._node_pids(trie)
+        leaves = np.sort(trie.end)  # the new prefixes' nodes, in preorder: neighbours share ancestors
+        rows = [leaves[i : i + DEFAULT_ROW_TOKENS] for i in range(0, len(leaves), DEFAULT_ROW_TOKENS)]
+        chains = [sorted({a for n in row.tolist() for a in trie.ancestors(n)}) for row in rows]
+        tokens, pairs, max_bytes = pass_tokens(self.lm, None), pass_pairs(self.lm), pass_bytes(self.lm, None)
+        done, at = 0, 0
+        while at < len(rows):
+            take = 1
+            while at + take < len(rows):
+                q = max(len(r) for r in rows[at : at + take + 1])
+                k = len(self.ctx) + max(len(c) for c in chains[at : at + take + 1]) + q
+                if ((take + 1) * q > tokens or (take + 1) * q * k > pairs
+                        or self.lm.activation_bytes(take + 1, q, k) > max_bytes):
+                    break
+                take += 1
+            carried = [node_pid[c].tolist() for c in chains[at : at + take]]
+            queries = [r.tolist() for r in rows[at : at + take]]
+            with serving_hooks.unit(), torch.inference_mode():
+                hidden, cache, plan = run_carried(self.lm, trie, self.ctx, chains[at : at + take], queries,
+                                                  self.kv.gather(carried))
+                self._keep(trie, node_pid)(plan, cache)
+                fed = torch.cat([h[: len(q)] for h, q in zip(hidden, queries, strict=True)])
+                self._head_rows(fed, node_pid[np.concatenate(queries)], out)
+            self.stats.forward_passes += 1
+            self.stats.tokens_fed += len(fed)
+            done += len(fed)
+            at += take
+            if progress:
+                progress(done, len(leaves))
+        return out
+
+    def _head_rows(self, hidden: torch.Tensor, pids: np.ndarray, out: dict[int, HeadOut]) -> None:
+        """Rows of hidden (prefixes pids) through the full head or a bounding head, in chunks."""
+        bound = np.array([self.bound[p] for p in pids.tolist()], dtype=bool)
+        budget = pass_tokens(self.lm, None)
+        for kind, step in ((False, self.lm.head_rows(budget)), (True, max(1, budget))):
+            chosen = np.flatnonzero(bound == kind)
+            for lo in range(0, len(chosen), step):
+                self._score(hidden, chosen[lo : lo + step], pids[chosen[lo : lo + step]], kind, out)
+
     def _heads(self, pids: range, progress: Progress | None) -> dict[int, HeadOut]:
         """Each prefix's arc log p, covering masses and next-byte masses (float64, on the CPU;
         bounds and no next bytes for a bounded prefix), from one trie run over their paths: the
@@ -272,7 +357,7 @@ class _Search:
                     self._score(hidden, chosen[lo : lo + step], want[rows[chosen[lo : lo + step]]], kind, out)
 
         budgets = (pass_tokens(self.lm, None), DEFAULT_ROW_TOKENS, pass_bytes(self.lm, None))
-        run = TrieRun(self.lm, trie, self.ctx, *budgets, self.stats, progress, head)
+        run = TrieRun(self.lm, trie, self.ctx, *budgets, self.stats, progress, head, self._keep(trie, self._node_pids(trie)))
         with torch.inference_mode():
             if len(trie.fed):
                 run.run_trie()
@@ -368,12 +453,14 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
                   boundaries: Sequence[int] | np.ndarray | None = None, exact: bool = False, max_rows: int = MAX_ROWS,
                   tolerance: float = 0.01, time_budget: TimeBudget = None, progress: Progress | None = None,
                   should_stop: StopCheck | None = None, budget: int = DEFAULT_ENUMERATION_BUDGET,
-                  bound_below: float | None = None) -> Iterator[PrefixMasses]:
+                  bound_below: float | None = None, kv_bytes: int = KV_BYTES) -> Iterator[PrefixMasses]:
     """The bounds after every round of the search; the last is final. ``boundaries``: the region
     boundaries (lattice bytes, 0 and the end included; default every byte) whose intervals the
     tolerance is about. The search scores at most ``budget`` prefixes; ``exact`` scores every
     prefix (TooManyPathsError past ``budget``). ``bound_below``: the relative mass below which an
-    exit gets a bounding head (0: never; default BOUND_BELOW where bounding_pays).
+    exit gets a bounding head (0: never; default BOUND_BELOW where bounding_pays). ``kv_bytes``:
+    what the search keeps of its prefixes' keys and values across rounds (0: nothing, every round
+    feeds its prefixes' ancestors again).
     progress hears each round's passes (tokens fed, of the round's)."""
     if exact:
         check_exact(lattice, budget)
@@ -381,13 +468,14 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
     clock = SearchClock(tolerance, time_budget)
     if bound_below is None:
         bound_below = BOUND_BELOW if bounding_pays(lm) else 0.0
-    search = _Search(lm, lattice, lm.state_of(context), 0.0 if exact else bound_below)
+    search = _Search(lm, lattice, lm.state_of(context), 0.0 if exact else bound_below, kv_bytes)
     cuts = np.asarray(boundaries if boundaries is not None else range(lattice.end + 1), dtype=np.int64)
 
     def user_stop() -> bool:
         return should_stop is not None and bool(should_stop())
 
-    steps, rows, widths, per_row = search.seed(), FIRST_ROWS, None, None
+    steps, rows, per_row = search.seed(), FIRST_ROWS, None
+    widths: np.ndarray | None = None
     while True:
         began = time.perf_counter()
         search.run(steps, progress)
@@ -405,9 +493,9 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
         rows *= 2
         ended = _ended(exact, steps, room > 0, widths, before, tolerance, clock, user_stop)
         if ended:
-            yield _timed(search.masses(started, True, ended == "stopped"), clock, ended)
+            yield _timed(search.masses(started, True, ended == "stopped"), clock, ended, search.kv.peak_bytes)
             return
-        yield _timed(now, clock, "")
+        yield _timed(now, clock, "", search.kv.peak_bytes)
 
 
 def _ended(exact: bool, steps: list[Step], room: bool, widths: np.ndarray, before: np.ndarray | None,
@@ -426,6 +514,6 @@ def _ended(exact: bool, steps: list[Step], room: bool, widths: np.ndarray, befor
     return clock.ended or ""
 
 
-def _timed(masses: PrefixMasses, clock: SearchClock, ended: str) -> PrefixMasses:
-    """The bounds with the clock's measures and why the search ended."""
-    return replace(masses, settled_at=clock.settled_at, ends_at=clock.ends_at, ended=ended)
+def _timed(masses: PrefixMasses, clock: SearchClock, ended: str, kv_peak: int) -> PrefixMasses:
+    """The bounds with the clock's measures, why the search ended and its KV store's peak."""
+    return replace(masses, settled_at=clock.settled_at, ends_at=clock.ends_at, ended=ended, kv_peak_bytes=kv_peak)

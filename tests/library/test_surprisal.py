@@ -199,6 +199,23 @@ def test_every_round_certifies_brute_force(lm, text):
     assert rounds[-1].widest < 1e-6  # a tolerance of 1e-9 ends with nothing left that matters
 
 
+def test_kv_kept_across_rounds_equals_recomputation_bit_for_bit(lm):
+    """In float64, every round of the search that keeps its prefixes' KV (a later round feeds only
+    the new tokens) gives the bounds of the search that feeds every ancestor again, bit for bit;
+    a KV budget that holds a few prefixes only (the rest fed again) too."""
+    lm64 = float64_lm(lm)
+    m = Marginalizer(lm64, "The cat sat.")
+    state = m.context_state()
+    fed_again = list(prefix_masses(lm64, m.lattice, state, tolerance=1e-4, kv_bytes=0))
+    for kv_bytes in (256 << 20, 200_000):
+        kept = list(prefix_masses(lm64, m.lattice, state, tolerance=1e-4, kv_bytes=kv_bytes))
+        assert [k.scored for k in kept] == [f.scored for f in fed_again] and len(kept) >= 3
+        for k, f in zip(kept, fed_again, strict=True):
+            assert np.array_equal(k.lower, f.lower) and np.array_equal(k.upper, f.upper)
+            assert np.array_equal(k.next_lower, f.next_lower) and k.log_p_text == f.log_p_text
+        assert 0 < kept[-1].kv_peak_bytes <= kv_bytes
+
+
 def test_bounding_heads_keep_the_certificate(lm):
     """Every exit after round 0 through a bounding head (bound_below=1: a few columns, an upper
     bound on each probability): after every round the bounds still hold brute force, the lower
