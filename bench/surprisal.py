@@ -12,7 +12,7 @@ float32 on the CPU unless --device and --dtype say otherwise (bench/gpu.sh surpr
 on a GPU).
 Run: .venv/bin/python -m bench.surprisal [--models gemma3-270m,smollm2-135m] [--limit N]
      [--extra bench/paragraph.txt] [--walk 6008ecc | --walk none] [--peer genlm [--peer-width 16]]
-     [--time-budget SECONDS]
+     [--time-budget SECONDS] [--kv-before]
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import numpy as np
 
 from bench.peers.genlm_peer import GenlmPeer
 from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.estimators.prefix_kv import KV_BYTES
 from marginal_core.estimators.surprisal_result import intervals
 from marginal_core.estimators.surprisal_run import surprisal_stream
 from marginal_core.lm.adapter import LM
@@ -98,14 +99,14 @@ def word_widths(cuts: np.ndarray, lower: np.ndarray, upper: np.ndarray, coupled:
 
 
 def run_text(lm: LM, text: str, walk: Walk | None, peer: GenlmPeer | None, width: int, tight_word: float,
-             budget: float | None = None, context: str | None = None) -> dict:
+             budget: float | None = None, context: str | None = None, kv_bytes: int = KV_BYTES) -> dict:
     """One text (after ``context``, if any): our word strip (timed alone after the context is
     warm; ``budget``: its time budget), with the words certified within ``tight_word`` after each
     round; the walk's strip (no context); genlm's beam."""
     m = Marginalizer(lm, text, context)
     m.canonical_score()
     started, rounds = time.perf_counter(), []
-    for strip in surprisal_stream(m, "word", time_budget=budget):
+    for strip in surprisal_stream(m, "word", time_budget=budget, kv_bytes=kv_bytes):
         widths = word_widths(strip.cuts, strip.prefix_lower, strip.prefix_upper, True)
         rounds.append((time.perf_counter() - started, int(np.sum(widths <= tight_word))))
     row = {"text": text, "kind": "", "bytes": len(m.lattice.data), "search_s": rounds[-1][0], "rounds": strip.rounds,
@@ -186,6 +187,8 @@ def main() -> None:
     parser.add_argument("--tight", type=float, default=0.02, help="nats: a byte's bounds count as exact within this")
     parser.add_argument("--tight-word", type=float, default=0.05, help="nats: a word counts as certified within this")
     parser.add_argument("--time-budget", type=float, help="seconds: the search's time budget (default: none)")
+    parser.add_argument("--kv-before", action="store_true",
+                        help="also each text by the search that keeps no KV across rounds (issue 59's before), first")
     parser.add_argument("--device", default="cpu", help="ours on this device (the walk and genlm stay on the CPU)")
     parser.add_argument("--dtype", default="float32")
     args = parser.parse_args()
@@ -204,6 +207,10 @@ def main() -> None:
         run_text(lm, WARM_UP, walk, peer, args.peer_width, args.tight_word)  # kernels and caches, ours and the peers'
         rows[model] = []
         for kind, context, text in texts:
+            if args.kv_before:  # the search that feeds every ancestor again, in the same run: the ratio holds under load
+                before = run_text(lm, text, None, None, args.peer_width, args.tight_word, args.time_budget, context, 0)
+                print(speed_line(f"{model} (no KV kept)", before), flush=True)
+                rows.setdefault(f"{model} (no KV kept)", []).append(before | {"kind": kind})
             rows[model].append(run_text(lm, text, walk if context is None else None,
                                         peer if len(text) < 200 else None, args.peer_width, args.tight_word,
                                         args.time_budget, context) | {"kind": kind})

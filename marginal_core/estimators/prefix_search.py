@@ -297,7 +297,7 @@ class _Search:
         trie = build_trie([self.path[p] for p in pids], every_node=True)
         node_pid = self._node_pids(trie)
         leaves = np.sort(trie.end)  # the new prefixes' nodes, in preorder: neighbours share ancestors
-        rows = [leaves[i : i + DEFAULT_ROW_TOKENS] for i in range(0, len(leaves), DEFAULT_ROW_TOKENS)]
+        rows = np.array_split(leaves, -(-len(leaves) // DEFAULT_ROW_TOKENS))  # even rows: little padding
         chains = [sorted({a for n in row.tolist() for a in trie.ancestors(n)}) for row in rows]
         tokens, pairs, max_bytes = pass_tokens(self.lm, None), pass_pairs(self.lm), pass_bytes(self.lm, None)
         done, at = 0, 0

@@ -13,6 +13,7 @@ import numpy as np
 
 from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
 from marginal_core.estimators.next_bytes import NextBytes
+from marginal_core.estimators.prefix_kv import KV_BYTES
 from marginal_core.estimators.prefix_search import MAX_ROWS, PrefixMasses, check_exact, prefix_masses
 from marginal_core.estimators.search_stop import TimeBudget, check_time_budget
 from marginal_core.estimators.surprisal_result import SURPRISAL_METHODS, Surprisal, check_choice, region_spans
@@ -42,13 +43,14 @@ class OneText(Protocol):
 def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", method: str = "search", *,
                      max_rows: int = MAX_ROWS, tolerance: float = DEFAULT_TOLERANCE, time_budget: TimeBudget = None,
                      budget: int = DEFAULT_ENUMERATION_BUDGET, should_stop: StopCheck | None = None,
-                     progress: Progress | None = None) -> Iterator[Surprisal]:
+                     progress: Progress | None = None, kv_bytes: int = KV_BYTES) -> Iterator[Surprisal]:
     """The text's surprisal after every round of the prefix search; the last is the result.
     ``search``: rounds of at most ``max_rows`` prefixes (a server's cap) until every ``unit``
     region's interval is within ``tolerance`` nats, a round moves none by that much, ``budget``
     prefixes are scored, the time budget runs out (seconds; "auto": the default stop, a share of
     time for the certificate once the values settled, ``search_stop``), or should_stop;
     ``exact``: every prefix (TooManyPathsError past ``budget``).
+    ``kv_bytes``: what the search keeps of its prefixes' keys and values across rounds (0: none).
     progress hears each round's passes (tokens fed, of the round's)."""
     region_spans(m.text, unit, space)  # the choices and the text, checked before any work
     check_choice(method, SURPRISAL_METHODS, "surprisal method")
@@ -65,7 +67,7 @@ def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", me
                      tolerance=tolerance)
     for masses in prefix_masses(m.lm, m.lattice, state, boundaries=base.cuts, exact=method == "exact", max_rows=max_rows,
                                 tolerance=tolerance, time_budget=time_budget, progress=progress,
-                                should_stop=should_stop, budget=budget):
+                                should_stop=should_stop, budget=budget, kv_bytes=kv_bytes):
         serving_hooks.checkpoint()
         yield _with(base, masses, m.lattice.data, time.perf_counter() - started)
 
