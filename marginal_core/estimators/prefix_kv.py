@@ -7,9 +7,20 @@ kept ancestors. A prefix not kept (the budget spent) is scored as before, its an
 
 from __future__ import annotations
 
-import torch
+from collections.abc import Callable, Sequence
 
-from marginal_core.scoring.trie_run import Carried
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from marginal_core.ground import hooks as serving_hooks
+from marginal_core.ground.progress import Progress
+from marginal_core.lm.adapter import LM
+from marginal_core.lm.contexts import ContextState
+from marginal_core.scoring.pass_budget import DEFAULT_ROW_TOKENS, pass_bytes, pass_pairs, pass_tokens
+from marginal_core.scoring.score_stats import ScoreStats
+from marginal_core.scoring.trie import Pass, Trie
+from marginal_core.scoring.trie_run import Carried, pass_states, run_carried
 
 KV_BYTES = 256 << 20  # what one search keeps of its prefixes' keys and values (SmolLM2: 46 KB a prefix in float32)
 
@@ -86,3 +97,62 @@ class KeptKV:
             return kept[flat].reshape(len(chains), width, *kept.shape[1:]).transpose(1, 2)
 
         return Carried([rows(k) for k in self.keys], [rows(v) for v in self.values])
+
+
+def all_kept(kv: KeptKV, parent: Sequence[int], pids: range) -> bool:
+    """Whether every ancestor of every prefix in pids (``parent``: each prefix's; 0 the empty
+    prefix, the context itself) has its KV kept: then only pids need feeding."""
+    seen: set[int] = set()
+    for p in pids:
+        a = parent[p]
+        while a > 0 and a not in seen:
+            if a not in kv:
+                return False
+            seen.add(a)
+            a = parent[a]
+    return True
+
+
+def keeper(kv: KeptKV, node_pid: np.ndarray) -> Callable[[Pass, DynamicCache], None]:
+    """A trie run's hook that keeps the KV of every node each pass fed (``node_pid``: each trie
+    node's prefix id), ancestors first."""
+    def keep(plan: Pass, cache: DynamicCache) -> None:
+        first = plan.ctx_len + plan.widths[0]
+        rows = np.concatenate([np.full(len(q), r) for r, q in enumerate(plan.queries)])
+        cols = np.concatenate([first + np.arange(len(q)) for q in plan.queries])
+        nodes = np.concatenate([np.asarray(q, dtype=np.int64) for q in plan.queries])
+        kv.add(node_pid[nodes].tolist(), pass_states(cache, rows, cols))
+    return keep
+
+
+def feed_kept(lm: LM, ctx: ContextState, kv: KeptKV, trie: Trie, node_pid: np.ndarray, stats: ScoreStats,
+              progress: Progress | None, head: Callable[[torch.Tensor, np.ndarray], None]) -> None:
+    """Feed the trie's leaves (new prefixes, every ancestor kept) in passes whose rows carry their
+    ancestors' kept KV (``trie_run.run_carried``); ``head`` hears each pass's leaves' hidden states
+    with their prefix ids, and their KV is kept in turn. Rows hold neighbouring leaves in preorder
+    (they share most ancestors), as many rows a pass as the trie scorer's budgets allow."""
+    leaves = np.sort(trie.end)
+    rows = np.array_split(leaves, -(-len(leaves) // DEFAULT_ROW_TOKENS))  # even rows: little padding
+    chains = [sorted({a for n in row.tolist() for a in trie.ancestors(n)}) for row in rows]
+    tokens, pairs, max_bytes = pass_tokens(lm, None), pass_pairs(lm), pass_bytes(lm, None)
+    keep, done, at = keeper(kv, node_pid), 0, 0
+    while at < len(rows):
+        take = 1
+        while at + take < len(rows):
+            q = max(len(r) for r in rows[at : at + take + 1])
+            k = len(ctx) + max(len(c) for c in chains[at : at + take + 1]) + q
+            if (take + 1) * q > tokens or (take + 1) * q * k > pairs or lm.activation_bytes(take + 1, q, k) > max_bytes:
+                break
+            take += 1
+        queries = [r.tolist() for r in rows[at : at + take]]
+        with serving_hooks.unit(), torch.inference_mode():
+            states = kv.gather([node_pid[c].tolist() for c in chains[at : at + take]])
+            hidden, cache, plan = run_carried(lm, trie, ctx, chains[at : at + take], queries, states)
+            keep(plan, cache)
+            fed = torch.cat([h[: len(q)] for h, q in zip(hidden, queries, strict=True)])
+            head(fed, node_pid[np.concatenate(queries)])
+        stats.forward_passes += 1
+        stats.tokens_fed += len(fed)
+        done, at = done + len(fed), at + take
+        if progress:
+            progress(done, len(leaves))

@@ -26,36 +26,34 @@ up to a number of rows that doubles each round, within a server's cap; an exit t
 but for the certificate gets a bounding head (``prefix_heads.bound_chunk``: upper bounds only),
 where the model's head outweighs its decoder. The search stops when every region's interval is
 within the tolerance, a round moved no region's interval by that much, the budget of prefixes or
-the time budget ran out, or Stop; exact scores every exit until none is left. A round feeds its
-prefixes' scored ancestors through the decoder again (no KV is kept between rounds: a class's
-sessions hold nothing between passes) but runs the head on each prefix once.
+the time budget ran out, or Stop; exact scores every exit until none is left. A round feeds only
+its prefixes' own tokens, on their ancestors' KV kept from earlier rounds (``prefix_kv``, within
+a byte budget; past it the ancestors are fed again), and runs the head on each prefix once.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
-from transformers import DynamicCache
 
 from marginal_core.estimators.prefix_heads import Columns, bound_chunk, covers, node_tables, score_chunk
-from marginal_core.estimators.prefix_kv import KV_BYTES, KeptKV
-from marginal_core.estimators.search_stop import SearchClock, TimeBudget
+from marginal_core.estimators.prefix_kv import KV_BYTES, KeptKV, all_kept, feed_kept, keeper
+from marginal_core.estimators.search_stop import SearchClock, TimeBudget, why_ended
 from marginal_core.estimators.surprisal_result import interval_widths
-from marginal_core.ground import hooks as serving_hooks
 from marginal_core.ground.errors import TooManyPathsError
 from marginal_core.ground.progress import Progress, StopCheck
 from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
-from marginal_core.scoring.pass_budget import DEFAULT_ROW_TOKENS, pass_bytes, pass_pairs, pass_tokens
+from marginal_core.scoring.pass_budget import DEFAULT_ROW_TOKENS, pass_bytes, pass_tokens
 from marginal_core.scoring.score_stats import ScoreStats
-from marginal_core.scoring.trie import Pass, Trie, build_trie
-from marginal_core.scoring.trie_run import TrieRun, pass_states, run_carried
+from marginal_core.scoring.trie import Trie, build_trie
+from marginal_core.scoring.trie_run import TrieRun
 
 FIRST_ROWS = 64  # the most exits the first round after round 0 scores; each round doubles it
 MAX_ROWS = 1024  # the most a round scores unless a caller (a server's cap) says otherwise
@@ -229,7 +227,8 @@ class _Search:
             ids = np.concatenate([self.text_ids, np.fromiter(self.probable, np.int64, len(self.probable))])
             self.columns = (len(self.probable), Columns.of(self.lm, ids))
         new = range(first, len(self.state))
-        heads = self._heads_kept(new, progress) if self._kept(new) else self._heads(new, progress)
+        kept = len(new) > 0 and bool(self.path[new[0]]) and all_kept(self.kv, self.parent, new)
+        heads = self._heads_kept(new, progress) if kept else self._heads(new, progress)
         for pid in range(first, len(self.state)):
             parent, col = steps[pid - first]
             self.log_p.append(0.0 if parent < 0 else self.log_p[parent] + float(self.allowed[parent][col]))
@@ -258,20 +257,6 @@ class _Search:
             elif (pid, c) not in self.scored and mass > -math.inf:
                 self.exits[pid, c] = mass
 
-    def _kept(self, pids: range) -> bool:
-        """Whether every ancestor of every prefix in pids has its KV kept (then only pids are fed)."""
-        if not len(pids) or not self.path[pids[0]]:
-            return False
-        seen: set[int] = set()
-        for p in pids:
-            a = self.parent[p]
-            while a > 0 and a not in seen:
-                if a not in self.kv:
-                    return False
-                seen.add(a)
-                a = self.parent[a]
-        return True
-
     def _node_pids(self, trie: Trie) -> np.ndarray:
         """The prefix id of every node of a trie over scored prefixes' paths (preorder: parents first)."""
         pid = np.empty(len(trie.token), dtype=np.int64)
@@ -280,50 +265,12 @@ class _Search:
             pid[n] = self.scored[above, self.col[self.state[above], token]]
         return pid
 
-    def _keep(self, trie: Trie, pids: np.ndarray) -> Callable[[Pass, DynamicCache], None]:
-        """A trie run's hook that keeps the KV of every prefix each pass fed (ancestors first)."""
-        def keep(plan: Pass, cache: DynamicCache) -> None:
-            first = plan.ctx_len + plan.widths[0]
-            rows = np.concatenate([np.full(len(q), r) for r, q in enumerate(plan.queries)])
-            cols = np.concatenate([first + np.arange(len(q)) for q in plan.queries])
-            nodes = np.concatenate([np.asarray(q, dtype=np.int64) for q in plan.queries])
-            self.kv.add(pids[nodes].tolist(), pass_states(cache, rows, cols))
-        return keep
-
     def _heads_kept(self, pids: range, progress: Progress | None) -> dict[int, HeadOut]:
-        """As _heads, feeding only the prefixes' own last tokens: each pass's rows carry their
-        ancestors' kept KV (``trie_run.run_carried``), and the prefixes' KV is kept in turn."""
+        """As _heads, feeding only the prefixes' own last tokens on their ancestors' kept KV."""
         out: dict[int, HeadOut] = {}
         trie = build_trie([self.path[p] for p in pids], every_node=True)
-        node_pid = self._node_pids(trie)
-        leaves = np.sort(trie.end)  # the new prefixes' nodes, in preorder: neighbours share ancestors
-        rows = np.array_split(leaves, -(-len(leaves) // DEFAULT_ROW_TOKENS))  # even rows: little padding
-        chains = [sorted({a for n in row.tolist() for a in trie.ancestors(n)}) for row in rows]
-        tokens, pairs, max_bytes = pass_tokens(self.lm, None), pass_pairs(self.lm), pass_bytes(self.lm, None)
-        done, at = 0, 0
-        while at < len(rows):
-            take = 1
-            while at + take < len(rows):
-                q = max(len(r) for r in rows[at : at + take + 1])
-                k = len(self.ctx) + max(len(c) for c in chains[at : at + take + 1]) + q
-                if ((take + 1) * q > tokens or (take + 1) * q * k > pairs
-                        or self.lm.activation_bytes(take + 1, q, k) > max_bytes):
-                    break
-                take += 1
-            carried = [node_pid[c].tolist() for c in chains[at : at + take]]
-            queries = [r.tolist() for r in rows[at : at + take]]
-            with serving_hooks.unit(), torch.inference_mode():
-                hidden, cache, plan = run_carried(self.lm, trie, self.ctx, chains[at : at + take], queries,
-                                                  self.kv.gather(carried))
-                self._keep(trie, node_pid)(plan, cache)
-                fed = torch.cat([h[: len(q)] for h, q in zip(hidden, queries, strict=True)])
-                self._head_rows(fed, node_pid[np.concatenate(queries)], out)
-            self.stats.forward_passes += 1
-            self.stats.tokens_fed += len(fed)
-            done += len(fed)
-            at += take
-            if progress:
-                progress(done, len(leaves))
+        feed_kept(self.lm, self.ctx, self.kv, trie, self._node_pids(trie), self.stats, progress,
+                  lambda hidden, fed: self._head_rows(hidden, fed, out))
         return out
 
     def _head_rows(self, hidden: torch.Tensor, pids: np.ndarray, out: dict[int, HeadOut]) -> None:
@@ -357,7 +304,7 @@ class _Search:
                     self._score(hidden, chosen[lo : lo + step], want[rows[chosen[lo : lo + step]]], kind, out)
 
         budgets = (pass_tokens(self.lm, None), DEFAULT_ROW_TOKENS, pass_bytes(self.lm, None))
-        run = TrieRun(self.lm, trie, self.ctx, *budgets, self.stats, progress, head, self._keep(trie, self._node_pids(trie)))
+        run = TrieRun(self.lm, trie, self.ctx, *budgets, self.stats, progress, head, keeper(self.kv, self._node_pids(trie)))
         with torch.inference_mode():
             if len(trie.fed):
                 run.run_trie()
@@ -491,27 +438,11 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
         steps = search.choose(None if exact else clock.rows(now.seconds, max(0, min(rows, max_rows, room)), per_row),
                               slack)
         rows *= 2
-        ended = _ended(exact, steps, room > 0, widths, before, tolerance, clock, user_stop)
+        ended = why_ended(exact, bool(steps), room > 0, widths, before, clock, user_stop)
         if ended:
             yield _timed(search.masses(started, True, ended == "stopped"), clock, ended, search.kv.peak_bytes)
             return
         yield _timed(now, clock, "", search.kv.peak_bytes)
-
-
-def _ended(exact: bool, steps: list[Step], room: bool, widths: np.ndarray, before: np.ndarray | None,
-           tolerance: float, clock: SearchClock, user_stop: StopCheck) -> str:
-    """Why the search ends after this round ("" where it goes on): every region certified, no
-    exit left to score (or none heavy enough to matter), the prefix budget spent, a round that
-    moved no interval, the clock, or Stop."""
-    if not exact and float(np.max(widths, initial=0.0)) <= tolerance:
-        return "certified"
-    if not steps:
-        return "exact" if exact else "exits scored" if room else "prefix budget"
-    if not exact and before is not None and float(np.max(np.abs(before - widths), initial=0.0)) < tolerance:
-        return "stalled"
-    if user_stop():
-        return "stopped"
-    return clock.ended or ""
 
 
 def _timed(masses: PrefixMasses, clock: SearchClock, ended: str, kv_peak: int) -> PrefixMasses:

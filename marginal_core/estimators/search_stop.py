@@ -17,6 +17,7 @@ after), at least CERTIFY_FLOOR_S, and the search never runs past AUTO_CAP_S.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -119,3 +120,21 @@ class SearchClock:
             self.ends_at = AUTO_CAP_S
         else:
             self.ends_at = min(AUTO_CAP_S, now + max(CERTIFY_FLOOR_S, CERTIFY_SHARE * now))
+
+
+def why_ended(exact: bool, steps: bool, room: bool, widths: np.ndarray, before: np.ndarray | None,
+              clock: SearchClock, user_stop: Callable[[], bool]) -> str:
+    """Why a search in rounds ends after this round ("" where it goes on): every region certified,
+    no prefix left to score (``steps`` False: every exit scored, or none heavy enough to matter;
+    with no ``room`` left, the prefix budget spent), a round that moved no interval by the
+    tolerance (``before``: the widths after the round before), Stop, or the clock."""
+    tolerance = clock.tolerance
+    if not exact and float(np.max(widths, initial=0.0)) <= tolerance:
+        return "certified"
+    if not steps:
+        return "exact" if exact else "exits scored" if room else "prefix budget"
+    if not exact and before is not None and float(np.max(np.abs(before - widths), initial=0.0)) < tolerance:
+        return "stalled"
+    if user_stop():
+        return "stopped"
+    return clock.ended or ""

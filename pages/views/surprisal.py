@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import SPACES, SURPRISAL_METHODS, UNITS, region_spans, viz
-from marginal_core.estimators.surprisal_result import UNIT_NAMES
 from marginal_core.viz.surprisal import COLOURINGS, bars_figure, difference_sentence, strip_html
 from pages._app.runtime import loaders, server
 from pages._app.ui import inputs, live_page, presets, projector, words
@@ -165,7 +164,7 @@ def _measures(s: Surprisal) -> str:
     if s.ended:
         line += f"; ended after {s.seconds:.1f} s: {s.ended_reason}"
     if s.ended and s.open_regions:
-        line += f"; left open (their intervals on the strip): {len(s.open_regions)} {UNIT_NAMES[s.unit]}"
+        line += f"; left open: {len(s.open_regions)} (their intervals on the strip)"
     return line
 
 

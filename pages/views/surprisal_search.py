@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import MAX_BEAM_WIDTH
-from marginal_core.estimators.search_stop import AUTO
 from pages._app.runtime import live, server, shared_results
-from pages._app.ui.defaults import APP_EXACT_BUDGET, APP_SEARCH_BUDGET
+from pages._app.ui.defaults import APP_EXACT_BUDGET, APP_KV_BYTES, APP_SEARCH_BUDGET
 
 if TYPE_CHECKING:
     from marginal_core import Marginalizer, Surprisal
@@ -37,7 +36,7 @@ def search(key: Hashable, m: Marginalizer, method: str, label: str, on_update: C
     rows = server.policy().cap_beam_width(MAX_BEAM_WIDTH)  # the most prefixes a round scores, on this server
     budget = APP_EXACT_BUDGET if method == "exact" else APP_SEARCH_BUDGET
     stream = surprisal_stream(m, method=method, max_rows=rows, budget=budget, should_stop=bar.should_stop,
-                              time_budget=AUTO)
+                              time_budget="auto", kv_bytes=APP_KV_BYTES)
 
     def show(s: Surprisal) -> None:
         bar.update(s.fraction, f"{label}: {s.progress} (round {s.rounds}, widest interval {s.widest:.2g} nats, "
