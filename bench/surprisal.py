@@ -12,7 +12,7 @@ float32 on the CPU unless --device and --dtype say otherwise (bench/gpu.sh surpr
 on a GPU).
 Run: .venv/bin/python -m bench.surprisal [--models gemma3-270m,smollm2-135m] [--limit N]
      [--extra bench/paragraph.txt] [--walk 6008ecc | --walk none] [--peer genlm [--peer-width 16]]
-     [--time-budget SECONDS]
+     [--time-budget SECONDS] [--kv-before]
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import numpy as np
 
 from bench.peers.genlm_peer import GenlmPeer
 from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.estimators.prefix_kv import KV_BYTES
 from marginal_core.estimators.surprisal_result import intervals
 from marginal_core.estimators.surprisal_run import surprisal_stream
 from marginal_core.lm.adapter import LM
@@ -98,18 +99,19 @@ def word_widths(cuts: np.ndarray, lower: np.ndarray, upper: np.ndarray, coupled:
 
 
 def run_text(lm: LM, text: str, walk: Walk | None, peer: GenlmPeer | None, width: int, tight_word: float,
-             budget: float | None = None, context: str | None = None) -> dict:
+             budget: float | None = None, context: str | None = None, kv_bytes: int = KV_BYTES) -> dict:
     """One text (after ``context``, if any): our word strip (timed alone after the context is
     warm; ``budget``: its time budget), with the words certified within ``tight_word`` after each
     round; the walk's strip (no context); genlm's beam."""
     m = Marginalizer(lm, text, context)
     m.canonical_score()
     started, rounds = time.perf_counter(), []
-    for strip in surprisal_stream(m, "word", time_budget=budget):
+    for strip in surprisal_stream(m, "word", time_budget=budget, kv_bytes=kv_bytes):
         widths = word_widths(strip.cuts, strip.prefix_lower, strip.prefix_upper, True)
         rounds.append((time.perf_counter() - started, int(np.sum(widths <= tight_word))))
     row = {"text": text, "kind": "", "bytes": len(m.lattice.data), "search_s": rounds[-1][0], "rounds": strip.rounds,
-           "scored": strip.scored, "lower": strip.prefix_lower, "upper": strip.prefix_upper, "widths": widths,
+           "scored": strip.scored, "ended": strip.ended, "settled": strip.settled_at,
+           "lower": strip.prefix_lower, "upper": strip.prefix_upper, "widths": widths,
            "first_s": rounds[0][0], "by_round": rounds}
     if walk is not None:
         theirs = walk.strip(text)
@@ -132,7 +134,9 @@ def ratio(a: float | None, b: float) -> str:
 def speed_line(model: str, r: dict) -> str:
     """One row of the speed table: seconds of each, and the walk's and genlm's over ours."""
     walk, genlm = r.get("walk_s"), r.get("genlm_s")
-    return (f"| {model} | {label(r['text'])} | {r['bytes']} | {r['search_s']:.1f} | {r['rounds']} | {r['scored']:,} "
+    settled = "-" if r["settled"] is None else f"{r['settled']:.1f}"
+    return (f"| {model} | {label(r['text'])} | {r['bytes']} | {r['search_s']:.1f} | {r['ended']} | {settled} "
+            f"| {r['rounds']} | {r['scored']:,} "
             f"| {'-' if walk is None else f'{walk:.1f}'} | {ratio(walk, r['search_s'])} "
             f"| {'-' if genlm is None else f'{genlm:.1f}'} | {ratio(genlm, r['search_s'])} "
             f"| {r['bytes'] / r['search_s']:.1f} |")
@@ -183,6 +187,8 @@ def main() -> None:
     parser.add_argument("--tight", type=float, default=0.02, help="nats: a byte's bounds count as exact within this")
     parser.add_argument("--tight-word", type=float, default=0.05, help="nats: a word counts as certified within this")
     parser.add_argument("--time-budget", type=float, help="seconds: the search's time budget (default: none)")
+    parser.add_argument("--kv-before", action="store_true",
+                        help="also each text by the search that keeps no KV across rounds (issue 59's before), first")
     parser.add_argument("--device", default="cpu", help="ours on this device (the walk and genlm stay on the CPU)")
     parser.add_argument("--dtype", default="float32")
     args = parser.parse_args()
@@ -201,6 +207,10 @@ def main() -> None:
         run_text(lm, WARM_UP, walk, peer, args.peer_width, args.tight_word)  # kernels and caches, ours and the peers'
         rows[model] = []
         for kind, context, text in texts:
+            if args.kv_before:  # the search that feeds every ancestor again, in the same run: the ratio holds under load
+                before = run_text(lm, text, None, None, args.peer_width, args.tight_word, args.time_budget, context, 0)
+                print(speed_line(f"{model} (no KV kept)", before), flush=True)
+                rows.setdefault(f"{model} (no KV kept)", []).append(before | {"kind": kind})
             rows[model].append(run_text(lm, text, walk if context is None else None,
                                         peer if len(text) < 200 else None, args.peer_width, args.tight_word,
                                         args.time_budget, context) | {"kind": kind})
@@ -208,9 +218,9 @@ def main() -> None:
         for other in (walk, peer):
             if other is not None:
                 other.close()
-    print("\n| model | text | bytes | search s | rounds | prefixes | walk s | walk / search | genlm s "
-          "| genlm / search | search bytes/s |")
-    print("|" + "---|" * 11)
+    print("\n| model | text | bytes | search s | ended | values settled s | rounds | prefixes | walk s "
+          "| walk / search | genlm s | genlm / search | search bytes/s |")
+    print("|" + "---|" * 13)
     print("\n".join(speed_line(model, r) for model, rs in rows.items() for r in rs))
     print(f"\n| model | text | search: words within {args.tight_word} after round 0 | at the walk's seconds "
           f"| at its end | widest | walk: words within {args.tight_word} | widest |")

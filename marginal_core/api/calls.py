@@ -94,14 +94,15 @@ def continue_text(prompt: str, model: str | LM = DEFAULT_MODEL, context: str | N
 
 def scan(file: str | Path, models: str | Sequence[str] = DEFAULT_MODEL, methods: str | Sequence[str] = "canonical,beam",
          *, out: str | Path | None = None, surprisal: str | None = None, space: str = "trailing",
-         bits: bool = False, **options: Any) -> pd.DataFrame:
+         bits: bool = False, time_budget: float | str | None = None, **options: Any) -> pd.DataFrame:
     """`marginal scan` as a function: every text of a .txt, .jsonl or .csv file under each model,
     kept in the results folder ``out`` (resumable; default a folder under the cache named by the
     file and the settings), returned as the tidy table (a row per text x model x method, with
     each estimate's heaviest tokenization). Ctrl-C stops it and returns what finished. With
     ``surprisal`` (byte, char or word; ``space``: trailing or leading; ``bits``: its surprisals
     and entropy in bits) the folder also gets surprisal.csv, a row per text, model and region,
-    returned as ``attrs["surprisal"]`` (``attrs["folder"]`` is the folder).
+    returned as ``attrs["surprisal"]`` (``attrs["folder"]`` is the folder); each text's search
+    within ``time_budget`` (seconds; "auto": the CLI's default stop; None: until certified).
     Options: samples, seed, max_len, limit, device, dtype, beam_width (None: the anytime beam)."""
     import pandas as pd
 
@@ -114,7 +115,8 @@ def scan(file: str | Path, models: str | Sequence[str] = DEFAULT_MODEL, methods:
     settings = {"samples": 100, "beam_width": None, **options, "methods": methods}
     folder = Path(out) if out is not None else _default_folder(Path(file), names, settings)
     found, _, _ = run_scan(file, folder, names, EvalOptions(**settings),
-                           surprisal=Cut(surprisal, space, bits) if surprisal is not None else None)
+                           surprisal=Cut(surprisal, space, bits) if surprisal is not None else None,
+                           time_budget=time_budget)  # type: ignore[arg-type]  # checked by run_scan
     table = pd.read_csv(Path(found["out"]) / "scan.csv")
     table.attrs["folder"] = str(found["out"])
     if surprisal is not None:  # a row per text, model and region, beside the tidy table

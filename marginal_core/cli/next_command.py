@@ -14,8 +14,10 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from marginal_core.cli.model_commands import add_device_arguments
+from marginal_core.cli.surprisal_command import add_time_budget
 from marginal_core.cli.text_input import read_text
 from marginal_core.estimators.next_chars import MAX_K
+from marginal_core.estimators.search_stop import parse_time_budget
 from marginal_core.ground.errors import MarginalError
 from marginal_core.ground.progress import tqdm_bar
 from marginal_core.models import DEFAULT_MODEL
@@ -32,9 +34,8 @@ def next_command(args: argparse.Namespace) -> tuple[NextCharacters, Continuation
 
     prompt = read_text(args.prompt, exact=True)
     context = read_text(args.context) if args.context is not None else None
-    k, chars, budget = _whole(args.k, "--k", 1, MAX_K), _whole(args.continue_, "--continue", 0, None), args.time_budget
-    if budget is not None and not budget > 0:
-        raise MarginalError(f"--time-budget is a positive number of seconds, not {budget}")
+    k, chars = _whole(args.k, "--k", 1, MAX_K), _whole(args.continue_, "--continue", 0, None)
+    budget = parse_time_budget(args.time_budget)
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     bar = None
     try:
@@ -82,7 +83,7 @@ def next_summary(found: NextCharacters, more: Continuations | None) -> str:
 
     tokens = [show_piece(t.decode("utf-8", errors="replace")) for t in found.tokens]
     marked = "|".join(tokens[:-1] + [f"[{tokens[-1]}]"]) if tokens else "(none)"
-    state = "certified" if found.done else "stopped" if found.cancelled else "time budget reached"
+    state = "certified" if found.done else "stopped" if found.cancelled else "time budget reached, intervals as shown"
     lines = [f"{found.model}, {'no context' if not found.context else f'context {found.context!r}'}; prompt "
              f"{found.prompt!r}", f"canonical tokens: {marked}  ([...]: the last token, the boundary the canonical "
              f"view conditions on)", f"search: {found.rounds} rounds, {found.scored:,} prefixes, "
@@ -118,8 +119,7 @@ def add_next_command(subparsers: Any) -> None:
                    help="continue the prompt N characters by each view (default: none)")
     p.add_argument("--sample", action="store_true", help="continue by sampling (default: greedy)")
     p.add_argument("--seed", type=int, help="the sampling's seed")
-    p.add_argument("--time-budget", type=float, metavar="S",
-                   help="stop the search after S seconds, keeping what it found (default: until certified)")
+    add_time_budget(p, when="each search (the next characters, then the continuation): ")
     shape = p.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="print one JSON object")
     shape.add_argument("--csv", action="store_true", help="print the characters as CSV")

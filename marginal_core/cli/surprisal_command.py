@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from marginal_core.cli.model_commands import add_device_arguments
 from marginal_core.cli.text_input import read_text
 from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
+from marginal_core.estimators.search_stop import AUTO, AUTO_CAP_S, CERTIFY_FLOOR_S, CERTIFY_SHARE, parse_time_budget
 from marginal_core.estimators.surprisal_result import SPACES, SURPRISAL_METHODS, UNITS, check_choice, region_spans
 from marginal_core.ground.progress import tqdm_bar
 from marginal_core.models import DEFAULT_MODEL
@@ -36,14 +37,16 @@ def surprisal_command(args: argparse.Namespace) -> Surprisal:
     region_spans(text, args.unit, args.space)  # the unit, the space rule and the text, checked before the model loads
     check_choice(args.method, SURPRISAL_METHODS, "surprisal method")
     tolerance = _tolerance(args.tolerance)
+    budget = parse_time_budget(args.time_budget)
     _count(args.next)
     marginalizer = Marginalizer(load_model(args.model, device=args.device, dtype=args.dtype), text, context)
     bar = None  # drawn from the first round on: a refusal before any work prints its one line alone
     try:
-        for s in surprisal_stream(marginalizer, args.unit, args.space, args.method, tolerance=tolerance):
+        for s in surprisal_stream(marginalizer, args.unit, args.space, args.method, tolerance=tolerance,
+                                  time_budget=budget):
             bar = tqdm_bar(None, "surprisal", leave=False, unit="rounds") if bar is None else bar
             bar.update(1)
-            bar.set_postfix_str(f"widest interval {s.widest:.2g} nats, {s.scored:,} prefixes")
+            bar.set_postfix_str(f"{s.progress}, widest interval {s.widest:.2g} nats, {s.scored:,} prefixes")
         return s
     finally:
         if bar is not None:
@@ -113,7 +116,22 @@ def summary(s: Surprisal, bits: bool = False, next: int = 0) -> str:
     if not s.exact:
         lines.append("A region's interval is what the search certifies; 'exact': the search left nothing unscored "
                      "before it.")
+    if s.method == "search":
+        lines += ["", f"{s.progress} within {s.tolerance:g} nats; ended: {s.ended_reason} ({s.seconds:.1f} s)"]
+        if s.open_regions:
+            lines.append("left open: " + ", ".join(f"{show_piece(r.text)} [{r.lower * scale:.3f}, {r.upper * scale:.3f}]"
+                                                   for r in s.open_regions))
     return "\n".join(lines)
+
+
+def add_time_budget(p: argparse.ArgumentParser, default: str = AUTO, when: str = "") -> None:
+    """--time-budget on a command whose search runs in rounds (surprisal, scan --surprisal; ``when``
+    says when it applies)."""
+    p.add_argument("--time-budget", default=default, metavar="SECONDS",
+                   help=f"{when}the search ends after this many seconds, keeping what it found; 'auto': once the values "
+                        f"settled the certificate gets {CERTIFY_SHARE:g} times their seconds (at least "
+                        f"{CERTIFY_FLOOR_S:g} s, {AUTO_CAP_S:g} s in all at most); 'none': until every region is "
+                        f"within the tolerance (default: {default})")
 
 
 def _count(value: str | None) -> int:
@@ -152,6 +170,7 @@ def add_command(subparsers: Any) -> None:
                         "is within the tolerance; exact: every prefix, for short texts (default: search)")
     p.add_argument("--tolerance", help=f"the search's target width of every region's interval, in nats "
                                        f"(default: {DEFAULT_TOLERANCE})")
+    add_time_budget(p)
     p.add_argument("--bits", action="store_true", help="the table and the CSV in bits (JSON stays in nats)")
     p.add_argument("--next", metavar="K",
                    help="the K most probable next characters at each region's first byte, summed over "

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from marginal_core.cli.model_commands import add_beam_width, add_device_arguments
+from marginal_core.cli.surprisal_command import add_time_budget
 from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.estimators.methods import TASK_METHODS
 from marginal_core.ground.errors import run_cli
@@ -63,10 +64,12 @@ def scan_command(args: argparse.Namespace) -> dict[str, Any]:
     """Score every text of a file under each model; export the tidy tables (Ctrl-C keeps what is done)."""
     from marginal_core.corpus.scan import parse_models, parse_shard, run_scan
     from marginal_core.corpus.scan_surprisal import Cut
+    from marginal_core.estimators.search_stop import parse_time_budget
 
     cut = Cut(args.surprisal, args.space, args.bits) if args.surprisal else None  # checked before any work
     found, report, stopped = run_scan(args.file, args.out, parse_models(args.models), _options(args),
-                                      shard=parse_shard(args.shard), merge_from=args.merge or (), surprisal=cut)
+                                      shard=parse_shard(args.shard), merge_from=args.merge or (), surprisal=cut,
+                                      time_budget=parse_time_budget(args.time_budget))
     return {"report": f"{args.out}/report.md", "out": args.out, "model": ", ".join(found["models"]),
             "device": report.get("device", "-"), "dtype": report.get("dtype", "-"), "texts": found["texts"],
             "rows": found["rows"], "paths": found["paths"], "surprisal_rows": found.get("surprisal_rows"),
@@ -154,6 +157,7 @@ def add_commands(subparsers: Any) -> None:
                            "(default: trailing)")
     scan.add_argument("--bits", action="store_true",
                       help="with --surprisal: surprisal.csv's surprisals and entropy in bits (default: nats)")
+    add_time_budget(scan, when="with --surprisal: each text's search: ")
     _options_arguments(scan, 100, "canonical,beam", width="auto")  # a new command: the anytime beam
     scan.set_defaults(run=scan_command)
 

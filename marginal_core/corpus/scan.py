@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from marginal_core.corpus.scan_ranks import Ranks, join
+from marginal_core.estimators.search_stop import TimeBudget, check_time_budget
 from marginal_core.ground.errors import MarginalError
 from marginal_core.tasks.datafiles import dataset_file, read_json_records
 from marginal_core.tasks.options import EvalOptions
@@ -210,9 +211,10 @@ def _columns(folder: Path) -> list[str]:
 
 def run_scan(file: str | Path, out: str | Path, models: Sequence[str], options: EvalOptions, *,
              shard: tuple[int, int] | None = None, merge_from: Sequence[str | Path] = (),
-             surprisal: Cut | None = None) -> tuple[dict[str, Any], dict[str, Any], bool]:
+             surprisal: Cut | None = None, time_budget: TimeBudget = None) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """`marginal scan`: every text of the file under each model, into out (resumable), with
-    ``surprisal`` (how surprisal.csv is cut) each text's surprisal by region too, then the exports; Ctrl-C
+    ``surprisal`` (how surprisal.csv is cut) each text's surprisal by region too (each search
+    within ``time_budget``: seconds, "auto" or None, ``search_stop``), then the exports; Ctrl-C
     stops it and keeps what finished. Returns (the export's figures, the last model's report,
     whether it was stopped). Notes go to standard error.
 
@@ -224,7 +226,8 @@ def run_scan(file: str | Path, out: str | Path, models: Sequence[str], options: 
     try:
         if ranks is not None and shard is not None:
             raise MarginalError("--shard: under torchrun or accelerate launch the ranks are the shards; drop --shard")
-        return _scan(file, out, models, options, ranks, shard=shard, merge_from=merge_from, surprisal=surprisal)
+        return _scan(file, out, models, options, ranks, shard=shard, merge_from=merge_from, surprisal=surprisal,
+                     time_budget=check_time_budget(time_budget))
     finally:
         if ranks is not None:
             ranks.leave()
@@ -232,7 +235,7 @@ def run_scan(file: str | Path, out: str | Path, models: Sequence[str], options: 
 
 def _scan(file: str | Path, out: str | Path, models: Sequence[str], options: EvalOptions, ranks: Ranks | None, *,
           shard: tuple[int, int] | None, merge_from: Sequence[str | Path],
-          surprisal: Cut | None) -> tuple[dict[str, Any], dict[str, Any], bool]:
+          surprisal: Cut | None, time_budget: TimeBudget) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """run_scan in this process: alone (ranks None), or as one rank of a job."""
     from dataclasses import replace
 
@@ -265,7 +268,7 @@ def _scan(file: str | Path, out: str | Path, models: Sequence[str], options: Eva
             reports[model] = evaluate(task, model_folder(out, model), replace(options, model=model))
             if surprisal is not None:
                 search_texts(model_folder(out, model), texts, partial(load_model, model, options.device, options.dtype),
-                             part=task.part, show_bar=options.show_bar)
+                             part=task.part, show_bar=options.show_bar, time_budget=time_budget)
     except KeyboardInterrupt:
         stopped = True
         print(f"marginal scan: stopped; what finished is kept in {out}: run it again to continue", file=sys.stderr)

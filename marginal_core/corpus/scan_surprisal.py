@@ -29,8 +29,10 @@ import numpy as np
 import pandas as pd
 
 from marginal_core.corpus.gains import short_text
+from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
 from marginal_core.estimators.jsonsafe import json_float
 from marginal_core.estimators.next_bytes import NextBytes
+from marginal_core.estimators.search_stop import TimeBudget
 from marginal_core.estimators.surprisal_result import SPACES, UNITS, Surprisal, check_choice
 from marginal_core.ground.progress import tqdm_bar
 from marginal_core.tasks import markdown, store
@@ -83,7 +85,9 @@ class ScanText(Protocol):
 
 
 def record(text_id: str, s: Surprisal) -> dict[str, Any]:
-    """A searched text as its line of surprisal.jsonl: the bounds at every byte, the canonical tokens."""
+    """A searched text as its line of surprisal.jsonl: the bounds at every byte, the canonical tokens,
+    and the search's two measures of progress (the seconds at which its values settled, and its
+    regions certified of all: the regions it searched for, whose tolerance it stopped on)."""
     def floats(values: np.ndarray) -> list[float | None]:
         return [json_float(float(v)) for v in values]
 
@@ -93,7 +97,9 @@ def record(text_id: str, s: Surprisal) -> dict[str, Any]:
             "prefix_upper": floats(s.prefix_upper), "canonical_spans": [list(span) for span in s.canonical_spans],
             "canonical_log_p": floats(s.canonical_log_p), "canonical_prefix": floats(s.canonical_prefix),
             "next_entropy": floats(s.next.entropy), "next_rank": s.next.rank.tolist(),
-            "log_p_text": json_float(s.log_p_text), "seconds": s.seconds, "rounds": s.rounds, "scored": s.scored}
+            "log_p_text": json_float(s.log_p_text), "seconds": s.seconds, "rounds": s.rounds, "scored": s.scored,
+            "tolerance": s.tolerance, "settled": s.settled_at, "certified": s.certified, "regions": len(s.regions),
+            "ended": s.ended}
 
 
 def surprisal_of(rec: dict[str, Any], unit: str = "word", space: str = "trailing") -> Surprisal:
@@ -110,7 +116,8 @@ def surprisal_of(rec: dict[str, Any], unit: str = "word", space: str = "trailing
                      space, rec["offset"], array(rec["prefix_lower"], -np.inf), array(rec["prefix_upper"], np.inf),
                      tuple((u, v) for u, v in rec["canonical_spans"]), array(rec["canonical_log_p"], -np.inf),
                      -np.inf if rec["log_p_text"] is None else rec["log_p_text"], rec["seconds"], prefix, nxt,
-                     rec.get("rounds", 0), rec.get("scored", 0))
+                     rec.get("rounds", 0), rec.get("scored", 0), tolerance=rec.get("tolerance", DEFAULT_TOLERANCE),
+                     settled_at=rec.get("settled"), ended=rec.get("ended", ""))
 
 
 def searched(folder: Path) -> set[str]:
@@ -119,9 +126,10 @@ def searched(folder: Path) -> set[str]:
 
 
 def search_texts(folder: Path, texts: Sequence[ScanText], load: Callable[[], LM], *, part: str | None = None,
-                 show_bar: bool = True) -> int:
+                 show_bar: bool = True, time_budget: TimeBudget = None) -> int:
     """Search the prefixes of each text the folder lacks the surprisal of, under the model ``load()``
-    gives (called only when one is left), appending each as it ends; returns how many it searched."""
+    gives (called only when one is left), each within ``time_budget``, appending each as it ends;
+    returns how many it searched."""
     from marginal_core.estimators.marginalizer import by_context
 
     with RunLock.take(folder, part):
@@ -132,7 +140,7 @@ def search_texts(folder: Path, texts: Sequence[ScanText], load: Callable[[], LM]
         bar = tqdm_bar(len(texts), f"{lm.name} surprisal", len(texts) - len(todo)) if show_bar else None
         try:
             for i, m in by_context(lm, [(t.context, t.text) for t in todo]):
-                s = m.surprisal()
+                s = m.surprisal(time_budget=time_budget)
                 store.append_durably(folder / FILE, json.dumps(record(todo[i].id, s), ensure_ascii=False) + "\n")
                 if bar is not None:
                     bar.update(1)

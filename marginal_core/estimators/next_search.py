@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,8 @@ from marginal_core.estimators.next_chars import (
     mass_of,
     total_variation,
 )
-from marginal_core.estimators.prefix_search import MAX_ROWS, PrefixMasses, prefix_masses
+from marginal_core.estimators.prefix_search import MAX_ROWS, PrefixMasses, end_probabilities, prefix_masses
+from marginal_core.estimators.search_stop import TimeBudget, check_time_budget
 from marginal_core.estimators.token_views import TokenViews, next_token_probs, token_probs, token_views
 from marginal_core.ground.errors import ContextWindowError, MarginalError
 from marginal_core.ground.progress import Progress, StopCheck
@@ -79,33 +80,36 @@ class _Prompt:
 
 
 def step_of(masses: PrefixMasses) -> ByteStep:
-    """P(next byte | the text) past its end from the search's sums: found mass over the lower
-    bound on P(text as a prefix), within [found over the upper, found and open over the lower]."""
-    found = np.append(masses.next_lower[-1], masses.next_end)
-    low_p, up_p, open_mass = masses.lower[-1], masses.upper[-1], masses.next_open[-1]
-    with np.errstate(invalid="ignore", over="ignore"):
-        point = np.nan_to_num(np.exp(found - low_p), nan=0.0)
-        lower = np.nan_to_num(np.exp(found - up_p), nan=0.0)
-        upper = np.minimum(np.nan_to_num(np.exp(np.logaddexp(found, open_mass) - low_p), nan=1.0), 1.0)
-    return ByteStep(point, lower, upper)
+    """The next byte after the text from the search past its end."""
+    return ByteStep(*end_probabilities(masses))
 
 
 @dataclass(frozen=True)
 class _Settings:
-    """The search's settings for every byte step of one call."""
+    """The search's settings for every byte step of one call: ``time_budget`` as a caller gave it
+    (None, seconds for the whole call, or "auto": each step's default stop, ``search_stop``);
+    ``settle``: each step ends once its values have settled (a continuation's steps)."""
 
     tolerance: float
     max_rows: int
     budget: int
-    deadline: float | None
+    time_budget: TimeBudget
     should_stop: StopCheck | None
     progress: Progress | None
+    settle: bool = False
+    started: float = field(default_factory=time.perf_counter)
 
     def stopped(self) -> bool:
         return self.should_stop is not None and bool(self.should_stop())
 
     def late(self) -> bool:
-        return self.deadline is not None and time.perf_counter() > self.deadline
+        return isinstance(self.time_budget, float) and time.perf_counter() > self.started + self.time_budget
+
+    def step_budget(self) -> TimeBudget:
+        """One step's time budget: what is left of the call's seconds, or the call's own word."""
+        if isinstance(self.time_budget, float):
+            return max(0.0, self.started + self.time_budget - time.perf_counter())
+        return self.time_budget
 
 
 def byte_steps(p: _Prompt, tail: bytes, s: _Settings) -> Iterator[tuple[ByteStep, PrefixMasses | None]]:
@@ -119,10 +123,12 @@ def byte_steps(p: _Prompt, tail: bytes, s: _Settings) -> Iterator[tuple[ByteStep
         return
     lattice = extended(p.lattice, tail, p.vocab) if tail else p.lattice
     assert lattice is not None  # an empty prompt has a tail here
-    left = None if s.deadline is None else max(0.0, s.deadline - time.perf_counter())
     for masses in prefix_masses(p.lm, lattice, p.state, tolerance=s.tolerance, max_rows=s.max_rows, budget=s.budget,
-                                time_budget=left, should_stop=s.should_stop, progress=s.progress, past_end=True):
+                                time_budget=s.step_budget(), should_stop=s.should_stop, progress=s.progress,
+                                past_end=True):
         yield step_of(masses), masses
+        if s.settle and masses.settled_at is not None:
+            return
 
 
 def last_step(p: _Prompt, tail: bytes, s: _Settings) -> tuple[ByteStep, int, int]:
@@ -185,7 +191,7 @@ def _search(p: _Prompt, k: int, s: _Settings) -> Iterator[_Found]:
 
 
 def next_characters_stream(lm: LM, prompt: str, context: str | None = None, k: int = 10, *,
-                           tolerance: float = DEFAULT_TOLERANCE, time_budget: float | None = None,
+                           tolerance: float = DEFAULT_TOLERANCE, time_budget: TimeBudget = None,
                            max_rows: int = MAX_ROWS, budget: int = DEFAULT_ENUMERATION_BUDGET,
                            should_stop: StopCheck | None = None,
                            progress: Progress | None = None) -> Iterator[NextCharacters]:
@@ -196,8 +202,8 @@ def next_characters_stream(lm: LM, prompt: str, context: str | None = None, k: i
     if not 1 <= k <= MAX_K:
         raise MarginalError(f"k must be between 1 and {MAX_K}, not {k}")
     started = time.perf_counter()
-    settings = _Settings(tolerance, max_rows, budget, None if time_budget is None else started + time_budget,
-                         should_stop, progress)
+    settings = _Settings(tolerance, max_rows, budget, check_time_budget(time_budget), should_stop, progress,
+                         started=started)
     return _characters(_Prompt.of(lm, prompt, context), k, settings, started)
 
 
@@ -225,7 +231,7 @@ def _characters(p: _Prompt, k: int, s: _Settings, started: float) -> Iterator[Ne
 
 def continuations_stream(lm: LM, prompt: str, context: str | None = None, chars: int = 20, how: str = "greedy",
                          seed: int | None = None, *, tolerance: float = DEFAULT_TOLERANCE, max_rows: int = MAX_ROWS,
-                         budget: int = DEFAULT_ENUMERATION_BUDGET, time_budget: float | None = None,
+                         budget: int = DEFAULT_ENUMERATION_BUDGET, time_budget: TimeBudget = None,
                          should_stop: StopCheck | None = None,
                          progress: Progress | None = None) -> Iterator[Continuations]:
     """The prompt continued ``chars`` characters from the marginal (``how``: greedy takes the most
@@ -238,8 +244,8 @@ def continuations_stream(lm: LM, prompt: str, context: str | None = None, chars:
     if chars < 0:
         raise MarginalError(f"the continuation's length must be 0 or more characters, not {chars}")
     started = time.perf_counter()
-    s = _Settings(tolerance, max_rows, budget, None if time_budget is None else started + time_budget, should_stop,
-                  progress)
+    s = _Settings(tolerance, max_rows, budget, check_time_budget(time_budget), should_stop, progress, settle=True,
+                  started=started)
     return _continued(_Prompt.of(lm, prompt, context), chars, how, seed, s, started)
 
 

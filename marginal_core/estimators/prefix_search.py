@@ -26,9 +26,9 @@ up to a number of rows that doubles each round, within a server's cap; an exit t
 but for the certificate gets a bounding head (``prefix_heads.bound_chunk``: upper bounds only),
 where the model's head outweighs its decoder. The search stops when every region's interval is
 within the tolerance, a round moved no region's interval by that much, the budget of prefixes or
-the time budget ran out, or Stop; exact scores every exit until none is left. A round feeds its
-prefixes' scored ancestors through the decoder again (no KV is kept between rounds: a class's
-sessions hold nothing between passes) but runs the head on each prefix once.
+the time budget ran out, or Stop; exact scores every exit until none is left. A round feeds only
+its prefixes' own tokens, on their ancestors' KV kept from earlier rounds (``prefix_kv``, within
+a byte budget; past it the ancestors are fed again), and runs the head on each prefix once.
 """
 
 from __future__ import annotations
@@ -36,12 +36,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from marginal_core.estimators.prefix_heads import Columns, bound_chunk, covers, node_tables, score_chunk
+from marginal_core.estimators.prefix_kv import KV_BYTES, KeptKV, all_kept, feed_kept, keeper
+from marginal_core.estimators.search_stop import SearchClock, TimeBudget, why_ended
 from marginal_core.estimators.surprisal_result import interval_widths
 from marginal_core.ground.errors import TooManyPathsError
 from marginal_core.ground.progress import Progress, StopCheck
@@ -50,7 +52,7 @@ from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 from marginal_core.scoring.pass_budget import DEFAULT_ROW_TOKENS, pass_bytes, pass_tokens
 from marginal_core.scoring.score_stats import ScoreStats
-from marginal_core.scoring.trie import build_trie
+from marginal_core.scoring.trie import Trie, build_trie
 from marginal_core.scoring.trie_run import TrieRun
 
 FIRST_ROWS = 64  # the most exits the first round after round 0 scores; each round doubles it
@@ -72,7 +74,11 @@ class PrefixMasses:
     the exactly scored prefixes (j < len), ``next_open[j]``: log of the mass that may add to any
     of byte j's (the exits and bounded prefixes at nodes up to j). Past the end, these have a row for
     the byte after the text, and ``next_end`` is the log mass the scored complete paths give the
-    outcomes that write no byte there (end of string, special tokens, byte pieces)."""
+    outcomes that write no byte there (end of string, special tokens, byte pieces). ``settled_at``:
+    the seconds at which the values settled (``search_stop``), ``ends_at`` the latest end the time
+    budget allows, ``ended`` why the search ended (the last one's: "certified", "stalled",
+    "prefix budget", "time budget", "default stop", "stopped", "exact"); ``kv_peak_bytes``: the
+    most its KV store held (``prefix_kv``)."""
 
     lower: np.ndarray
     upper: np.ndarray
@@ -89,6 +95,10 @@ class PrefixMasses:
     next_open: np.ndarray
     cancelled: bool = False
     next_end: float = -math.inf
+    settled_at: float | None = None
+    ends_at: float | None = None
+    ended: str = ""
+    kv_peak_bytes: int = 0
 
 
 def prefix_counts(lattice: Lattice) -> dict[int, int]:
@@ -128,7 +138,8 @@ class _Search:
     ancestors); the lower bounds the exact prefixes' covering masses add up to, and the bounded
     prefixes' covering bounds (``bounded``, per byte); its exits; the complete paths' log p."""
 
-    def __init__(self, lm: LM, lattice: Lattice, ctx: ContextState, bound_below: float, past_end: bool = False) -> None:
+    def __init__(self, lm: LM, lattice: Lattice, ctx: ContextState, bound_below: float, kv_bytes: int = KV_BYTES,
+                 past_end: bool = False) -> None:
         self.lm, self.lattice, self.ctx, self.past_end = lm, lattice, ctx, past_end
         self.bound_below = math.log(bound_below) if bound_below > 0 else -math.inf
         self.tables, self.cover = node_tables(lattice, lm.device), covers(lattice, lm.vocab, lm.device)
@@ -161,6 +172,7 @@ class _Search:
         self.columns: tuple[int, Columns] | None = None  # the bounding head's columns, and len(probable) then
         self.rounds = 0
         self.stats = ScoreStats()
+        self.kv = KeptKV(kv_bytes)
 
     def seed(self) -> list[Step]:
         """Round 0: the empty prefix, every prefix of the canonical tokenization, and each one-token
@@ -218,7 +230,9 @@ class _Search:
         if any(self.bound[first:]) and (self.columns is None or self.columns[0] < len(self.probable)):
             ids = np.concatenate([self.text_ids, np.fromiter(self.probable, np.int64, len(self.probable))])
             self.columns = (len(self.probable), Columns.of(self.lm, ids))
-        heads = self._heads(range(first, len(self.state)), progress)
+        new = range(first, len(self.state))
+        kept = len(new) > 0 and bool(self.path[new[0]]) and all_kept(self.kv, self.parent, new)
+        heads = self._heads_kept(new, progress) if kept else self._heads(new, progress)
         for pid in range(first, len(self.state)):
             parent, col = steps[pid - first]
             self.log_p.append(0.0 if parent < 0 else self.log_p[parent] + float(self.allowed[parent][col]))
@@ -250,6 +264,31 @@ class _Search:
             if (not final or self.past_end) and (pid, c) not in self.scored and mass > -math.inf:
                 self.exits[pid, c] = mass
 
+    def _node_pids(self, trie: Trie) -> np.ndarray:
+        """The prefix id of every node of a trie over scored prefixes' paths (preorder: parents first)."""
+        pid = np.empty(len(trie.token), dtype=np.int64)
+        for n, (parent, token) in enumerate(zip(trie.parent.tolist(), trie.token.tolist(), strict=True)):
+            above = 0 if parent < 0 else int(pid[parent])
+            pid[n] = self.scored[above, self.col[self.state[above], token]]
+        return pid
+
+    def _heads_kept(self, pids: range, progress: Progress | None) -> dict[int, HeadOut]:
+        """As _heads, feeding only the prefixes' own last tokens on their ancestors' kept KV."""
+        out: dict[int, HeadOut] = {}
+        trie = build_trie([self.path[p] for p in pids], every_node=True)
+        feed_kept(self.lm, self.ctx, self.kv, trie, self._node_pids(trie), self.stats, progress,
+                  lambda hidden, fed: self._head_rows(hidden, fed, out))
+        return out
+
+    def _head_rows(self, hidden: torch.Tensor, pids: np.ndarray, out: dict[int, HeadOut]) -> None:
+        """Rows of hidden (prefixes pids) through the full head or a bounding head, in chunks."""
+        bound = np.array([self.bound[p] for p in pids.tolist()], dtype=bool)
+        budget = pass_tokens(self.lm, None)
+        for kind, step in ((False, self.lm.head_rows(budget)), (True, max(1, budget))):
+            chosen = np.flatnonzero(bound == kind)
+            for lo in range(0, len(chosen), step):
+                self._score(hidden, chosen[lo : lo + step], pids[chosen[lo : lo + step]], kind, out)
+
     def _heads(self, pids: range, progress: Progress | None) -> dict[int, HeadOut]:
         """Each prefix's arc log p, covering masses and next-byte masses (float64, on the CPU;
         bounds and no next bytes for a bounded prefix), from one trie run over their paths: the
@@ -272,7 +311,7 @@ class _Search:
                     self._score(hidden, chosen[lo : lo + step], want[rows[chosen[lo : lo + step]]], kind, out)
 
         budgets = (pass_tokens(self.lm, None), DEFAULT_ROW_TOKENS, pass_bytes(self.lm, None))
-        run = TrieRun(self.lm, trie, self.ctx, *budgets, self.stats, progress, head)
+        run = TrieRun(self.lm, trie, self.ctx, *budgets, self.stats, progress, head, keeper(self.kv, self._node_pids(trie)))
         with torch.inference_mode():
             if len(trie.fed):
                 run.run_trie()
@@ -366,55 +405,75 @@ class _Search:
 
 def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextState, *,
                   boundaries: Sequence[int] | np.ndarray | None = None, exact: bool = False, max_rows: int = MAX_ROWS,
-                  tolerance: float = 0.01, time_budget: float | None = None, progress: Progress | None = None,
+                  tolerance: float = 0.01, time_budget: TimeBudget = None, progress: Progress | None = None,
                   should_stop: StopCheck | None = None, budget: int = DEFAULT_ENUMERATION_BUDGET,
-                  bound_below: float | None = None, past_end: bool = False) -> Iterator[PrefixMasses]:
+                  bound_below: float | None = None, kv_bytes: int = KV_BYTES,
+                  past_end: bool = False) -> Iterator[PrefixMasses]:
     """The bounds after every round of the search; the last is final. ``boundaries``: the region
     boundaries (lattice bytes, 0 and the end included; default every byte) whose intervals the
     tolerance is about. The search scores at most ``budget`` prefixes; ``exact`` scores every
     prefix (TooManyPathsError past ``budget``). ``bound_below``: the relative mass below which an
-    exit gets a bounding head (0: never; default BOUND_BELOW where bounding_pays). ``past_end``: the
-    complete paths are prefixes too, so ``next_lower`` has a row for the byte after the text, and
-    the tolerance is on its next-byte probabilities (:func:`end_widths`) instead of the regions.
+    exit gets a bounding head (0: never; default BOUND_BELOW where bounding_pays). ``kv_bytes``:
+    what the search keeps of its prefixes' keys and values across rounds (0: nothing, every round
+    feeds its prefixes' ancestors again). ``past_end``: the complete paths are prefixes too, so
+    ``next_lower`` has a row for the byte after the text, and the tolerance and the clock are on
+    its next-byte probabilities (:func:`end_probabilities`) instead of the regions.
     progress hears each round's passes (tokens fed, of the round's)."""
     if exact:
         check_exact(lattice, budget)
     started = time.perf_counter()
-    deadline = None if time_budget is None else started + time_budget
+    clock = SearchClock(tolerance, time_budget)
     if bound_below is None:
         bound_below = BOUND_BELOW if bounding_pays(lm) else 0.0
-    search = _Search(lm, lattice, lm.state_of(context), 0.0 if exact else bound_below, past_end)
+    search = _Search(lm, lattice, lm.state_of(context), 0.0 if exact else bound_below, kv_bytes, past_end)
     cuts = np.asarray(boundaries if boundaries is not None else range(lattice.end + 1), dtype=np.int64)
 
     def user_stop() -> bool:
         return should_stop is not None and bool(should_stop())
 
-    steps, rows, widths = search.seed(), FIRST_ROWS, None
+    steps, rows, per_row = search.seed(), FIRST_ROWS, None
+    widths: np.ndarray | None = None
     while True:
+        began = time.perf_counter()
         search.run(steps, progress)
+        if search.rounds > 1:  # round 0 scores the whole canonical tokenization: not a later round's rate
+            per_row = (time.perf_counter() - began) / max(len(steps), 1)
         now = search.masses(started, False)
-        before, widths = widths, end_widths(now) if past_end else interval_widths(now.lower, now.upper, cuts)
+        if past_end:
+            point, low, high = end_probabilities(now)
+            before, widths = widths, high - low
+            clock.round(now.seconds, point, widths)
+        else:
+            before, widths = widths, interval_widths(now.lower, now.upper, cuts)
+            clock.round(now.seconds, now.lower[cuts[:-1]] - now.lower[cuts[1:]], widths)
         # every exit can widen the last region's bottom end against the text's end (the mass below
         # an exit may run through every byte after it): the rest must be small beside P(s<end)
         slack = math.log(math.expm1(tolerance) / 4) + float(now.lower[-1]) if not exact else -math.inf
-        steps = search.choose(None if exact else max(0, min(rows, max_rows, budget - len(search.state))), slack)
+        room = budget - len(search.state)
+        steps = search.choose(None if exact else clock.rows(now.seconds, max(0, min(rows, max_rows, room)), per_row),
+                              slack)
         rows *= 2
         # past the end, a round may leave a heavy exit's interval as wide as before: only the widths count
-        stalled = not past_end and before is not None and float(np.max(np.abs(before - widths))) < tolerance
-        settled = not exact and (float(np.max(widths)) <= tolerance or stalled)
-        if not steps or settled or (deadline is not None and time.perf_counter() > deadline) or user_stop():
-            yield search.masses(started, True, user_stop())
+        ended = why_ended(exact, bool(steps), room > 0, widths, None if past_end else before, clock, user_stop)
+        if ended:
+            yield _timed(search.masses(started, True, ended == "stopped"), clock, ended, search.kv.peak_bytes)
             return
-        yield now
+        yield _timed(now, clock, "", search.kv.peak_bytes)
 
 
-def end_widths(masses: PrefixMasses) -> np.ndarray:
-    """The widths of the intervals on P(next byte = c | the text) for every byte c and the outcome
-    of no byte (the last), past the end: [the scored mass over the upper P(s<end), the scored and
-    open mass over the lower]."""
-    lower = np.append(masses.next_lower[-1], masses.next_end)
-    upper, end = masses.upper[-1], masses.lower[-1]
+def _timed(masses: PrefixMasses, clock: SearchClock, ended: str, kv_peak: int) -> PrefixMasses:
+    """The bounds with the clock's measures, why the search ended and its KV store's peak."""
+    return replace(masses, settled_at=clock.settled_at, ends_at=clock.ends_at, ended=ended, kv_peak_bytes=kv_peak)
+
+
+def end_probabilities(masses: PrefixMasses) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """P(next byte = c | the text) past its end, for every byte c and the outcome of no byte (the
+    257th): the mass found over the lower bound on P(text as a prefix), and the interval it lies
+    in, [found over the upper bound, found and open over the lower]."""
+    found = np.append(masses.next_lower[-1], masses.next_end)
+    low_p, up_p, open_mass = masses.lower[-1], masses.upper[-1], masses.next_open[-1]
     with np.errstate(invalid="ignore", over="ignore"):
-        low = np.nan_to_num(np.exp(lower - upper), nan=0.0)
-        high = np.minimum(np.nan_to_num(np.exp(np.logaddexp(lower, masses.next_open[-1]) - end), nan=1.0), 1.0)
-    return high - low
+        point = np.nan_to_num(np.exp(found - low_p), nan=0.0)
+        lower = np.nan_to_num(np.exp(found - up_p), nan=0.0)
+        upper = np.minimum(np.nan_to_num(np.exp(np.logaddexp(found, open_mass) - low_p), nan=1.0), 1.0)
+    return point, lower, upper

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
 from marginal_core.estimators.next_bytes import NextBytes, NextCharacter
 from marginal_core.ground.errors import EmptyTextError, MarginalError, UnrepresentableTextError
 
@@ -34,6 +35,11 @@ Space = Literal["trailing", "leading"]
 UNITS: tuple[str, ...] = ("byte", "char", "word")
 SPACES: tuple[str, ...] = ("trailing", "leading")
 SURPRISAL_METHODS: tuple[str, ...] = ("search", "exact")
+UNIT_NAMES = {"byte": "bytes", "char": "characters", "word": "words"}
+ENDED = {"certified": "every region within the tolerance", "stalled": "a round moved no interval by the tolerance",
+         "prefix budget": "the budget of prefixes spent", "time budget": "the time budget spent",
+         "default stop": "the default stop (the values settled and the certificate had its share of time)",
+         "stopped": "stopped", "exits scored": "every prefix that matters scored", "exact": "every prefix scored"}
 COLUMNS = ("index", "start_byte", "end_byte", "text", "surprisal", "surprisal_canonical", "surprisal_canonical_prefix",
            "lower", "upper", "exact", "entropy", "rank")
 NATS_COLUMNS = ("surprisal", "surprisal_canonical", "surprisal_canonical_prefix", "lower", "upper", "entropy")
@@ -126,7 +132,10 @@ class Surprisal:
     ``canonical_spans`` and ``canonical_log_p``: each canonical token's byte span there and log p;
     ``canonical_prefix``: the canonical prefix probability's log at every byte; ``next``: what the
     model expected at every byte (None: not computed, a store's older line).
-    ``log_p_text`` is the text's marginal (tokenizations that end exactly at its end) found."""
+    ``log_p_text`` is the text's marginal (tokenizations that end exactly at its end) found.
+    The search's two measures of progress (``search_stop``): ``settled_at``, the seconds at which
+    its values settled (None: not yet), and ``certified``, the regions within ``tolerance``;
+    ``ends_at``: the latest end its time budget allowed, ``ended``: why it ended ("" while it runs)."""
 
     text: str
     model: str
@@ -148,6 +157,10 @@ class Surprisal:
     rounds: int = 0
     scored: int = 0
     cancelled: bool = False
+    tolerance: float = DEFAULT_TOLERANCE
+    settled_at: float | None = None
+    ends_at: float | None = None
+    ended: str = ""
 
     def __repr__(self) -> str:
         text = self.text if len(self.text) <= 40 else self.text[:39] + "…"
@@ -184,6 +197,37 @@ class Surprisal:
         """The regions' boundaries as lattice bytes, 0 and the end included (the first region holds
         a dummy-prefix space)."""
         return np.array([0] + [b + self.offset for _, b in region_spans(self.text, self.unit, self.space)])
+
+    @property
+    def certified(self) -> int:
+        """How many regions have an interval within the tolerance."""
+        return sum(r.upper - r.lower <= self.tolerance for r in self.regions)
+
+    @property
+    def open_regions(self) -> tuple[Region, ...]:
+        """The regions left open: their interval wider than the tolerance."""
+        return tuple(r for r in self.regions if not r.upper - r.lower <= self.tolerance)
+
+    @property
+    def progress(self) -> str:
+        """The two measures of progress in words: 'values settled at 3.8 s; certifying: 16 of 94 words'."""
+        values = "values settling" if self.settled_at is None else f"values settled at {self.settled_at:.1f} s"
+        doing = "certifying" if not self.ended else "certified"
+        return f"{values}; {doing}: {self.certified} of {len(self.regions)} {UNIT_NAMES[self.unit]}"
+
+    @property
+    def ended_reason(self) -> str:
+        """Why the search ended, in words ('' while it runs)."""
+        return ENDED.get(self.ended, self.ended)
+
+    @property
+    def fraction(self) -> float:
+        """How far the search is, 0 to 1, for a bar: the share of regions certified, or of the time
+        its budget allows, whichever is further (1 once it ended)."""
+        if self.ended:
+            return 1.0
+        share = self.certified / max(len(self.regions), 1)
+        return max(share, min(1.0, self.seconds / self.ends_at)) if self.ends_at else share
 
     @property
     def widest(self) -> float:
@@ -239,7 +283,10 @@ class Surprisal:
                 "space": self.space, "method": self.method, "dtype": self.dtype, "device": self.device,
                 "regions": regions, "log_prefix_probability": json_float(self.log_prefix_probability),
                 "log_p_text": json_float(self.log_p_text), "bits_per_byte": json_float(self.bits_per_byte),
-                "exact": self.exact, "seconds": self.seconds if seconds is None else seconds}
+                "exact": self.exact, "seconds": self.seconds if seconds is None else seconds,
+                "tolerance": self.tolerance, "settled": self.settled_at, "certified": self.certified,
+                "open": [{"index": r.index, "text": r.text, "lower": json_float(r.lower), "upper": json_float(r.upper)}
+                         for r in self.open_regions], "ended": self.ended}
 
 
 def bits_per_byte(log_p: float, text: str) -> float:

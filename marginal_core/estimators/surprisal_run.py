@@ -13,7 +13,9 @@ import numpy as np
 
 from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
 from marginal_core.estimators.next_bytes import NextBytes
+from marginal_core.estimators.prefix_kv import KV_BYTES
 from marginal_core.estimators.prefix_search import MAX_ROWS, PrefixMasses, check_exact, prefix_masses
+from marginal_core.estimators.search_stop import TimeBudget, check_time_budget
 from marginal_core.estimators.surprisal_result import SURPRISAL_METHODS, Surprisal, check_choice, region_spans
 from marginal_core.ground import hooks as serving_hooks
 from marginal_core.ground.progress import Progress, StopCheck
@@ -39,17 +41,20 @@ class OneText(Protocol):
 
 
 def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", method: str = "search", *,
-                     max_rows: int = MAX_ROWS, tolerance: float = DEFAULT_TOLERANCE, time_budget: float | None = None,
+                     max_rows: int = MAX_ROWS, tolerance: float = DEFAULT_TOLERANCE, time_budget: TimeBudget = None,
                      budget: int = DEFAULT_ENUMERATION_BUDGET, should_stop: StopCheck | None = None,
-                     progress: Progress | None = None) -> Iterator[Surprisal]:
+                     progress: Progress | None = None, kv_bytes: int = KV_BYTES) -> Iterator[Surprisal]:
     """The text's surprisal after every round of the prefix search; the last is the result.
     ``search``: rounds of at most ``max_rows`` prefixes (a server's cap) until every ``unit``
     region's interval is within ``tolerance`` nats, a round moves none by that much, ``budget``
-    prefixes are scored, the time budget runs out, or should_stop; ``exact``: every prefix
-    (TooManyPathsError past ``budget``).
+    prefixes are scored, the time budget runs out (seconds; "auto": the default stop, a share of
+    time for the certificate once the values settled, ``search_stop``), or should_stop;
+    ``exact``: every prefix (TooManyPathsError past ``budget``).
+    ``kv_bytes``: what the search keeps of its prefixes' keys and values across rounds (0: none).
     progress hears each round's passes (tokens fed, of the round's)."""
     region_spans(m.text, unit, space)  # the choices and the text, checked before any work
     check_choice(method, SURPRISAL_METHODS, "surprisal method")
+    check_time_budget(time_budget)
     if method == "exact":
         check_exact(m.lattice, budget)
     m.require_fits(proposal_of(m.lattice).max_steps, "the longest tokenization of the text")
@@ -58,10 +63,11 @@ def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", me
     nodes = m.lattice.canonical_nodes
     offset = len(m.lattice.data) - len(m.text.encode("utf-8"))
     base = Surprisal(m.text, m.lm.name, m.context, dtype_name(m.lm.dtype), str(m.lm.device), method, unit, space,
-                     offset, np.zeros(1), np.zeros(1), tuple(zip(nodes[:-1], nodes[1:])), np.zeros(0), -np.inf, 0.0)
+                     offset, np.zeros(1), np.zeros(1), tuple(zip(nodes[:-1], nodes[1:])), np.zeros(0), -np.inf, 0.0,
+                     tolerance=tolerance)
     for masses in prefix_masses(m.lm, m.lattice, state, boundaries=base.cuts, exact=method == "exact", max_rows=max_rows,
                                 tolerance=tolerance, time_budget=time_budget, progress=progress,
-                                should_stop=should_stop, budget=budget):
+                                should_stop=should_stop, budget=budget, kv_bytes=kv_bytes):
         serving_hooks.checkpoint()
         yield _with(base, masses, m.lattice.data, time.perf_counter() - started)
 
@@ -71,5 +77,6 @@ def _with(base: Surprisal, masses: PrefixMasses, data: bytes, seconds: float) ->
     return replace(base, prefix_lower=masses.lower, prefix_upper=masses.upper, log_p_text=masses.log_p_text,
                    canonical_log_p=masses.canonical_log_p, canonical_prefix=masses.canonical_prefix,
                    next=NextBytes.of(data, masses.next_lower, masses.next_open, masses.lower), seconds=seconds,
-                   rounds=masses.rounds, scored=masses.scored, cancelled=masses.cancelled)
+                   rounds=masses.rounds, scored=masses.scored, cancelled=masses.cancelled, settled_at=masses.settled_at,
+                   ends_at=masses.ends_at, ended=masses.ended)
 

@@ -185,6 +185,26 @@ def _run_pass(
     return out.last_hidden_state, cache
 
 
+def run_carried(lm: LM, trie: Trie, context: ContextState, carried: list[list[int]], queries: list[list[int]],
+                states: Carried | None) -> tuple[torch.Tensor, DynamicCache, Pass]:
+    """One pass whose row r carries the KV states of the trie nodes ``carried[r]`` (kept from
+    earlier runs: ``states``, row r's at slot r, padded to the widest row) and feeds the nodes
+    ``queries[r]``, each of which sees the context, its ancestors among them, and itself: the
+    trie's own layout and masks. Returns the hidden states [rows, queries, hidden], the cache
+    (the queries' states in the columns after the context and the widest row's carried) and the plan."""
+    plan = Pass(carried, queries, [len(q) for q in queries], len(context))
+    rows = [_Row(0, 0, frozenset(c), r) for r, c in enumerate(carried)]
+    hidden, cache = _run_pass(lm, trie, rows, plan, context.cache, states)
+    return hidden, cache, plan
+
+
+def pass_states(cache: DynamicCache, rows: np.ndarray, columns: np.ndarray) -> Carried:
+    """The keys and values of a pass's (row, key column) pairs, per layer [pairs, kv_heads, head_dim]."""
+    states = _states(cache)
+    r, c = (torch.as_tensor(a, device=states[0][0].device) for a in (rows, columns))
+    return Carried([keys[r, :, c] for keys, _ in states], [values[r, :, c] for _, values in states])
+
+
 def _advance(trie: Trie, rows: list[_Row], plan: Pass, cache: DynamicCache) -> Carried | None:
     """Move each row past its segment; gather, for all rows at once, the KV states of the
     ancestors its next segment needs (row r's at slot r)."""
@@ -225,6 +245,7 @@ class TrieRun:
     stats: ScoreStats
     progress: Progress | None
     head: Head | None = None
+    keep: Callable[[Pass, DynamicCache], None] | None = None  # hears every pass's plan and cache (KV kept by a caller)
 
     def __post_init__(self) -> None:
         self.node_lp = torch.zeros(len(self.trie.token), dtype=self.lm.logit_dtype, device=self.lm.device)
@@ -295,6 +316,8 @@ class TrieRun:
             try:
                 with serving_hooks.unit():
                     hidden, cache = _run_pass(self.lm, self.trie, active, plan, self.context.cache, carried)
+                    if self.keep is not None:
+                        self.keep(plan, cache)
                     owned = [h[len(q) - k : len(q)] for h, q, k in zip(hidden, plan.queries, plan.owned)]
                     blocks = [(1 + row.start, k) for row, k in zip(active, plan.owned)]
                     self.pending.append((torch.cat(owned), blocks))

@@ -89,8 +89,9 @@ def page() -> None:
     row.run(jobs, draw, doing="searching what comes next",
             idle="Press Run to search what comes next after the text; the bars are drawn after every round.")
     st.caption("The prompt is the sidebar's text exactly, a trailing space or newline included; an empty text asks "
-               "for the first character. The search stops once every next byte's interval is within 0.01, or after "
-               f"{APP_NEXT_SECONDS} s, keeping what it found.")
+               "for the first character. The search stops once every next byte's interval is within 0.01, or by "
+               "itself once the values have settled and the certificate had its share of time; the continuation "
+               f"takes each character once its values settle, for at most {APP_NEXT_SECONDS:g} s.")
 
 
 def _settings() -> tuple[int, int, str, int, str | None]:
@@ -155,16 +156,16 @@ def _run(side: inputs.Inputs, key: tuple, k: int, chars: int, how: str, seed: in
 
         bar = live.Bar(f"{side.model}: what comes next", "rounds")
         cap = server.policy().cap_beam_width(1024)
-        settings = dict(max_rows=cap, budget=APP_SEARCH_BUDGET, time_budget=APP_NEXT_SECONDS,
-                        should_stop=bar.should_stop)
+        settings = dict(max_rows=cap, budget=APP_SEARCH_BUDGET, should_stop=bar.should_stop)
         context = side.context or None
 
         def steps() -> Iterator[NextView]:
-            for found in next_characters_stream(lm, side.text, context, k, **settings):
+            for found in next_characters_stream(lm, side.text, context, k, time_budget="auto", **settings):
                 bar.update(0.5 if chars else 0.9, f"{side.model}: round {found.rounds}, {found.scored:,} prefixes "
                            f"in {found.seconds:.1f} s")
                 yield NextView(found)
-            for more in continuations_stream(lm, side.text, context, chars, how, seed, **settings) if chars else ():
+            for more in continuations_stream(lm, side.text, context, chars, how, seed, time_budget=APP_NEXT_SECONDS,
+                                             **settings) if chars else ():
                 bar.update(0.5 + 0.5 * len(more.marginal.text) / max(chars, 1),
                            f"{side.model}: continuing, {len(more.marginal.text)} of {chars} characters")
                 yield NextView(found, more)

@@ -154,6 +154,18 @@ def _totals(shown: list[Surprisal]) -> None:
         c[5].metric("bits per byte", f"{s.bits_per_byte:.3f}" if math.isfinite(s.bits_per_byte) else "—",
                     help="−log2 p(text) per byte of the text: comparable across vocabularies.")
     st.caption(difference_sentence(shown[0]))
+    for s in shown:
+        st.caption(_measures(s))
+
+
+def _measures(s: Surprisal) -> str:
+    """The search's two measures of progress and why it ended, with the regions left open."""
+    line = f"{s.model}: {s.progress} within {s.tolerance:g} nats"
+    if s.ended:
+        line += f"; ended after {s.seconds:.1f} s: {s.ended_reason}"
+    if s.ended and s.open_regions:
+        line += f"; left open: {len(s.open_regions)} (their intervals on the strip)"
+    return line
 
 
 def _nats(value: float) -> str:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
 
-from marginal_core import DEFAULT_TOLERANCE, MAX_BEAM_WIDTH
+from marginal_core import MAX_BEAM_WIDTH
 from pages._app.runtime import live, server, shared_results
-from pages._app.ui.defaults import APP_EXACT_BUDGET, APP_SEARCH_BUDGET
+from pages._app.ui.defaults import APP_EXACT_BUDGET, APP_KV_BYTES, APP_SEARCH_BUDGET
 
 if TYPE_CHECKING:
     from marginal_core import Marginalizer, Surprisal
@@ -21,8 +21,10 @@ _KEPT = live.Kept("_surprisal_stopped")  # the session's last stopped search
 def search(key: Hashable, m: Marginalizer, method: str, label: str, on_update: Callable[[Surprisal], None]
          ) -> Surprisal:
     """The text's surprisal under m (the search, up to APP_SEARCH_BUDGET prefixes, its rounds
-    capped by the server's beam-width cap; or exact, up to APP_EXACT_BUDGET prefixes), each round
-    passed to on_update and said on the bar, widest interval first; a finished search is cached."""
+    capped by the server's beam-width cap; or exact, up to APP_EXACT_BUDGET prefixes), ending by
+    itself (the default stop: a share of time for the certificate once the values settled), each
+    round passed to on_update and said on the bar (both measures of progress); a finished search is
+    cached."""
     from marginal_core import surprisal_stream
 
     done = shared_results.cached(key)
@@ -31,13 +33,12 @@ def search(key: Hashable, m: Marginalizer, method: str, label: str, on_update: C
     bar = live.Bar(label, "rounds")
     rows = server.policy().cap_beam_width(MAX_BEAM_WIDTH)  # the most prefixes a round scores, on this server
     budget = APP_EXACT_BUDGET if method == "exact" else APP_SEARCH_BUDGET
-    stream = surprisal_stream(m, method=method, max_rows=rows, budget=budget, should_stop=bar.should_stop)
+    stream = surprisal_stream(m, method=method, max_rows=rows, budget=budget, should_stop=bar.should_stop,
+                              time_budget="auto", kv_bytes=APP_KV_BYTES)
 
     def show(s: Surprisal) -> None:
-        reached = [r for r in s.regions if r.upper - r.lower <= DEFAULT_TOLERANCE]
-        bar.update(len(reached) / max(len(s.regions), 1),
-                   f"{label}: round {s.rounds}, widest interval {s.widest:.2g} nats, {s.scored:,} prefixes "
-                   f"in {s.seconds:.1f} s")
+        bar.update(s.fraction, f"{label}: {s.progress} (round {s.rounds}, widest interval {s.widest:.2g} nats, "
+                               f"{s.scored:,} prefixes in {s.seconds:.1f} s)")
         on_update(s)
 
     return live.follow(key, stream, bar, show, lambda s: _KEPT.keep(key, s), lambda s: s.cancelled)

@@ -327,6 +327,8 @@ def test_the_surprisal_strip_shows_and_a_region_opens_its_lattice_window():
         settle(page)
         no_traceback(page)
         assert regions.count() == 3  # ␣Paris␣ | is␣ | nice.
+        page.get_by_text("values settled at").wait_for()  # both measures of progress, once the search ends
+        assert "certified: 3 of 3 words" in page.get_by_text("values settled at").inner_text()
         naive, prefix, marginal = (regions.nth(1).locator("span[title]").nth(i) for i in range(3))
         assert naive.get_attribute("title").startswith("naive canonical")
         assert prefix.get_attribute("title").startswith("canonical prefix")

@@ -14,7 +14,7 @@ import pytest
 
 from marginal_core.corpus.scan import model_folder
 from marginal_core.corpus.scan_surprisal import CSV_COLUMNS as COLUMNS
-from marginal_core.corpus.scan_surprisal import FILE
+from marginal_core.corpus.scan_surprisal import FILE, surprisal_of
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.estimators.surprisal_result import bits_per_byte
 from marginal_core.ground.errors import MarginalError
@@ -51,6 +51,11 @@ def test_scan_writes_surprisal_csv_and_a_rerun_recuts_it(smollm_model, tmp_path)
     assert "bits per byte" in report and "where marginal and canonical surprisal differ most" in report
 
     walked = (model_folder(out, SMOL) / FILE).read_text().splitlines()
+    stored = [json.loads(line) for line in walked]  # each text's two measures of progress, with its store line
+    assert [(r["certified"], r["regions"], r["ended"]) for r in stored] == [(2, 2, "certified"), (3, 3, "certified")]
+    assert all(0 < r["settled"] <= r["seconds"] for r in stored)
+    again = surprisal_of(stored[1])
+    assert (again.settled_at, again.certified, again.tolerance) == (stored[1]["settled"], 3, 0.01)
     run(["scan", str(tmp_path / "texts.txt"), "--out", str(out), *SETUP, "--surprisal", "char"])
     assert (model_folder(out, SMOL) / FILE).read_text().splitlines() == walked  # nothing walked again
     chars = pd.read_csv(out / "surprisal.csv", keep_default_na=False)

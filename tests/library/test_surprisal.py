@@ -199,6 +199,23 @@ def test_every_round_certifies_brute_force(lm, text):
     assert rounds[-1].widest < 1e-6  # a tolerance of 1e-9 ends with nothing left that matters
 
 
+def test_kv_kept_across_rounds_equals_recomputation_bit_for_bit(lm):
+    """In float64, every round of the search that keeps its prefixes' KV (a later round feeds only
+    the new tokens) gives the bounds of the search that feeds every ancestor again, bit for bit;
+    a KV budget that holds a few prefixes only (the rest fed again) too."""
+    lm64 = float64_lm(lm)
+    m = Marginalizer(lm64, "The cat sat.")
+    state = m.context_state()
+    fed_again = list(prefix_masses(lm64, m.lattice, state, tolerance=1e-4, kv_bytes=0))
+    for kv_bytes in (256 << 20, 200_000):
+        kept = list(prefix_masses(lm64, m.lattice, state, tolerance=1e-4, kv_bytes=kv_bytes))
+        assert [k.scored for k in kept] == [f.scored for f in fed_again] and len(kept) >= 3
+        for k, f in zip(kept, fed_again, strict=True):
+            assert np.array_equal(k.lower, f.lower) and np.array_equal(k.upper, f.upper)
+            assert np.array_equal(k.next_lower, f.next_lower) and k.log_p_text == f.log_p_text
+        assert 0 < kept[-1].kv_peak_bytes <= kv_bytes
+
+
 def test_bounding_heads_keep_the_certificate(lm):
     """Every exit after round 0 through a bounding head (bound_below=1: a few columns, an upper
     bound on each probability): after every round the bounds still hold brute force, the lower
@@ -266,6 +283,24 @@ def test_the_time_budget_ends_after_round_zero(smollm_model):
     m = Marginalizer(smollm_model, "The cat sat.")
     *_, last = prefix_masses(smollm_model, m.lattice, m.context_state(), time_budget=0.0)
     assert last.done and not last.cancelled and last.rounds == 1 and last.exits > 0
+
+
+def test_the_default_stop_ends_once_the_values_settle_and_names_the_open_words(smollm_model, monkeypatch):
+    """time_budget="auto" with no time for the certificate after the values settle (the floor and
+    the share at 0) ends on the round that sees them settled: the regions left open keep their
+    intervals around their values. An explicit budget replaces the default stop and runs on."""
+    from marginal_core.estimators import search_stop
+
+    monkeypatch.setattr(search_stop, "CERTIFY_FLOOR_S", 0.0)
+    monkeypatch.setattr(search_stop, "CERTIFY_SHARE", 0.0)
+    m = Marginalizer(smollm_model, "Heavy rain flooded the valley road for most of the afternoon.")
+    auto = m.surprisal(time_budget="auto")
+    assert auto.ended == "default stop" and auto.settled_at is not None and auto.settled_at < auto.seconds
+    assert auto.open_regions and auto.certified == len(auto.regions) - len(auto.open_regions)
+    assert all(r.lower <= r.surprisal <= r.upper and r.upper - r.lower > 0.01 for r in auto.open_regions)
+    assert auto.progress == f"values settled at {auto.settled_at:.1f} s; certified: {auto.certified} of 11 words"
+    longer = m.surprisal(time_budget=auto.seconds + 2.0)
+    assert longer.rounds > auto.rounds and longer.ended in ("time budget", "certified")
 
 
 def test_regions_by_unit_and_space():

@@ -19,7 +19,7 @@ from tests.conftest import SMOL
 TEXT = "The cat sat on the mat."
 SETUP = ["--model", SMOL, "--device", "cpu", "--dtype", "float32"]
 KEYS = {"text", "model", "context", "unit", "space", "method", "dtype", "device", "regions", "log_prefix_probability",
-        "log_p_text", "bits_per_byte", "exact", "seconds"}
+        "log_p_text", "bits_per_byte", "exact", "seconds", "tolerance", "settled", "certified", "open", "ended"}
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +42,28 @@ def test_json_keys_and_regions_sum_to_the_prefix_probability(as_json):
     assert as_json["log_prefix_probability"] >= as_json["log_p_text"]  # the prefix also counts tokens past the end
     assert as_json["bits_per_byte"] == bits_per_byte(as_json["log_p_text"], TEXT)
     assert all(r["lower"] <= r["surprisal"] + 1e-9 and r["surprisal"] <= r["upper"] + 1e-9 for r in regions)
+    # the two measures of progress: certified to the tolerance (so the values settled), nothing open
+    assert as_json["certified"] == len(regions) and as_json["open"] == [] and as_json["ended"] == "certified"
+    assert 0 < as_json["settled"] <= as_json["seconds"] and as_json["tolerance"] == 0.01
+
+
+def test_a_spent_time_budget_names_the_open_words(smollm_model, capsys):
+    """--time-budget 0 ends after round 0: the JSON lists the open words with their intervals, and
+    the summary names them and says why the search ended."""
+    assert cli_main(["surprisal", TEXT, *SETUP, "--json", "--time-budget", "0"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    regions = {r["index"]: r for r in found["regions"]}
+    assert found["ended"] == "time budget" and found["open"] and found["settled"] is None
+    assert found["certified"] == len(regions) - len(found["open"])
+    for word in found["open"]:
+        region = regions[word["index"]]
+        assert (word["text"], word["lower"], word["upper"]) == (region["text"], region["lower"], region["upper"])
+        assert region["upper"] - region["lower"] > 0.01
+    assert cli_main(["surprisal", TEXT, *SETUP, "--time-budget", "0"]) == 0
+    out = capsys.readouterr().out
+    assert f"values settling; certified: {found['certified']} of 6 words within 0.01 nats" in out
+    assert "ended: the time budget spent" in out and "left open: " in out
+    assert all(f"[{w['lower']:.3f}, {w['upper']:.3f}]" in out.split("left open: ")[1] for w in found["open"])
 
 
 def test_next_characters_in_the_json_the_csv_and_the_table(smollm_model, capsys):
@@ -86,6 +108,7 @@ def test_csv_in_bits_and_the_summary(as_json, capsys):
     (["a b", "--method", "lattice"], "unknown surprisal method"),
     (["a b", "--tolerance", "0"], "tolerance is a positive number"),
     (["a b", "--next", "many"], "a whole number of characters"),
+    (["a b", "--time-budget", "soon"], "--time-budget takes a number of seconds"),
     (["a\udc80b"], "not valid Unicode"),
     (["ab " * 3000], "context window"),
     (["The quick brown fox jumps over the lazy dog by the river.", "--method", "exact"], "over the budget"),

@@ -18,9 +18,13 @@ APP_EXACT_BUDGET = 2_000
 # The Surprisal page's search scores at most this many prefixes (a run's time and memory stay
 # bounded on a shared server; the intervals say what is left).
 APP_SEARCH_BUDGET = 20_000
-# The What comes next page's search, and then its continuation, each stop after this many seconds
-# (keeping what they found): a class's prompts cost each student a bounded share of the machine.
+# The What comes next page's continuation stops after this many seconds, keeping what it found (its
+# search ends by the default stop): a class's prompts cost each student a bounded share of the machine.
 APP_NEXT_SECONDS = 15.0
+# What the page's search keeps of its prefixes' keys and values across rounds: a class's searches
+# each hold up to this while they run (about 1,400 SmolLM2 prefixes in float32; past it, a round
+# feeds its ancestors again).
+APP_KV_BYTES = 64 << 20
 
 
 def exact_feasible(count: int, budget: int = APP_EXACT_BUDGET) -> bool:
