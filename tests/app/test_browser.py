@@ -354,45 +354,6 @@ def test_the_surprisal_strip_shows_and_a_region_opens_its_lattice_window():
         no_traceback(page)
 
 
-def test_what_comes_next_keeps_a_typed_trailing_space_and_draws_the_three_views():
-    """Issue 58: a prompt typed with a trailing space keeps it (in the box, the link and after a
-    reload); Run draws the three views' bars, the boundary chip and the continuations; a second
-    model adds its marginal to the same bars."""
-    prompt = "The capital of France is "
-    with streamlit_server() as server, browser_page(1400, 1600) as page:
-        page.goto(f"{server.url}/next?model={SMOL}&dtype=float32&chars=4&k=5")
-        box = page.get_by_label("Text", exact=True)
-        box.wait_for()
-        box.fill(prompt)
-        box.press("Control+Enter")
-        page.locator("span[title*='the boundary']").wait_for()
-        settle(page)
-        assert box.input_value() == prompt and "text=The+capital+of+France+is+&" in page.url + "&", page.url
-        page.reload()  # the link keeps the trailing space
-        page.locator("span[title*='the boundary']").wait_for()
-        settle(page)
-        assert page.get_by_label("Text", exact=True).input_value() == prompt
-        assert page.locator("span[title*='the boundary']").inner_text().startswith("␣")
-        page.locator(".st-key-run button").first.click()
-        page.get_by_text("Done:").wait_for()
-        settle(page)
-        no_traceback(page)
-        legend = page.locator(".js-plotly-plot .legendtext").evaluate_all("ts => ts.map(t => t.textContent)")
-        assert legend == [f"marginal ({SMOL})", f"canonical ({SMOL})", f"healed ({SMOL})"], legend
-        assert page.locator(".js-plotly-plot .bars path").count() >= 10
-        assert page.get_by_text("most likely “P”").count() == 1
-        continuation = page.locator("th", has_text="marginal").locator("xpath=..").inner_text()
-        assert "P" in continuation, continuation
-        page.screenshot(path=str(OUTPUT / "next.png"))
-        page.goto(page.url + "&model_b=gemma3-270m")
-        page.locator(".st-key-run button").first.click()
-        page.get_by_text("Done:").wait_for()
-        settle(page)
-        no_traceback(page)
-        legend = page.locator(".js-plotly-plot .legendtext").evaluate_all("ts => ts.map(t => t.textContent)")
-        assert f"marginal ({SMOL})" in legend and "marginal (gemma3-270m)" in legend, legend
-
-
 # --------------------------------------------------------------------------------------------
 # README screenshots
 
