@@ -65,3 +65,5 @@ def test_an_empty_text_asks_for_the_first_character():
 def test_the_page_follows_surprisal_in_the_lesson():
     paths = [path for path, _, _ in lesson.ORDER]
     assert paths.index("next") == paths.index("surprisal") + 1
+    at = app("pages/views/next.py", **LINK)
+    assert any("Next in the lesson: Probability mass" in link.label for link in at.get("page_link"))

@@ -123,7 +123,7 @@ def test_surprisal_comes_after_lattice_in_the_navigation_and_the_lesson():
     at = app("pages/views/lattice.py", model=SMOL, text=TEXT, context="")
     assert any("Next in the lesson: Surprisal" in link.label for link in at.get("page_link"))
     at = app("pages/views/surprisal.py", **LINK)
-    assert any("Next in the lesson: Probability mass" in link.label for link in at.get("page_link"))
+    assert any("Next in the lesson: What comes next" in link.label for link in at.get("page_link"))
 
 
 def test_stop_keeps_the_rounds_scored_and_says_so(monkeypatch):
