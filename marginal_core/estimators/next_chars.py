@@ -155,18 +155,18 @@ class Continuations:
 
     def _repr_html_(self) -> str:
         """Each continuation's characters coloured by their probability."""
-        rows = "".join(f"<tr><th>{v}</th><td>{coloured(getattr(self, v))}</td></tr>" for v in self.views)
+        rows = "".join(f"<tr><th>{v}</th><td>{self.html(v)}</td></tr>" for v in self.views)
         return f"<p>{html.escape(repr(self.prompt))} continued ({self.how}):</p><table>{rows}</table>"
 
-
-def coloured(c: Continuation) -> str:
-    """HTML of a continuation's characters, each on a background as dark as it was improbable."""
-    spans = []
-    for ch, p in zip(c.text, c.probabilities, strict=False):
-        alpha = 0.65 * (1.0 - max(0.0, min(p, 1.0)))
-        spans.append(f"<span title='{p:.3f}' style='background:rgba(214,39,40,{alpha:.2f})'>"
-                     f"{html.escape(show_piece(ch))}</span>")
-    return "".join(spans) + (" <small>(end)</small>" if c.ended else "")
+    def html(self, view: str) -> str:
+        """One view's continuation as HTML: each character on red as deep as it was improbable."""
+        c: Continuation = getattr(self, view)
+        spans = []
+        for ch, p in zip(c.text, c.probabilities, strict=False):
+            alpha = 0.65 * (1.0 - max(0.0, min(p, 1.0)))
+            spans.append(f"<span title='{p:.3f}' style='background:rgba(214,39,40,{alpha:.2f})'>"
+                         f"{html.escape(show_piece(ch))}</span>")
+        return "".join(spans) + (" <small>(end)</small>" if c.ended else "")
 
 
 def _quoted(row: NextChar) -> str:

@@ -11,12 +11,10 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from marginal_core import viz
-from marginal_core.estimators.next_chars import MAX_K, coloured
-from marginal_core.lattice.readable import show_piece
 from marginal_core.viz.next_figure import next_figure
 from pages._app.runtime import live, loaders, server, shared_results
 from pages._app.ui import inputs, live_page, presets, projector
-from pages._app.ui.defaults import APP_NEXT_SECONDS, APP_SEARCH_BUDGET
+from pages._app.ui.defaults import APP_NEXT_MAX_K, APP_NEXT_SECONDS, APP_SEARCH_BUDGET
 from pages._app.ui.error_messages import show_error
 
 if TYPE_CHECKING:
@@ -81,7 +79,7 @@ def page() -> None:
             more = views[0].more
             more_spot.html("<table>" + "".join(
                 f"<tr><th style='text-align:left;padding-right:1em'>{view}</th>"
-                f"<td style='font-family:monospace;font-size:1.15em'>{coloured(getattr(more, view))}</td></tr>"
+                f"<td style='font-family:monospace;font-size:1.15em'>{more.html(view)}</td></tr>"
                 for view in more.views) + "</table><small>Each character on red as deep as it was improbable "
                 "under the view that chose it (hover for its probability).</small>")
 
@@ -98,7 +96,7 @@ def _settings() -> tuple[int, int, str, int, str | None]:
     """The page's settings row: how many characters, the continuation's length and how it is
     chosen, the seed, and the second model."""
     c = st.columns([1.2, 1.4, 1.6, 1.0, 2.4])
-    k = c[0].number_input("Characters", 1, min(MAX_K, 20), 8, key="k", bind="query-params",
+    k = c[0].number_input("Characters", 1, APP_NEXT_MAX_K, 8, key="k", bind="query-params",
                           help="How many of the most probable next characters to show.")
     chars = c[1].number_input("Continue by", 0, 40, 20, key="chars", bind="query-params",
                               help="How many characters each view continues the prompt by (0: none).")
@@ -119,7 +117,7 @@ def _chips(inp: inputs.Inputs) -> None:
     lattice = loaders.require_lattice(inp)
     st.html(viz.chips_html(lattice, marked="the last canonical token: the boundary generate conditions on"))
     last = lattice.vocab.surface(lattice.canonical[-1]).decode("utf-8", errors="replace")
-    st.caption(f"The canonical tokens end on {viz.code_span(show_piece(last))} (red): `generate` conditions on that "
+    st.caption(f"The canonical tokens end on {viz.code_span(viz.show_piece(last))} (red): `generate` conditions on that "
                "boundary; the marginal does not.")
 
 

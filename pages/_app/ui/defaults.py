@@ -21,6 +21,8 @@ APP_SEARCH_BUDGET = 20_000
 # The What comes next page's continuation stops after this many seconds, keeping what it found (its
 # search ends by the default stop): a class's prompts cost each student a bounded share of the machine.
 APP_NEXT_SECONDS = 15.0
+# The most next characters the page lists (the library takes up to 256).
+APP_NEXT_MAX_K = 20
 # What the page's search keeps of its prefixes' keys and values across rounds: a class's searches
 # each hold up to this while they run (about 1,400 SmolLM2 prefixes in float32; past it, a round
 # feeds its ancestors again).
