@@ -60,8 +60,10 @@ system-deps:
 warm: python-deps
 	@$(PY) -m marginal_core.models --warm
 
-# The server's MARGINAL_* variables are checked (and what it offers said) before Streamlit starts,
-# and the model the sidebar opens on loads while it starts ($MARGINAL_PRELOAD: pages/_app/runtime/serve.py).
+# The server's MARGINAL_* variables are checked before Streamlit starts, what it offers is said as it
+# starts, and the model the sidebar opens on loads meanwhile ($MARGINAL_PRELOAD: pages/_app/runtime/serve.py).
+# On 127.0.0.1 it offers any model; on an address others reach (HOST=0.0.0.0) it is in class mode
+# unless MARGINAL_SERVE=open (pages/_app/runtime/server.py, docs/serving.md).
 app: setup
 	$(PY) -m pages._app.runtime.serve --server.headless true --server.address $(HOST) \
 	  --server.port $(PORT) --browser.gatherUsageStats false

@@ -72,7 +72,7 @@ def lattice_command(args: argparse.Namespace) -> dict[str, Any]:
         "num_paths_max_len": None if bounded is None else str(bounded),
         "canonical": list(lat.canonical),
         "canonical_tokens": lat.pieces(lat.canonical),
-        "off_by_one": len(lat.off_by_one()),
+        "off_by_one": len(lat.splits),  # one off-by-one path per split
     }
 
 

@@ -187,7 +187,7 @@ class Marginalizer:
                 head, began = _head(paths, start, stop), time.perf_counter()
                 scores.append(self._score_chunk(head, stats, within, with_canonical=scores_canonical))
                 spent.append((stop - start, time.perf_counter() - began))
-            canonical = self.canonical_score()  # scored by the first chunk, or alone where there is none
+            canonical = self.canonical_score(_scaled(progress, 0, 0, total))  # by the first chunk, or alone (stoppable)
             log_p = np.concatenate(scores)
             running = np.logaddexp.accumulate(log_p) if len(log_p) else log_p
             seconds = time.perf_counter() - started - (canonical.seconds if scores_canonical else 0.0)

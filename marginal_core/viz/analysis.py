@@ -84,9 +84,9 @@ def mass_by_splits(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
 def mass_by_kind(lattice: Lattice, estimate: Estimate) -> pd.DataFrame:
     """Mass on the canonical path, the off-by-one set and the rest, among what was found."""
     rows = estimate.found(lattice)
-    off = set(lattice.off_by_one())
+    canon = np.asarray(lattice.canonical)
     kind = rows["ids"].map(
-        lambda p: "canonical" if p == lattice.canonical else "off_by_one" if p in off else "rest"
+        lambda p: "canonical" if p == lattice.canonical else "off_by_one" if _off_by_one(canon, p) else "rest"
     )
     return _shares(kind, rows["log_p"].to_numpy(), logsumexp(rows["log_p"])).rename(
         columns={"group": "kind"}
@@ -113,3 +113,15 @@ def top_tokenizations(lattice: Lattice, estimate: Estimate, n: int = 5) -> pd.Da
 def underestimates(proxy: Estimate, lattice: Estimate) -> bool:
     """Whether the proxy's non-canonical estimate falls below the lattice lower bound."""
     return proxy.log_noncanonical < lattice.log_noncanonical
+
+
+def _off_by_one(canon: np.ndarray, path: tuple[int, ...]) -> bool:
+    """Whether a path of the lattice is the canonical one with one token split in two: one token
+    longer, the same up to where they first differ and after the split (no set of the whole
+    off-by-one set, which a long text's thousands of splits make gigabytes)."""
+    if len(path) != len(canon) + 1:
+        return False
+    ids = np.asarray(path)
+    differ = np.flatnonzero(ids[:-1] != canon)
+    first = int(differ[0]) if differ.size else len(canon)
+    return bool(np.array_equal(ids[first + 2 :], canon[first + 1 :]))

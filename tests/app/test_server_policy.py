@@ -261,3 +261,12 @@ def test_the_server_warms_the_model_the_sidebar_opens_on_and_only_allowed_ones()
     assert serve.preloads(klass, {}) == [SMOL]
     assert serve.preloads(klass, {serve.PRELOAD_ENV: f"gemma3-270m, {SMOL}"}) == [SMOL]
     assert serve.preloads(local, {serve.PRELOAD_ENV: "None"}) == []
+
+
+def test_the_launcher_reads_the_address_it_passes_to_streamlit():
+    """make app / make serve-class: the models warmed are those the server will offer where it listens."""
+    assert serve._option(["--server.headless", "true", "--server.address", "0.0.0.0"], "--server.address") == "0.0.0.0"
+    assert serve._option(["--server.address=127.0.0.1"], "--server.address") == "127.0.0.1"
+    assert serve._option(["--server.port", "8501"], "--server.address") is None
+    everywhere = ServerPolicy.from_env({serve.PRELOAD_ENV: "meta-llama/Llama-2-7b, smollm2-135m"}, "")
+    assert serve.preloads(everywhere, {serve.PRELOAD_ENV: "meta-llama/Llama-2-7b, smollm2-135m"}) == [SMOL]

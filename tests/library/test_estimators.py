@@ -253,3 +253,14 @@ def test_a_first_chunk_may_carry_the_canonical_path_and_reports_each_pass(smollm
     assert m.canonical_score().seconds > 0  # its share of the first chunk's seconds
     same = Marginalizer(smollm_model, " Paris is the capital", QUESTION).lattice_estimate(6, seed=0, chunk=6)
     np.testing.assert_allclose(est.log_p, same.log_p, atol=1e-4, rtol=0)
+
+
+def test_a_run_stopped_before_its_first_chunk_can_end_its_canonical_pass(smollm_model):
+    """Issue 60: stopped while its samples are drawn, a live run (the canonical path riding in the
+    first chunk) has no chunk to carry its canonical score, which is then scored alone; progress
+    hears that pass, where the app ends a stopped run, instead of it running to its end unheard."""
+    m = Marginalizer(smollm_model, " Paris is the capital", QUESTION)
+    heard: list[tuple[float, int]] = []
+    est = m.lattice_estimate(6, seed=0, chunk=6, canonical_in_first_chunk=True, should_stop=lambda: True,
+                             progress=lambda done, total: heard.append((done, total)))
+    assert est.run.cancelled and est.num_samples == 0 and heard and set(heard) == {(0, 6)}

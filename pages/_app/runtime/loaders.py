@@ -66,8 +66,10 @@ def prepared(name: str) -> None:
     from marginal_core.models import EMBEDDED_MODELS
     from marginal_core.models.preparing import needs_preparing, prepare
 
-    if name not in EMBEDDED_MODELS or name in _ready() or not needs_preparing(name):
-        _ready().add(name)
+    if name not in EMBEDDED_MODELS or name in _ready():
+        return
+    if not needs_preparing(name):
+        _ready().add(name)  # at most the embedded models
         return
     preparation, bar = prepare(name), st.empty()
     while not preparation.wait(PREPARING_REDRAW_S):

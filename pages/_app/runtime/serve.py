@@ -69,10 +69,21 @@ def warm(name: str) -> None:
     print(f"marginal app: {name} loaded and warm in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
 
 
+def _option(argv: list[str], name: str) -> str | None:
+    """A Streamlit option's value on the command line (``--name value`` or ``--name=value``), or None."""
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(f"{name}="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def main(argv: list[str]) -> int:
     """Check the server's variables, start warming its models, then run Streamlit on app.py."""
     if server.check() != 0:
         return 2
+    server.listening_on(_option(argv, "--server.address"))  # warm only what it will offer (app.py records it again)
     names = preloads(server.policy())
     threading.Thread(target=lambda: [warm(n) for n in names], name="preload", daemon=True).start()
     from streamlit.web import cli
