@@ -49,7 +49,8 @@ def main() -> None:
         rounds = list(surprisal_stream(m, time_budget=args.long))
         final = values(rounds[-1])
         print(f"## {model}: long run {rounds[-1].seconds:.1f} s, {rounds[-1].rounds} rounds, "
-              f"{rounds[-1].scored:,} prefixes, ended: {rounds[-1].ended}\n")
+              f"{rounds[-1].scored:,} prefixes, ended: {rounds[-1].ended}, KV store peak "
+              f"{rounds[-1].kv_peak_bytes / 2**20:.1f} MiB\n")
         print(f"| round | s | words within {args.near} of the long run | certified | values settled at |")
         print("|---|---|---|---|---|")
         for s in rounds:

@@ -135,7 +135,8 @@ class Surprisal:
     ``log_p_text`` is the text's marginal (tokenizations that end exactly at its end) found.
     The search's two measures of progress (``search_stop``): ``settled_at``, the seconds at which
     its values settled (None: not yet), and ``certified``, the regions within ``tolerance``;
-    ``ends_at``: the latest end its time budget allowed, ``ended``: why it ended ("" while it runs)."""
+    ``ends_at``: the latest end its time budget allowed, ``ended``: why it ended ("" while it runs);
+    ``kv_peak_bytes``: the most its KV store held."""
 
     text: str
     model: str
@@ -161,6 +162,7 @@ class Surprisal:
     settled_at: float | None = None
     ends_at: float | None = None
     ended: str = ""
+    kv_peak_bytes: int = 0
 
     def __repr__(self) -> str:
         text = self.text if len(self.text) <= 40 else self.text[:39] + "…"

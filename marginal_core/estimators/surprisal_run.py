@@ -78,5 +78,5 @@ def _with(base: Surprisal, masses: PrefixMasses, data: bytes, seconds: float) ->
                    canonical_log_p=masses.canonical_log_p, canonical_prefix=masses.canonical_prefix,
                    next=NextBytes.of(data, masses.next_lower, masses.next_open, masses.lower), seconds=seconds,
                    rounds=masses.rounds, scored=masses.scored, cancelled=masses.cancelled, settled_at=masses.settled_at,
-                   ends_at=masses.ends_at, ended=masses.ended)
+                   ends_at=masses.ends_at, ended=masses.ended, kv_peak_bytes=masses.kv_peak_bytes)
 
