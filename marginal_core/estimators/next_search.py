@@ -35,7 +35,8 @@ from marginal_core.estimators.next_chars import (
     mass_of,
     total_variation,
 )
-from marginal_core.estimators.prefix_search import MAX_ROWS, PrefixMasses, end_probabilities, prefix_masses
+from marginal_core.estimators.prefix_bounds import PrefixMasses, end_probabilities
+from marginal_core.estimators.prefix_search import MAX_ROWS, prefix_masses
 from marginal_core.estimators.search_stop import TimeBudget, check_time_budget
 from marginal_core.estimators.token_views import TokenViews, next_token_probs, token_probs, token_views
 from marginal_core.ground.errors import ContextWindowError, MarginalError

@@ -36,11 +36,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import torch
 
+from marginal_core.estimators.prefix_bounds import PrefixMasses, end_probabilities
 from marginal_core.estimators.prefix_heads import Columns, bound_chunk, covers, node_tables, score_chunk
 from marginal_core.estimators.prefix_kv import KV_BYTES, KeptKV, all_kept, feed_kept, keeper
 from marginal_core.estimators.search_stop import SearchClock, TimeBudget, why_ended
@@ -62,43 +63,6 @@ MAX_ROWS = 1024  # the most a round scores unless a caller (a server's cap) says
 BOUND_BELOW = 1e-7
 Step = tuple[int, int]  # a prefix as (its parent prefix, the column of its arc in the parent's node)
 HeadOut = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # a prefix's arc log p, covering and next-byte masses
-
-
-@dataclass(frozen=True)
-class PrefixMasses:
-    """Bounds on log P(s<j) for every lattice byte j (``lower``, ``upper``: arrays of len + 1),
-    and on the text's own marginal (the tokenizations that end exactly at its end), after
-    ``rounds`` rounds that scored ``scored`` prefixes; ``exits`` prefixes are left unscored.
-    ``canonical_log_p``: each canonical token's log p; ``canonical_prefix``: log of the canonical
-    prefix probability at every byte. ``next_lower[j, c]``: log P(s<j, next byte c) summed over
-    the exactly scored prefixes (j < len), ``next_open[j]``: log of the mass that may add to any
-    of byte j's (the exits and bounded prefixes at nodes up to j). Past the end, these have a row for
-    the byte after the text, and ``next_end`` is the log mass the scored complete paths give the
-    outcomes that write no byte there (end of string, special tokens, byte pieces). ``settled_at``:
-    the seconds at which the values settled (``search_stop``), ``ends_at`` the latest end the time
-    budget allows, ``ended`` why the search ended (the last one's: "certified", "stalled",
-    "prefix budget", "time budget", "default stop", "stopped", "exact"); ``kv_peak_bytes``: the
-    most its KV store held (``prefix_kv``)."""
-
-    lower: np.ndarray
-    upper: np.ndarray
-    log_p_text: float
-    log_p_text_upper: float
-    rounds: int
-    scored: int
-    exits: int
-    seconds: float
-    done: bool
-    canonical_log_p: np.ndarray
-    canonical_prefix: np.ndarray
-    next_lower: np.ndarray
-    next_open: np.ndarray
-    cancelled: bool = False
-    next_end: float = -math.inf
-    settled_at: float | None = None
-    ends_at: float | None = None
-    ended: str = ""
-    kv_peak_bytes: int = 0
 
 
 def prefix_counts(lattice: Lattice) -> dict[int, int]:
@@ -464,16 +428,3 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
 def _timed(masses: PrefixMasses, clock: SearchClock, ended: str, kv_peak: int) -> PrefixMasses:
     """The bounds with the clock's measures, why the search ended and its KV store's peak."""
     return replace(masses, settled_at=clock.settled_at, ends_at=clock.ends_at, ended=ended, kv_peak_bytes=kv_peak)
-
-
-def end_probabilities(masses: PrefixMasses) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """P(next byte = c | the text) past its end, for every byte c and the outcome of no byte (the
-    257th): the mass found over the lower bound on P(text as a prefix), and the interval it lies
-    in, [found over the upper bound, found and open over the lower]."""
-    found = np.append(masses.next_lower[-1], masses.next_end)
-    low_p, up_p, open_mass = masses.lower[-1], masses.upper[-1], masses.next_open[-1]
-    with np.errstate(invalid="ignore", over="ignore"):
-        point = np.nan_to_num(np.exp(found - low_p), nan=0.0)
-        lower = np.nan_to_num(np.exp(found - up_p), nan=0.0)
-        upper = np.minimum(np.nan_to_num(np.exp(np.logaddexp(found, open_mass) - low_p), nan=1.0), 1.0)
-    return point, lower, upper
