@@ -83,7 +83,9 @@ def next_summary(found: NextCharacters, more: Continuations | None) -> str:
 
     tokens = [show_piece(t.decode("utf-8", errors="replace")) for t in found.tokens]
     marked = "|".join(tokens[:-1] + [f"[{tokens[-1]}]"]) if tokens else "(none)"
-    state = "certified" if found.done else "stopped" if found.cancelled else "time budget reached, intervals as shown"
+    settled = "" if found.settled_at is None else f", values settled at {found.settled_at:.1f} s"
+    state = ("certified" if found.done else "stopped" if found.cancelled
+             else f"ended by the {found.ended or 'time budget'}, intervals as shown") + settled
     lines = [f"{found.model}, {'no context' if not found.context else f'context {found.context!r}'}; prompt "
              f"{found.prompt!r}", f"canonical tokens: {marked}  ([...]: the last token, the boundary the canonical "
              f"view conditions on)", f"search: {found.rounds} rounds, {found.scored:,} prefixes, "

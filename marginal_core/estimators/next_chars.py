@@ -59,8 +59,10 @@ class NextChar:
 class NextCharacters:
     """The k most probable next characters after ``prompt`` (rows, most probable first), what the
     search did (rounds, prefixes scored, seconds; ``done``: its intervals reached the tolerance or
-    it ran out of work; ``cancelled``: Stop), the prompt's canonical tokens (``tokens``, their
-    surfaces) and the total variation distance from the marginal over the next byte of each view."""
+    it left nothing unscored; ``cancelled``: Stop; ``ended``: why its first step ended, as
+    ``search_stop.why_ended`` says; ``settled_at``: when its values settled), the prompt's canonical
+    tokens (``tokens``, their surfaces) and the total variation distance from the marginal over
+    the next byte of each view."""
 
     prompt: str
     model: str
@@ -74,6 +76,8 @@ class NextCharacters:
     done: bool
     cancelled: bool = False
     tolerance: float = 0.01
+    ended: str = ""
+    settled_at: float | None = None
 
     @property
     def boundary(self) -> tuple[int, int]:
@@ -103,6 +107,7 @@ class NextCharacters:
         """The CLI's --json object (without ``seconds`` rounding or the continuation)."""
         return {"prompt": self.prompt, "model": self.model, "context": self.context, "seconds": round(self.seconds, 3),
                 "rounds": self.rounds, "scored": self.scored, "done": self.done, "cancelled": self.cancelled,
+                "ended": self.ended, "settled": self.settled_at,
                 "total_variation": self.total_variation,
                 "next": [{"character": r.character, "bytes": list(r.bytes), "probability": r.probability,
                           "lower": r.lower, "upper": r.upper, "canonical": r.canonical, "healed": r.healed}

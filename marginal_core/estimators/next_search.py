@@ -49,6 +49,7 @@ from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 
 HOWS = ("greedy", "sample")
+CERTAIN = ("certified", "exits scored", "exact")  # why a search ends with every interval at its tolerance or exact
 
 
 @dataclass
@@ -150,14 +151,19 @@ class _Found:
     step: ByteStep
     rounds: int = 0
     scored: int = 0
+    ended: str = ""
+    settled_at: float | None = None
     final: bool = False
 
     @classmethod
-    def of(cls, step: ByteStep, rounds: int, scored: int) -> _Found:
+    def of(cls, step: ByteStep, masses: PrefixMasses | None) -> _Found:
+        """The first step's characters; an empty prompt's (no search) are exact."""
         chars = {b"": (float(step.point[NO_BYTE]), float(step.lower[NO_BYTE]), float(step.upper[NO_BYTE]))}
         for c in np.flatnonzero(step.point[:NO_BYTE] > 0).tolist():
             chars[bytes([c])] = (float(step.point[c]), float(step.lower[c]), float(step.upper[c]))
-        return cls(chars, step, rounds, scored)
+        if masses is None:
+            return cls(chars, step, ended="exact", settled_at=0.0)
+        return cls(chars, step, masses.rounds, masses.scored, masses.ended, masses.settled_at)
 
     def ranked(self, k: int) -> list[bytes]:
         return sorted(self.chars, key=lambda b: -self.chars[b][0])[:k]
@@ -176,7 +182,7 @@ def _search(p: _Prompt, k: int, s: _Settings) -> Iterator[_Found]:
     byte step that finishes one of the k most probable characters (at most k + 3 of them: a
     character of up to four bytes takes up to three); the last has ``final`` set."""
     for step, masses in byte_steps(p, b"", s):
-        found = _Found.of(step, masses.rounds if masses else 0, masses.scored if masses else 0)
+        found = _Found.of(step, masses)
         if masses is not None and not masses.done:
             yield found
     for _ in range(k + 3):
@@ -223,8 +229,8 @@ def _characters(p: _Prompt, k: int, s: _Settings, started: float) -> Iterator[Ne
         rows = tuple(NextChar(character_of(b) if b else END, b, *found.chars[b], mass_of(canonical, b),
                               mass_of(healed, b)) for b in found.ranked(k))
         yield NextCharacters(p.text, p.lm.name, p.context, rows, tokens, tv, time.perf_counter() - started,
-                             found.rounds, found.scored, found.final and not s.stopped() and not s.late(),
-                             s.stopped(), s.tolerance)
+                             found.rounds, found.scored, found.final and found.ended in CERTAIN and not s.stopped(),
+                             s.stopped(), s.tolerance, found.ended, found.settled_at)
 
 
 # ------------------------------------------------------------------- continuations
