@@ -33,10 +33,13 @@ bench/gpu.sh next runs the continuation on CUDA (--parts continue --device cuda)
 from __future__ import annotations
 
 import argparse
+import json
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -188,10 +191,40 @@ def run_prompt(lm: LM, kind: str, prompt: str, cap: float) -> Run:
     return Run(kind, prompt, lm.name, results, canonical_top, healed_top, None)
 
 
-def with_peer(lm: LM, run: Run, peer: GenlmPeer, width: int) -> Run:
-    """The run with genlm's next byte after its prompt at width K."""
-    found = peer.next_byte(lattice_of(run.prompt, lm.text_tokenizer), context_ids(lm.text_tokenizer, None), width)
-    return replace(run, peer=found)
+class PeerCache:
+    """genlm's next bytes by (model, prompt, K), kept in a JSON-lines file that several bench
+    processes share (one may run genlm on the long prompts while another runs ours), the peer
+    started only when a prompt is missing."""
+
+    def __init__(self, path: Path | None, lm: LM, width: int) -> None:
+        self.path, self.lm, self.width = path, lm, width
+        self.peer: GenlmPeer | None = None
+
+    def found(self) -> dict[str, PeerNext]:
+        """The file's results for this model and width, by prompt."""
+        if self.path is None or not self.path.exists():
+            return {}
+        lines = [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return {x["prompt"]: PeerNext(x["width"], x["seconds"], np.array(x["p"]), x["states"]) for x in lines
+                if x["model"] == self.lm.name and x["width"] == self.width}
+
+    def next_byte(self, prompt: str) -> PeerNext:
+        """genlm's next byte after the prompt: from the file, else run (and kept in the file)."""
+        if prompt in (known := self.found()):
+            return known[prompt]
+        if self.peer is None:
+            self.peer = GenlmPeer(self.lm.name, self.lm.text_tokenizer)
+        tok = self.lm.text_tokenizer
+        out = self.peer.next_byte(lattice_of(prompt, tok), context_ids(tok, None), self.width)
+        if self.path is not None:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps({"model": self.lm.name, "prompt": prompt, "width": out.width,
+                                    "seconds": out.seconds, "p": out.p.tolist(), "states": out.states}) + "\n")
+        return out
+
+    def close(self) -> None:
+        if self.peer is not None:
+            self.peer.close()
 
 
 def summary(run: Run) -> str:
@@ -332,9 +365,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="gemma3-270m,smollm2-135m")
     parser.add_argument("--parts", default="genlm,speed,continue",
-                        help="speed (and the finding), genlm (genlm-bytes beside ours, after speed), continue")
+                        help="speed (and the finding), genlm (genlm-bytes beside ours, after speed), continue; "
+                             "peer: genlm alone into --peer-cache")
     parser.add_argument("--cap", type=float, default=20.0, help="seconds each prompt's search may run")
     parser.add_argument("--peer-width", type=int, default=16, help="genlm-bytes' beam width K")
+    parser.add_argument("--peer-cache", type=Path, help="a JSON-lines file of genlm's results that processes share")
     parser.add_argument("--tol", type=float, default=0.01)
     parser.add_argument("--chars", type=int, default=20, help="the continuation's characters")
     parser.add_argument("--limit", type=int, help="the first N prompts only")
@@ -346,9 +381,11 @@ def main() -> None:
     print(f"# bench.next_chars — {machine()}\n\nCPU: {cpu_model()}; device {args.device}, {args.dtype}; "
           f"parts {','.join(sorted(parts))}; cap {args.cap:.0f} s; K={args.peer_width}\n\n`uptime` at the start: "
           f"{uptime()}\n", flush=True)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # a bench started in the background ignores SIGINT otherwise
+        signal.signal(sig, signal.default_int_handler)
     runs: list[Run] = []
     continuations: list[str] = []
-    try:  # Ctrl-C (SIGINT) stops and prints the tables of what finished
+    try:  # Ctrl-C (SIGINT) or SIGTERM stops and prints the tables of what finished
         for name in args.models.split(","):
             lm = load_model(name, device=args.device, dtype=args.dtype)
             list(next_characters_stream(lm, WARM_UP, k=3, time_budget=5.0))  # the first pass's one-off costs
@@ -356,18 +393,23 @@ def main() -> None:
                 for kind, prompt in prompts:
                     runs.append(run_prompt(lm, kind, prompt, args.cap))
                     print(summary(runs[-1]), flush=True)
-            if "genlm" in parts:  # the lesson's prompts, shortest first: genlm's prefill is slow
-                mine = sorted((i for i, r in enumerate(runs) if r.model == name and r.kind in LESSON),
-                              key=lambda i: len(runs[i].prompt.encode("utf-8")))
-                with GenlmPeer(name, lm.text_tokenizer) as peer:
-                    for i in mine:
-                        runs[i] = with_peer(lm, runs[i], peer, args.peer_width)
-                        print(summary(runs[i]), flush=True)
+            if parts & {"genlm", "peer"}:  # the lesson's prompts, shortest first (--parts peer: longest first)
+                lesson = sorted({p for kind, p in prompts if kind in LESSON}, key=lambda p: len(p.encode("utf-8")),
+                                reverse="genlm" not in parts)
+                cache = PeerCache(args.peer_cache, lm, args.peer_width)
+                try:
+                    for prompt in lesson:
+                        theirs = cache.next_byte(prompt)
+                        print(f"{name} {prompt!r}: genlm {theirs.seconds:.2f} s", flush=True)
+                        runs = [replace(r, peer=theirs) if (r.model, r.prompt) == (name, prompt) else r for r in runs]
+                finally:
+                    cache.close()
             if "continue" in parts:
                 continuations += continuation_rows(lm, [p for kind, p in prompts if kind in LESSON], args.chars,
                                                    3 * args.cap)
     except KeyboardInterrupt:
         print("\n(stopped: the tables hold what finished)", flush=True)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the tables are printed whatever comes next
     if runs and "genlm" in parts:
         print("\n## Beside genlm-bytes\n\n" + genlm_summary(runs, args.tol) + "\n\n" + "\n".join(genlm_table(runs, args.tol)))
     if runs:
