@@ -342,7 +342,7 @@ def continuation_rows(lm: LM, prompts: Sequence[str], chars: int, cap: float) ->
         seconds = time.perf_counter() - started
         n = len(out.marginal.text)
         lines.append(f"| {lm.name} | {shown(prompt)} | {n}{' (end)' if out.marginal.ended else ''} | {seconds:.2f} | "
-                     f"{n / seconds:.1f} | {shown(out.marginal.text)} | {shown(out.canonical.text)} | "
+                     f"{n / seconds:.2f} | {shown(out.marginal.text)} | {shown(out.canonical.text)} | "
                      f"{shown(out.healed.text)} |")
         print(lines[-1], flush=True)
     return lines
