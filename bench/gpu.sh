@@ -12,6 +12,8 @@
 #   estimators  lattice against proxy at equal k, float32 and float16
 #   surprisal   Gemma 3's word strip of bench/paragraph.txt (526 bytes) by the prefix search, float32
 #               and float16 (issue 49's target: 1,000 bytes/s or more)
+#   next        what comes next on CUDA, float32: a 20-character greedy continuation of each of the
+#               lesson's prompts under both models, characters/s (issue 58's target: 50 or more)
 #   batching    a class's sessions in shared passes against taking turns (issue 20, item 5)
 #   scale M..   bench.scale at the paper's sizes, one process per model (default: all, the
 #               largest first; one or two models per call)
@@ -46,20 +48,21 @@ step() {
         "$PYTHON" -m bench.surprisal --device cuda --dtype $dtype --models gemma3-270m --limit 0 \
           --extra bench/paragraph.txt --walk none
       done ;;
+    next) "$PYTHON" -m bench.next_chars --device cuda --dtype float32 --parts continue --chars 20 ;;
     batching) "$PYTHON" -m bench.batching --device cuda --dtype float16 --sessions 1,8,16,32 ;;
     scale)
       shift
       for model in ${*:-$SIZES}; do
         "$PYTHON" -m bench.scale --device cuda --models "$model"
       done ;;
-    *) echo "unknown step $1: tests, scoring, kernels, app, precision, bfloat16, estimators, surprisal, batching, scale [models], all" >&2; return 2 ;;
+    *) echo "unknown step $1: tests, scoring, kernels, app, precision, bfloat16, estimators, surprisal, next, batching, scale [models], all" >&2; return 2 ;;
   esac
 }
 
 {
   "$PYTHON" -c 'import torch; print("torch", torch.__version__, "|", torch.cuda.get_device_name(0))' || exit 1
   if [ "${1:-all}" = all ]; then
-    for s in tests scoring kernels precision bfloat16 estimators surprisal batching scale; do step $s; done
+    for s in tests scoring kernels precision bfloat16 estimators surprisal next batching scale; do step $s; done
   else
     step "$@"
   fi

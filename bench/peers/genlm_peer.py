@@ -9,6 +9,7 @@ unreachable), and commits every surviving state's final token. The complete toke
 back and are rescored here with our scorer, so the bound is summed in float64: genlm's own
 weights sum token probabilities over its trie in float32. ``prefix`` asks instead for the beam's
 ``logZ`` after every byte (its prefix probability), the trie's masses summed in float64.
+``next_byte`` asks for ``logp_next`` after prefilling a text's bytes (genlm's float32 trie).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 
 from bench.peers.venv import PeerProcess, ensure_venv, pinned_torch
 from marginal_core.estimators.marginalizer import Marginalizer
+from marginal_core.lattice.graph import Lattice
 from marginal_core.lattice.paths import Path as TokenPath
 from marginal_core.lattice.tokenizer import TokenizerLike
 from marginal_core.lattice.vocab import vocabulary
@@ -68,6 +70,24 @@ class PeerPrefix:
     log_z: np.ndarray
 
 
+@dataclass(frozen=True)
+class PeerNext:
+    """genlm's next byte after a text at beam width K: P(byte) for the 256 bytes, its end of token
+    and its EOS (``p``, 258 values), the seconds of prefill plus logp_next, and the beam's states."""
+
+    width: int
+    seconds: float
+    p: np.ndarray
+    states: int
+
+
+def text_request(lattice: Lattice, context_ids: Sequence[int]) -> dict:
+    """A request's fields for a text: the context ids, the lattice's bytes, the byte pieces it needs."""
+    byte_pieces = {t for t in lattice.vocab.byte_tokens if t is not None}
+    return {"context_ids": list(context_ids), "data": lattice.data.hex(),
+            "byte_pieces": sorted(set(lattice.arc_token.tolist()) & byte_pieces)}
+
+
 class GenlmPeer:
     """A genlm-bytes subprocess holding one model; ``run`` and ``prefix`` beam one Marginalizer's text."""
 
@@ -88,11 +108,14 @@ class GenlmPeer:
         return self.peer.ask(request)
 
     def _text(self, m: Marginalizer) -> dict:
-        """The request's fields for m's text: the context ids, the lattice's bytes, the byte pieces it needs."""
-        lattice = m.lattice
-        byte_pieces = {t for t in lattice.vocab.byte_tokens if t is not None}
-        return {"context_ids": m.context_ids, "data": lattice.data.hex(),
-                "byte_pieces": sorted(set(lattice.arc_token.tolist()) & byte_pieces)}
+        """The request's fields for m's text."""
+        return text_request(m.lattice, m.context_ids)
+
+    def next_byte(self, lattice: Lattice, context_ids: Sequence[int], width: int) -> PeerNext:
+        """genlm's next-byte distribution after the lattice's bytes (prefilled after the context)
+        at width K, and the seconds of the prefill and logp_next."""
+        reply = self._ask(text_request(lattice, context_ids) | {"next": True, "width": width})
+        return PeerNext(width, reply["seconds"], np.exp(np.array(reply["log_p"])), reply["states"])
 
     def prefix(self, m: Marginalizer, width: int) -> PeerPrefix:
         """genlm's beam over m's lattice bytes at width K: log P(s<j) for j = 0..len (float64 trie)."""

@@ -99,6 +99,21 @@ class Peer:
         await trie.cleanup()
         return {"width": width, "seconds": seconds, "log_z": log_z}
 
+    async def next_byte(self, trie: AsyncTokenByteTrie, context: list[int], data: bytes, width: int) -> dict:
+        """log P(next byte | data) for the 256 bytes, genlm's end of token and its EOS (258 values,
+        index 256 and 257), after prefilling data's bytes at width K; timed from the start state
+        (context KV cached) to logp_next's result."""
+        self.llm.clear_cache()
+        self.llm.cache_kv(context)
+        started = time.perf_counter()
+        start = LazyTrieState(StatefulTokenizedLM(self.llm, list(context)), trie, trie.trie.root, 0.0,
+                              mode=TrieMode.WITH_EOS)
+        beam = await ByteBeamState([await start.materialize()], BeamParams(K=width)).prefill(data)
+        log_p = (await beam.logp_next()).ps
+        seconds = time.perf_counter() - started
+        await trie.cleanup()
+        return {"width": width, "seconds": seconds, "log_p": [float(x) for x in log_p], "states": len(beam)}
+
     async def beam(self, trie: AsyncTokenByteTrie, context: list[int], data: bytes, width: int) -> dict:
         """The beam over data after context; every surviving state's last token committed."""
         beam, _, started = await self.advance(trie, context, data, width)
@@ -114,6 +129,9 @@ class Peer:
 
     def run(self, request: dict) -> dict:
         data = bytes.fromhex(request["data"])
+        if request.get("next"):
+            trie = self.trie(frozenset(request["byte_pieces"]))
+            return asyncio.run(self.next_byte(trie, request["context_ids"], data, request["width"]))
         if request.get("prefix"):
             trie = self.trie(frozenset(request["byte_pieces"]), float64=request.get("float64", False))
             return asyncio.run(self.prefix(trie, request["context_ids"], data, request["width"]))
