@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -261,6 +261,7 @@ def _continued(first: _Prompt, chars: int, how: str, seed: int | None, s: _Setti
     """continuations_stream's work, once the prompt is checked: the marginal's characters each from
     the search after the prompt and the characters chosen so far."""
     canonical, healed = _generated(first, chars, how, seed)
+    s = replace(s, started=time.perf_counter())  # the time budget is the marginal's: generate's time is not in it
     rng = np.random.default_rng(seed)
     text, probs, p, ended = "", list[float](), first, False
 
