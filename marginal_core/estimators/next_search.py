@@ -90,7 +90,8 @@ def step_of(masses: PrefixMasses) -> ByteStep:
 class _Settings:
     """The search's settings for every byte step of one call: ``time_budget`` as a caller gave it
     (None, seconds for the whole call, or "auto": each step's default stop, ``search_stop``);
-    ``settle``: each step ends once its values have settled (a continuation's steps)."""
+    ``settle``: each step ends once its values have settled (a continuation's steps); ``top``: or
+    once its most probable byte is certified to be (a greedy continuation's)."""
 
     tolerance: float
     max_rows: int
@@ -99,6 +100,7 @@ class _Settings:
     should_stop: StopCheck | None
     progress: Progress | None
     settle: bool = False
+    top: bool = False
     started: float = field(default_factory=time.perf_counter)
 
     def stopped(self) -> bool:
@@ -128,9 +130,16 @@ def byte_steps(p: _Prompt, tail: bytes, s: _Settings) -> Iterator[tuple[ByteStep
     for masses in prefix_masses(p.lm, lattice, p.state, tolerance=s.tolerance, max_rows=s.max_rows, budget=s.budget,
                                 time_budget=s.step_budget(), should_stop=s.should_stop, progress=s.progress,
                                 past_end=True):
-        yield step_of(masses), masses
-        if s.settle and masses.settled_at is not None:
+        step = step_of(masses)
+        yield step, masses
+        if s.settle and (masses.settled_at is not None or (s.top and _top_certified(step))):
             return
+
+
+def _top_certified(step: ByteStep) -> bool:
+    """Whether the most probable outcome's lower bound passes every other outcome's upper bound."""
+    top = int(np.argmax(step.point))
+    return bool(step.lower[top] > np.delete(step.upper, top).max())
 
 
 def last_step(p: _Prompt, tail: bytes, s: _Settings) -> tuple[ByteStep, int, int]:
@@ -252,7 +261,7 @@ def continuations_stream(lm: LM, prompt: str, context: str | None = None, chars:
         raise MarginalError(f"the continuation's length must be 0 or more characters, not {chars}")
     started = time.perf_counter()
     s = _Settings(tolerance, max_rows, budget, check_time_budget(time_budget), should_stop, progress, settle=True,
-                  started=started)
+                  top=how == "greedy", started=started)
     return _continued(_Prompt.of(lm, prompt, context), chars, how, seed, s, started)
 
 
