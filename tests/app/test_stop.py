@@ -6,6 +6,7 @@ The server's CPU seconds after the click are the measure (bench/stop.py gives th
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -39,8 +40,8 @@ def test_stop_on_a_long_text_frees_the_server_within_2_s():
         clicked, cpu = time.monotonic(), cpu_seconds(server.pid)
         time.sleep(2.0)
         spent = cpu_seconds(server.pid) - cpu
-        # nothing scored yet: the page is as before Run (a stopped run keeps what it finished)
-        page.get_by_text("Press Run to start scoring").wait_for(timeout=60_000)
+        # the page is as before Run, or, where a busy machine let a chunk finish, says what the run kept
+        page.get_by_text(re.compile("Press Run to start scoring|Stopped")).first.wait_for(timeout=60_000)
         print(f"server CPU {spent:.2f} s in the 2 s after Stop; the page ready again {time.monotonic() - clicked:.1f} s "
               "after the click", flush=True)
         no_traceback(page)

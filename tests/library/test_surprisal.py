@@ -273,8 +273,8 @@ def test_a_servers_cap_bounds_every_round_after_round_zero(smollm_model):
     assert len(rounds) > 2
     assert all(b.scored - a.scored <= 8 for a, b in zip(rounds, rounds[1:]))
     last = rounds[-1]
-    assert np.all(last.prefix_lower <= exact.prefix_lower + 1e-5)
-    assert np.all(last.prefix_upper >= exact.prefix_lower - 1e-5)
+    assert np.all(last.prefix_lower <= exact.prefix_lower + 1e-4)  # float32: KV kept or fed again round off apart
+    assert np.all(last.prefix_upper >= exact.prefix_lower - 1e-4)
 
 
 def test_the_time_budget_ends_after_round_zero(smollm_model):
