@@ -377,9 +377,9 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
     boundaries (lattice bytes, 0 and the end included; default every byte) whose intervals the
     tolerance is about. The search scores at most ``budget`` prefixes; ``exact`` scores every
     prefix (TooManyPathsError past ``budget``). ``bound_below``: the relative mass below which an
-    exit gets a bounding head (0: never; default BOUND_BELOW where bounding_pays). ``kv_bytes``:
-    what the search keeps of its prefixes' keys and values across rounds (0: nothing, every round
-    feeds its prefixes' ancestors again). ``past_end``: the complete paths are prefixes too, so
+    exit gets a bounding head (0: never; default BOUND_BELOW where bounding_pays, but past the
+    end). ``kv_bytes``: what the search keeps of its prefixes' keys and values across rounds (0:
+    nothing, every round feeds its prefixes' ancestors again). ``past_end``: the complete paths are prefixes too, so
     ``next_lower`` has a row for the byte after the text, and the tolerance and the clock are on
     its next-byte probabilities (:func:`end_probabilities`) instead of the regions.
     progress hears each round's passes (tokens fed, of the round's)."""
@@ -387,8 +387,8 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
         check_exact(lattice, budget)
     started = time.perf_counter()
     clock = SearchClock(tolerance, time_budget)
-    if bound_below is None:
-        bound_below = BOUND_BELOW if bounding_pays(lm) else 0.0
+    if bound_below is None:  # past the end a bounded prefix's mass stays open at the last byte: none there
+        bound_below = BOUND_BELOW if bounding_pays(lm) and not past_end else 0.0
     search = _Search(lm, lattice, lm.state_of(context), 0.0 if exact else bound_below, kv_bytes, past_end)
     cuts = np.asarray(boundaries if boundaries is not None else range(lattice.end + 1), dtype=np.int64)
 
