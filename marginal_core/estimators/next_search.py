@@ -66,16 +66,18 @@ class _Prompt:
     views: TokenViews | None
 
     @classmethod
-    def of(cls, lm: LM, text: str, context: str | None, views: bool = True) -> _Prompt:
+    def of(cls, lm: LM, text: str, context: str | None, views: bool = True, ahead: int = 1) -> _Prompt:
         """The prompt's lattice, refused (ContextWindowError) before any search where its longest
-        tokenization and one token more pass the model's window."""
+        tokenization and ``ahead`` tokens more pass the model's window (0: not checked, a
+        continuation's steps, which its start checked for every character to come)."""
         ids = context_ids(lm.text_tokenizer, context)
         lattice = lattice_of(text, lm.text_tokenizer) if text else None
         limit = getattr(lm.config, "max_position_embeddings", None)
-        longest = (proposal_of(lattice).max_steps if lattice is not None else 0) + 1
-        if limit is not None and len(ids) + longest > limit:
-            raise ContextWindowError.of("the prompt's longest tokenization and the next token", longest, len(ids),
-                                        limit, lm.name, "")
+        if ahead and limit is not None:
+            longest = (proposal_of(lattice).max_steps if lattice is not None else 0) + ahead
+            if len(ids) + longest > limit:
+                raise ContextWindowError.of("the prompt's longest tokenization and the tokens after it", longest,
+                                            len(ids), limit, lm.name, "")
         vocab, state = vocabulary(lm.text_tokenizer), lm.context(ids)
         canonical = lattice.canonical if lattice is not None else ()
         return cls(lm, text, context, lattice, vocab, state, token_views(lm, state, canonical, vocab) if views else None)
@@ -262,7 +264,8 @@ def continuations_stream(lm: LM, prompt: str, context: str | None = None, chars:
     started = time.perf_counter()
     s = _Settings(tolerance, max_rows, budget, check_time_budget(time_budget), should_stop, progress, settle=True,
                   top=how == "greedy", started=started)
-    return _continued(_Prompt.of(lm, prompt, context), chars, how, seed, s, started)
+    first = _Prompt.of(lm, prompt, context, ahead=1 + 4 * chars)  # a character is at most four byte tokens
+    return _continued(first, chars, how, seed, s, started)
 
 
 def _continued(first: _Prompt, chars: int, how: str, seed: int | None, s: _Settings,
@@ -287,7 +290,7 @@ def _continued(first: _Prompt, chars: int, how: str, seed: int | None, s: _Setti
             ended = True
         else:
             text, probs = text + chosen.decode("utf-8", errors="replace"), [*probs, prob]
-            p = _Prompt.of(p.lm, first.text + text, first.context, views=False)
+            p = _Prompt.of(p.lm, first.text + text, first.context, views=False, ahead=0)
         yield now()
 
 
