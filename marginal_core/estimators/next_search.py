@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
 from marginal_core.estimators.next_chars import (
@@ -36,6 +37,8 @@ from marginal_core.estimators.next_chars import (
     total_variation,
 )
 from marginal_core.estimators.prefix_bounds import PrefixMasses, end_probabilities
+from marginal_core.estimators.prefix_kv import KV_BYTES
+from marginal_core.estimators.prefix_memory import PrefixMemory
 from marginal_core.estimators.prefix_search import MAX_ROWS, prefix_masses
 from marginal_core.estimators.search_stop import TimeBudget, check_time_budget
 from marginal_core.estimators.token_views import TokenViews, next_token_probs, token_probs, token_views
@@ -92,6 +95,7 @@ def step_of(masses: PrefixMasses) -> ByteStep:
 class _Settings:
     """The search's settings for every byte step of one call: ``time_budget`` as a caller gave it
     (None, seconds for the whole call, or "auto": each step's default stop, ``search_stop``);
+    ``memory``: what each step keeps for the next (every step's text begins with the first's);
     ``settle``: each step ends once its values have settled (a continuation's steps); ``top``: or
     once its most probable byte is certified to be (a greedy continuation's)."""
 
@@ -101,6 +105,7 @@ class _Settings:
     time_budget: TimeBudget
     should_stop: StopCheck | None
     progress: Progress | None
+    memory: PrefixMemory
     settle: bool = False
     top: bool = False
     started: float = field(default_factory=time.perf_counter)
@@ -131,7 +136,7 @@ def byte_steps(p: _Prompt, tail: bytes, s: _Settings) -> Iterator[tuple[ByteStep
     assert lattice is not None  # an empty prompt has a tail here
     for masses in prefix_masses(p.lm, lattice, p.state, tolerance=s.tolerance, max_rows=s.max_rows, budget=s.budget,
                                 time_budget=s.step_budget(), should_stop=s.should_stop, progress=s.progress,
-                                past_end=True):
+                                past_end=True, memory=s.memory):
         step = step_of(masses)
         yield step, masses
         if s.settle and (masses.settled_at is not None or (s.top and _top_certified(step))):
@@ -211,17 +216,18 @@ def _search(p: _Prompt, k: int, s: _Settings) -> Iterator[_Found]:
 def next_characters_stream(lm: LM, prompt: str, context: str | None = None, k: int = 10, *,
                            tolerance: float = DEFAULT_TOLERANCE, time_budget: TimeBudget = None,
                            max_rows: int = MAX_ROWS, budget: int = DEFAULT_ENUMERATION_BUDGET,
-                           should_stop: StopCheck | None = None,
+                           kv_bytes: int = KV_BYTES, should_stop: StopCheck | None = None,
                            progress: Progress | None = None) -> Iterator[NextCharacters]:
     """The k most probable next characters after the prompt, after every round of the search past
     its end (until every next byte's interval is within ``tolerance``, the time budget, or
-    should_stop), then after each byte step that finishes a character of several bytes; the last
-    is the result. Stop keeps what was found. Bad input is refused before any work."""
+    should_stop), then after each byte step that finishes a character of several bytes (on what
+    the first step kept, ``prefix_memory``; ``kv_bytes`` bounds its KV); the last is the result.
+    Stop keeps what was found. Bad input is refused before any work."""
     if not 1 <= k <= MAX_K:
         raise MarginalError(f"k must be between 1 and {MAX_K}, not {k}")
     started = time.perf_counter()
     settings = _Settings(tolerance, max_rows, budget, check_time_budget(time_budget), should_stop, progress,
-                         started=started)
+                         PrefixMemory(kv_bytes), started=started)
     return _characters(_Prompt.of(lm, prompt, context), k, settings, started)
 
 
@@ -250,20 +256,22 @@ def _characters(p: _Prompt, k: int, s: _Settings, started: float) -> Iterator[Ne
 def continuations_stream(lm: LM, prompt: str, context: str | None = None, chars: int = 20, how: str = "greedy",
                          seed: int | None = None, *, tolerance: float = DEFAULT_TOLERANCE, max_rows: int = MAX_ROWS,
                          budget: int = DEFAULT_ENUMERATION_BUDGET, time_budget: TimeBudget = None,
-                         should_stop: StopCheck | None = None,
+                         kv_bytes: int = KV_BYTES, should_stop: StopCheck | None = None,
                          progress: Progress | None = None) -> Iterator[Continuations]:
     """The prompt continued ``chars`` characters from the marginal (``how``: greedy takes the most
     probable character, sample draws one byte by byte with ``seed``), beside generate's
     continuation from the canonical tokens and from token healing with the same settings: after
-    generate's, then after each of the marginal's characters; the last is the result. Stop and the
-    time budget keep the characters found so far. Bad input is refused before any work."""
+    generate's, then after each of the marginal's characters; the last is the result. Each
+    character's search begins with what the ones before kept (``prefix_memory``; ``kv_bytes``
+    bounds its KV). Stop and the time budget keep the characters found so far. Bad input is
+    refused before any work."""
     if how not in HOWS:
         raise MarginalError(f"how must be one of {', '.join(HOWS)}, not {how!r}")
     if chars < 0:
         raise MarginalError(f"the continuation's length must be 0 or more characters, not {chars}")
     started = time.perf_counter()
-    s = _Settings(tolerance, max_rows, budget, check_time_budget(time_budget), should_stop, progress, settle=True,
-                  top=how == "greedy", started=started)
+    s = _Settings(tolerance, max_rows, budget, check_time_budget(time_budget), should_stop, progress,
+                  PrefixMemory(kv_bytes), settle=True, top=how == "greedy", started=started)
     first = _Prompt.of(lm, prompt, context, ahead=1 + 4 * chars)  # a character is at most four byte tokens
     return _continued(first, chars, how, seed, s, started)
 
@@ -320,12 +328,14 @@ def _sampled(p: _Prompt, rng: np.random.Generator, s: _Settings) -> tuple[bytes,
 def _generated(p: _Prompt, chars: int, how: str, seed: int | None) -> tuple[Continuation, Continuation]:
     """transformers' generate from the canonical tokens, and from token healing (the last canonical
     token backed off, the first new token constrained to begin with its bytes), with the same
-    settings; each character's probability is that of the tokens that begin inside it."""
+    settings, each until its tokens spell ``chars`` characters; each character's probability is
+    that of the tokens that begin inside it."""
     assert p.views is not None  # made with views
     canonical = list(p.lattice.canonical) if p.lattice is not None else []
     tail = p.views.tail
     sampled = how == "sample"
     options: dict[str, Any] = {"do_sample": sampled, "max_new_tokens": chars + 8, "repetition_penalty": 1.0}
+    length = len(p.state) + len(canonical)
     if sampled:
         options.update(top_k=0, top_p=1.0, temperature=1.0)
     allowed = p.vocab.ids_beginning(tail) if tail else None
@@ -335,12 +345,36 @@ def _generated(p: _Prompt, chars: int, how: str, seed: int | None) -> tuple[Cont
             torch.manual_seed(seed)
         extra = {} if first is None else {"prefix_allowed_tokens_fn": _first_of(len(p.state) + len(prefix), first,
                                                                                  p.lm.vocab)}
-        new = p.lm.generate([*p.state.ids, *prefix], **options, **extra)[0]
+        spelled = _Spelled(p.vocab, length - (first is not None), tail if first is not None else b"", chars)
+        new = p.lm.generate([*p.state.ids, *prefix], **options, **extra,
+                            stopping_criteria=StoppingCriteriaList([spelled]))[0]
         probs = token_probs(p.lm, p.state, prefix, new)
         if first is not None and new:
             probs[0] /= float(p.views.before[first].sum())
         out.append(_spelled(p.vocab, new, probs, tail if first is not None else b"", chars))
     return out[0], out[1]
+
+
+class _Spelled(StoppingCriteria):
+    """generate's stop once the new tokens (ids from ``length`` on) spell ``chars`` characters after
+    ``tail`` (which the first spells again), or one of them writes no byte."""
+
+    def __init__(self, vocab: Vocabulary, length: int, tail: bytes, chars: int) -> None:
+        self.vocab, self.length, self.tail, self.chars = vocab, length, tail, chars
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: object) -> torch.Tensor:
+        return torch.tensor([self._done(row[self.length :].tolist()) for row in input_ids], device=input_ids.device)
+
+    def _done(self, ids: list[int]) -> bool:
+        surfaces = [_written(self.vocab, t) for t in ids]
+        if not all(surfaces):
+            return True
+        return len(b"".join(surfaces)[len(self.tail) :].decode("utf-8", errors="ignore")) >= self.chars  # type: ignore[arg-type]
+
+
+def _written(vocab: Vocabulary, t: int) -> bytes | None:
+    """What a generated token writes; None (or b"") for one that ends a continuation."""
+    return vocab.surfaces[t] if t < vocab.size and t not in vocab.byte_tokens else None
 
 
 def _first_of(length: int, first: list[int], size: int) -> Callable[[int, torch.Tensor], list[int]]:
@@ -355,7 +389,7 @@ def _spelled(vocab: Vocabulary, ids: list[int], probs: list[float], tail: bytes,
     a token that writes no byte ends it."""
     data, starts, ended = b"", [], False
     for t, q in zip(ids, probs, strict=True):
-        surface = vocab.surfaces[t] if t < vocab.size and t not in vocab.byte_tokens else None
+        surface = _written(vocab, t)
         if not surface:
             ended = True
             break

@@ -3,11 +3,13 @@ scored prefix's last token's keys and values at every layer, within a byte budge
 later round feeds only the new tokens: a round's new prefixes are children of scored ones, and
 the trie scorer's own layout and masks (``trie_run.run_carried``) let each new token see its
 kept ancestors. A prefix not kept (the budget spent) is scored as before, its ancestors fed again.
+Prefixes are kept by their token path, which fixes their KV after one context whatever the text:
+a continuation's searches share one store (``prefix_memory``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 import torch
@@ -26,24 +28,24 @@ KV_BYTES = 256 << 20  # what one search keeps of its prefixes' keys and values (
 
 
 class KeptKV:
-    """Per kept prefix id, its last token's keys and values at every layer ([kv_heads, head_dim]
+    """Per kept prefix (its token path), its last token's keys and values at every layer ([kv_heads, head_dim]
     each), in per-layer tensors that double as they fill, never past ``max_bytes``."""
 
     def __init__(self, max_bytes: int = KV_BYTES) -> None:
         self.max_bytes = max_bytes
-        self.slot: dict[int, int] = {}
+        self.slot: dict[Hashable, int] = {}
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
         self.peak_bytes = 0
 
-    def __contains__(self, pid: int) -> bool:
-        return pid in self.slot
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self.slot
 
     def held_bytes(self) -> int:
         """Bytes of the tensors held (their capacity, filled or not)."""
         return sum(t.nbytes for t in self.keys + self.values)
 
-    def add(self, pids: list[int], states: Carried) -> None:
+    def add(self, pids: list[Hashable], states: Carried) -> None:
         """Keep the prefixes' states (``states``: per layer [len(pids), kv_heads, head_dim]), as
         many as the budget holds, in order; prefixes kept already, or twice in pids (an ancestor
         a pass fed again), are kept once."""
@@ -82,7 +84,7 @@ class KeptKV:
         fresh = [grown(o, m) for o, m in zip(olds, like.keys + like.values, strict=True)]
         self.keys, self.values = fresh[: len(like.keys)], fresh[len(like.keys) :]
 
-    def gather(self, chains: list[list[int]]) -> Carried | None:
+    def gather(self, chains: list[list[Hashable]]) -> Carried | None:
         """The kept states of each row's prefixes (row r's chain, padded to the longest), per layer
         [rows, kv_heads, longest chain, head_dim]: what a pass's rows carry (None: no row carries any)."""
         width = max(map(len, chains))
@@ -99,43 +101,54 @@ class KeptKV:
         return Carried([rows(k) for k in self.keys], [rows(v) for v in self.values])
 
 
-def all_kept(kv: KeptKV, parent: Sequence[int], pids: range) -> bool:
-    """Whether every ancestor of every prefix in pids (``parent``: each prefix's; 0 the empty
-    prefix, the context itself) has its KV kept: then only pids need feeding."""
-    seen: set[int] = set()
-    for p in pids:
-        a = parent[p]
-        while a > 0 and a not in seen:
-            if a not in kv:
-                return False
-            seen.add(a)
-            a = parent[a]
-    return True
+def node_paths(trie: Trie) -> list[tuple[int, ...]]:
+    """Each trie node's token path (preorder: parents first)."""
+    paths: list[tuple[int, ...]] = []
+    for parent, token in zip(trie.parent.tolist(), trie.token.tolist(), strict=True):
+        paths.append((paths[parent] if parent >= 0 else ()) + (token,))
+    return paths
 
 
-def keeper(kv: KeptKV, node_pid: np.ndarray) -> Callable[[Pass, DynamicCache], None]:
-    """A trie run's hook that keeps the KV of every node each pass fed (``node_pid``: each trie
-    node's prefix id), ancestors first."""
+def keeper(kv: KeptKV, node_key: Sequence[Hashable]) -> Callable[[Pass, DynamicCache], None]:
+    """A trie run's hook that keeps the KV of every node each pass fed (``node_key``: each trie
+    node's path), ancestors first."""
     def keep(plan: Pass, cache: DynamicCache) -> None:
         first = plan.ctx_len + plan.widths[0]
         rows = np.concatenate([np.full(len(q), r) for r, q in enumerate(plan.queries)])
         cols = np.concatenate([first + np.arange(len(q)) for q in plan.queries])
         nodes = np.concatenate([np.asarray(q, dtype=np.int64) for q in plan.queries])
-        kv.add(node_pid[nodes].tolist(), pass_states(cache, rows, cols))
+        kv.add([node_key[n] for n in nodes.tolist()], pass_states(cache, rows, cols))
     return keep
 
 
-def feed_kept(lm: LM, ctx: ContextState, kv: KeptKV, trie: Trie, node_pid: np.ndarray, stats: ScoreStats,
-              progress: Progress | None, head: Callable[[torch.Tensor, np.ndarray], None]) -> None:
-    """Feed the trie's leaves (new prefixes, every ancestor kept) in passes whose rows carry their
-    ancestors' kept KV (``trie_run.run_carried``); ``head`` hears each pass's leaves' hidden states
-    with their prefix ids, and their KV is kept in turn. Rows hold neighbouring leaves in preorder
-    (they share most ancestors), as many rows a pass as the trie scorer's budgets allow."""
-    leaves = np.sort(trie.end)
-    rows = np.array_split(leaves, -(-len(leaves) // DEFAULT_ROW_TOKENS))  # even rows: little padding
-    chains = [sorted({a for n in row.tolist() for a in trie.ancestors(n)}) for row in rows]
+def kept_rows(trie: Trie, key: Sequence[Hashable], kv: KeptKV) -> tuple[list[list[int]], list[list[int]]] | None:
+    """How to feed a trie's nodes whose KV is not kept (``key``: each node's path) on the kept
+    ones: rows of whole subtrees of them (a node sees its ancestors among its row's), neighbouring
+    in preorder up to DEFAULT_ROW_TOKENS nodes a row, each row with the kept ancestors it carries.
+    None where one subtree passes a row: the trie is better fed from the context (``TrieRun``)."""
+    todo = [n for n in range(len(key)) if key[n] not in kv]  # the kept set holds every ancestor of a kept node
+    rows: list[list[int]] = []
+    for n in todo:
+        parent = int(trie.parent[n])
+        starts = parent < 0 or key[parent] in kv
+        if starts and (not rows or len(rows[-1]) + int(trie.last[n]) - n + 1 > DEFAULT_ROW_TOKENS):
+            rows.append([])
+        rows[-1].append(n)
+    if any(len(r) > DEFAULT_ROW_TOKENS for r in rows):
+        return None
+    chains = [sorted({a for n in row for a in trie.ancestors(n) if key[a] in kv}) for row in rows]
+    return rows, chains
+
+
+def feed_kept(lm: LM, ctx: ContextState, kv: KeptKV, trie: Trie, rows: list[list[int]], chains: list[list[int]],
+              stats: ScoreStats, progress: Progress | None,
+              head: Callable[[torch.Tensor, list[tuple[int, ...]]], None]) -> None:
+    """Feed the rows of ``kept_rows`` in passes whose rows carry their kept ancestors' KV
+    (``trie_run.run_carried``), as many rows a pass as the trie scorer's budgets allow; ``head``
+    hears each pass's hidden states with their nodes' paths, and their KV is kept in turn."""
     tokens, pairs, max_bytes = pass_tokens(lm, None), pass_pairs(lm), pass_bytes(lm, None)
-    keep, done, at = keeper(kv, node_pid), 0, 0
+    key = node_paths(trie)
+    keep, done, at, total = keeper(kv, key), 0, 0, sum(map(len, rows))
     while at < len(rows):
         take = 1
         while at + take < len(rows):
@@ -144,15 +157,15 @@ def feed_kept(lm: LM, ctx: ContextState, kv: KeptKV, trie: Trie, node_pid: np.nd
             if (take + 1) * q > tokens or (take + 1) * q * k > pairs or lm.activation_bytes(take + 1, q, k) > max_bytes:
                 break
             take += 1
-        queries = [r.tolist() for r in rows[at : at + take]]
+        queries = rows[at : at + take]
         with serving_hooks.unit(), torch.inference_mode():
-            states = kv.gather([node_pid[c].tolist() for c in chains[at : at + take]])
+            states = kv.gather([[key[n] for n in c] for c in chains[at : at + take]])
             hidden, cache, plan = run_carried(lm, trie, ctx, chains[at : at + take], queries, states)
             keep(plan, cache)
             fed = torch.cat([h[: len(q)] for h, q in zip(hidden, queries, strict=True)])
-            head(fed, node_pid[np.concatenate(queries)])
+            head(fed, [key[n] for q in queries for n in q])
         stats.forward_passes += 1
         stats.tokens_fed += len(fed)
         done, at = done + len(fed), at + take
         if progress:
-            progress(done, len(leaves))
+            progress(done, total)

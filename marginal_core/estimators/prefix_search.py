@@ -29,6 +29,9 @@ within the tolerance, a round moved no region's interval by that much, the budge
 the time budget ran out, or Stop; exact scores every exit until none is left. A round feeds only
 its prefixes' own tokens, on their ancestors' KV kept from earlier rounds (``prefix_kv``, within
 a byte budget; past it the ancestors are fed again), and runs the head on each prefix once.
+Given a ``PrefixMemory`` from searches of texts this one extends, the search begins with every
+prefix they kept: closed ones' heads as kept, the others' heads on their kept hidden states
+(``prefix_memory``).
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ import torch
 
 from marginal_core.estimators.prefix_bounds import PrefixMasses, end_probabilities
 from marginal_core.estimators.prefix_heads import Columns, bound_chunk, covers, node_tables, score_chunk
-from marginal_core.estimators.prefix_kv import KV_BYTES, KeptKV, all_kept, feed_kept, keeper
+from marginal_core.estimators.prefix_kv import KV_BYTES, KeptKV, feed_kept, keeper, kept_rows, node_paths
+from marginal_core.estimators.prefix_memory import HeadOut, PrefixMemory
 from marginal_core.estimators.search_stop import SearchClock, TimeBudget, why_ended
 from marginal_core.estimators.surprisal_result import interval_widths
 from marginal_core.ground.errors import TooManyPathsError
@@ -53,7 +57,7 @@ from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 from marginal_core.scoring.pass_budget import DEFAULT_ROW_TOKENS, pass_bytes, pass_tokens
 from marginal_core.scoring.score_stats import ScoreStats
-from marginal_core.scoring.trie import Trie, build_trie
+from marginal_core.scoring.trie import build_trie
 from marginal_core.scoring.trie_run import TrieRun
 
 FIRST_ROWS = 64  # the most exits the first round after round 0 scores; each round doubles it
@@ -62,7 +66,6 @@ MAX_ROWS = 1024  # the most a round scores unless a caller (a server's cap) says
 # gets a bounding head: its share of any P(s<j) is too small to count but for the certificate.
 BOUND_BELOW = 1e-7
 Step = tuple[int, int]  # a prefix as (its parent prefix, the column of its arc in the parent's node)
-HeadOut = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # a prefix's arc log p, covering and next-byte masses
 
 
 def prefix_counts(lattice: Lattice) -> dict[int, int]:
@@ -103,8 +106,8 @@ class _Search:
     prefixes' covering bounds (``bounded``, per byte); its exits; the complete paths' log p."""
 
     def __init__(self, lm: LM, lattice: Lattice, ctx: ContextState, bound_below: float, kv_bytes: int = KV_BYTES,
-                 past_end: bool = False) -> None:
-        self.lm, self.lattice, self.ctx, self.past_end = lm, lattice, ctx, past_end
+                 past_end: bool = False, memory: PrefixMemory | None = None) -> None:
+        self.lm, self.lattice, self.ctx, self.past_end, self.memory = lm, lattice, ctx, past_end, memory
         self.bound_below = math.log(bound_below) if bound_below > 0 else -math.inf
         self.tables, self.cover = node_tables(lattice, lm.device), covers(lattice, lm.vocab, lm.device)
         self.tokens = self.tables.tokens.cpu().numpy()
@@ -136,14 +139,14 @@ class _Search:
         self.columns: tuple[int, Columns] | None = None  # the bounding head's columns, and len(probable) then
         self.rounds = 0
         self.stats = ScoreStats()
-        self.kv = KeptKV(kv_bytes)
+        self.kv = memory.kv if memory is not None else KeptKV(kv_bytes)
 
     def seed(self) -> list[Step]:
-        """Round 0: the empty prefix, every prefix of the canonical tokenization, and each one-token
-        split's two prefixes that leave it (the split's first token, and both where the second
-        does not end the text), parents first (prefix ids count on from the ones scored). A
-        split's way on along the canonical tokens is left to the rounds after, by mass: it would
-        make round 0 quadratic in the text's length."""
+        """Round 0: the empty prefix, the prefixes the memory kept, every prefix of the canonical
+        tokenization, and each one-token split's two prefixes that leave it (the split's first
+        token, and both where the second does not end the text), parents first (prefix ids count
+        on from the ones scored). A split's way on along the canonical tokens is left to the
+        rounds after, by mass: it would make round 0 quadratic in the text's length."""
         lattice, steps = self.lattice, [(-1, -1)]
         ids: dict[tuple[int, ...], tuple[int, int]] = {(): (0, 0)}  # a path -> its prefix id and node state
 
@@ -153,12 +156,14 @@ class _Search:
                 if tuple(path[:i]) in ids:
                     continue
                 parent, state = ids[tuple(path[: i - 1])]
-                col = self.col[state, path[i - 1]]
-                if self.final[self.next[state, col]] and not self.past_end:
-                    return
+                col = self.col.get((state, path[i - 1]))
+                if col is None or self.final[self.next[state, col]] and not self.past_end:
+                    return  # a kept path this lattice trimmed, or one that ends the text
                 ids[tuple(path[:i])] = (len(steps), int(self.next[state, col]))
                 steps.append((parent, col))
 
+        for path in self.memory.paths() if self.memory is not None else ():
+            add(list(path))
         canonical, nodes = list(lattice.canonical), list(lattice.canonical_nodes)
         add(canonical)
         self.canonical_covers = dict.fromkeys(len(self.state) + ids[tuple(canonical[:i])][0]
@@ -194,9 +199,10 @@ class _Search:
         if any(self.bound[first:]) and (self.columns is None or self.columns[0] < len(self.probable)):
             ids = np.concatenate([self.text_ids, np.fromiter(self.probable, np.int64, len(self.probable))])
             self.columns = (len(self.probable), Columns.of(self.lm, ids))
-        new = range(first, len(self.state))
-        kept = len(new) > 0 and bool(self.path[new[0]]) and all_kept(self.kv, self.parent, new)
-        heads = self._heads_kept(new, progress) if kept else self._heads(new, progress)
+        heads = self._remembered(range(first, len(self.state)))
+        new = [p for p in range(first, len(self.state)) if p not in heads]
+        if new:
+            heads.update(self._fed(new, progress))
         for pid in range(first, len(self.state)):
             parent, col = steps[pid - first]
             self.log_p.append(0.0 if parent < 0 else self.log_p[parent] + float(self.allowed[parent][col]))
@@ -228,20 +234,44 @@ class _Search:
             if (not final or self.past_end) and (pid, c) not in self.scored and mass > -math.inf:
                 self.exits[pid, c] = mass
 
-    def _node_pids(self, trie: Trie) -> np.ndarray:
-        """The prefix id of every node of a trie over scored prefixes' paths (preorder: parents first)."""
-        pid = np.empty(len(trie.token), dtype=np.int64)
-        for n, (parent, token) in enumerate(zip(trie.parent.tolist(), trie.token.tolist(), strict=True)):
-            above = 0 if parent < 0 else int(pid[parent])
-            pid[n] = self.scored[above, self.col[self.state[above], token]]
-        return pid
-
-    def _heads_kept(self, pids: range, progress: Progress | None) -> dict[int, HeadOut]:
-        """As _heads, feeding only the prefixes' own last tokens on their ancestors' kept KV."""
+    def _remembered(self, pids: range) -> dict[int, HeadOut]:
+        """The heads the memory has for these prefixes: closed ones' as kept, the others' by the
+        head on their kept hidden states (no next-byte masses for a bounded prefix: its log p
+        is an upper bound)."""
         out: dict[int, HeadOut] = {}
-        trie = build_trie([self.path[p] for p in pids], every_node=True)
-        feed_kept(self.lm, self.ctx, self.kv, trie, self._node_pids(trie), self.stats, progress,
-                  lambda hidden, fed: self._head_rows(hidden, fed, out))
+        if self.memory is None:
+            return out
+        again: list[int] = []
+        for p in pids:
+            state = self.state[p]
+            head = self.memory.head(self.path[p], self.lattice.data, self.tokens[state, : self.width[state]])
+            if head is not None:
+                out[p] = head if not self.bound[p] else (head[0], head[1], None)
+            elif self.path[p] in self.memory.hidden:
+                again.append(p)
+        if again:
+            hidden = torch.stack([self.memory.hidden[self.path[p]] for p in again])
+            with torch.inference_mode():
+                self._head_rows(hidden, np.asarray(again, dtype=np.int64), out)
+        return out
+
+    def _fed(self, pids: list[int], progress: Progress | None) -> dict[int, HeadOut]:
+        """The prefixes' heads, feeding only the tokens whose KV is not kept, on the kept KV of
+        their ancestors (``prefix_kv.feed_kept``), or where that would make a row too long (round
+        0 of a search from nothing), by a trie run from the context (``_heads``)."""
+        paths = [self.path[p] for p in pids]
+        trie = build_trie(paths, every_node=True)
+        plan = kept_rows(trie, node_paths(trie), self.kv) if all(paths) else None
+        if plan is None:
+            return self._heads(pids, progress)
+        out: dict[int, HeadOut] = {}
+        pid_of = {path: p for path, p in zip(paths, pids, strict=True)}
+
+        def head(hidden: torch.Tensor, fed: list[tuple[int, ...]]) -> None:
+            asked = [i for i, path in enumerate(fed) if path in pid_of]  # not an ancestor fed again
+            self._head_rows(hidden[asked], np.array([pid_of[fed[i]] for i in asked], dtype=np.int64), out)
+
+        feed_kept(self.lm, self.ctx, self.kv, trie, *plan, self.stats, progress, head)
         return out
 
     def _head_rows(self, hidden: torch.Tensor, pids: np.ndarray, out: dict[int, HeadOut]) -> None:
@@ -253,7 +283,7 @@ class _Search:
             for lo in range(0, len(chosen), step):
                 self._score(hidden, chosen[lo : lo + step], pids[chosen[lo : lo + step]], kind, out)
 
-    def _heads(self, pids: range, progress: Progress | None) -> dict[int, HeadOut]:
+    def _heads(self, pids: list[int], progress: Progress | None) -> dict[int, HeadOut]:
         """Each prefix's arc log p, covering masses and next-byte masses (float64, on the CPU;
         bounds and no next bytes for a bounded prefix), from one trie run over their paths: the
         decoder feeds every node (scored ancestors again), the head only the prefixes asked for."""
@@ -275,7 +305,7 @@ class _Search:
                     self._score(hidden, chosen[lo : lo + step], want[rows[chosen[lo : lo + step]]], kind, out)
 
         budgets = (pass_tokens(self.lm, None), DEFAULT_ROW_TOKENS, pass_bytes(self.lm, None))
-        run = TrieRun(self.lm, trie, self.ctx, *budgets, self.stats, progress, head, keeper(self.kv, self._node_pids(trie)))
+        run = TrieRun(self.lm, trie, self.ctx, *budgets, self.stats, progress, head, keeper(self.kv, node_paths(trie)))
         with torch.inference_mode():
             if len(trie.fed):
                 run.run_trie()
@@ -300,8 +330,13 @@ class _Search:
             self.probable.update(score_chunk(self.lm, rows, state, tok, self.cover, allowed, cover, found).unique().tolist())
             reach = np.isfinite(cover.cpu().numpy()).sum(axis=1) + 1  # the levels a row's tokens reach
             levels = [f[:r, :256] for f, r in zip(found.cpu().numpy(), reach.tolist(), strict=True)]
-        for p, a, c, v in zip(pids.tolist(), allowed.cpu().numpy(), cover.cpu().numpy(), levels, strict=True):
-            out[p] = (a[: self.width[self.state[p]]], c, v)
+        for i, (p, a, c, v) in enumerate(zip(pids.tolist(), allowed.cpu().numpy(), cover.cpu().numpy(), levels,
+                                             strict=True)):
+            state = self.state[p]
+            out[p] = (a[: self.width[state]], c, v)
+            if self.memory is not None and v is not None:
+                self.memory.keep(self.path[p], self.lattice.data, int(self.node[state]), self.tokens[state, : self.width[state]],
+                                 out[p], rows[i])
 
     def choose(self, rows: int | None, slack: float) -> list[Step]:
         """The heaviest exits, as many as it takes for the rest to hold at most ``slack`` (log
@@ -371,8 +406,8 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
                   boundaries: Sequence[int] | np.ndarray | None = None, exact: bool = False, max_rows: int = MAX_ROWS,
                   tolerance: float = 0.01, time_budget: TimeBudget = None, progress: Progress | None = None,
                   should_stop: StopCheck | None = None, budget: int = DEFAULT_ENUMERATION_BUDGET,
-                  bound_below: float | None = None, kv_bytes: int = KV_BYTES,
-                  past_end: bool = False) -> Iterator[PrefixMasses]:
+                  bound_below: float | None = None, kv_bytes: int = KV_BYTES, past_end: bool = False,
+                  memory: PrefixMemory | None = None) -> Iterator[PrefixMasses]:
     """The bounds after every round of the search; the last is final. ``boundaries``: the region
     boundaries (lattice bytes, 0 and the end included; default every byte) whose intervals the
     tolerance is about. The search scores at most ``budget`` prefixes; ``exact`` scores every
@@ -381,15 +416,17 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
     end). ``kv_bytes``: what the search keeps of its prefixes' keys and values across rounds (0:
     nothing, every round feeds its prefixes' ancestors again). ``past_end``: the complete paths are prefixes too, so
     ``next_lower`` has a row for the byte after the text, and the tolerance and the clock are on
-    its next-byte probabilities (:func:`end_probabilities`) instead of the regions.
-    progress hears each round's passes (tokens fed, of the round's)."""
+    its next-byte probabilities (:func:`end_probabilities`) instead of the regions. ``memory``:
+    what searches of texts this one begins with kept, under this model and context (their
+    prefixes are this search's round 0 too); it keeps this search's (its KV store replaces
+    ``kv_bytes``). progress hears each round's passes (tokens fed, of the round's)."""
     if exact:
         check_exact(lattice, budget)
     started = time.perf_counter()
     clock = SearchClock(tolerance, time_budget)
     if bound_below is None:  # past the end a bounded prefix's mass stays open at the last byte: none there
         bound_below = BOUND_BELOW if bounding_pays(lm) and not past_end else 0.0
-    search = _Search(lm, lattice, lm.state_of(context), 0.0 if exact else bound_below, kv_bytes, past_end)
+    search = _Search(lm, lattice, lm.state_of(context), 0.0 if exact else bound_below, kv_bytes, past_end, memory)
     cuts = np.asarray(boundaries if boundaries is not None else range(lattice.end + 1), dtype=np.int64)
 
     def user_stop() -> bool:

@@ -14,7 +14,7 @@ from marginal_core import viz
 from marginal_core.viz.next_figure import next_figure
 from pages._app.runtime import live, loaders, server, shared_results
 from pages._app.ui import inputs, live_page, presets, projector
-from pages._app.ui.defaults import APP_NEXT_MAX_K, APP_NEXT_SECONDS, APP_SEARCH_BUDGET
+from pages._app.ui.defaults import APP_KV_BYTES, APP_NEXT_MAX_K, APP_NEXT_SECONDS, APP_SEARCH_BUDGET
 from pages._app.ui.error_messages import show_error
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def _run(side: inputs.Inputs, key: tuple, k: int, chars: int, how: str, seed: in
 
         bar = live.Bar(f"{side.model}: what comes next", "rounds")
         cap = server.policy().cap_beam_width(1024)
-        settings = dict(max_rows=cap, budget=APP_SEARCH_BUDGET, should_stop=bar.should_stop)
+        settings = dict(max_rows=cap, budget=APP_SEARCH_BUDGET, kv_bytes=APP_KV_BYTES, should_stop=bar.should_stop)
         context = side.context or None
 
         def steps() -> Iterator[NextView]:

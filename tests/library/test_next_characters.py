@@ -10,6 +10,7 @@ import io
 import json
 import math
 import sys
+from collections import deque
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from marginal_core.api.calls import continue_text, next_characters
 from marginal_core.cli.commands import main as cli_main
 from marginal_core.estimators.next_chars import END, first_key
 from marginal_core.estimators.next_search import _Prompt, next_characters_stream, step_of
+from marginal_core.estimators.prefix_memory import PrefixMemory
 from marginal_core.estimators.prefix_search import prefix_masses
 from marginal_core.ground.errors import ContextWindowError, EmptyTextError, MarginalError
 from marginal_core.lattice.conditioning import context_ids
@@ -124,6 +126,49 @@ def test_a_character_of_several_bytes_takes_one_more_exact_step(smollm_model):
     context = context_ids(lm64.text_tokenizer, None)
     np.testing.assert_allclose(_exact_step(lm64, lattice, context).point, brute_next_bytes(lm64, lattice, context),
                                atol=1e-6, rtol=0)
+
+
+def _fed_tokens(lm) -> tuple[list[int], object]:
+    """A counter of the tokens the decoder is fed (a forward pre-hook on it), and its handle."""
+    fed = [0]
+
+    def count(_module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        fed[0] += 0 if ids is None else ids.numel()
+
+    return fed, lm.decoder.register_forward_pre_hook(count, with_kwargs=True)
+
+
+@pytest.mark.parametrize(("prompt", "more"), [("is", " "), ("Fr", "a"), ("N", "\u00e9")])
+def test_a_search_on_what_a_shorter_texts_search_kept_equals_brute_force(lm, prompt, more):
+    """A continuation's step: the exact search of prompt + more, beginning with what the exact
+    search of prompt kept (``PrefixMemory``), equals enumeration in float64 within 1e-6, and the
+    model is fed fewer tokens than by a search without it; the character's byte step (the lattice
+    extended by a lead byte) too."""
+    lm64 = float64_lm(lm)
+    context = context_ids(lm64.text_tokenizer, None)
+    state = lm64.context(context)
+    memory = PrefixMemory()
+    deque(prefix_masses(lm64, lattice_of(prompt, lm64.text_tokenizer), state, exact=True, past_end=True,
+                        memory=memory), maxlen=0)
+    assert memory.heads or memory.hidden
+    longer = lattice_of(prompt + more, lm64.text_tokenizer)
+    expected = brute_next_bytes(lm64, longer, context)
+    fed, hook = _fed_tokens(lm64)
+    try:
+        *_, kept = prefix_masses(lm64, longer, state, exact=True, past_end=True, memory=memory)
+        with_memory = fed[0]
+        *_, fresh = prefix_masses(lm64, longer, state, exact=True, past_end=True)
+        without = fed[0] - with_memory
+    finally:
+        hook.remove()
+    np.testing.assert_allclose(step_of(kept).point, expected, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(step_of(kept).point, step_of(fresh).point, atol=1e-12, rtol=0)
+    assert with_memory < without
+    if len(more.encode()) > 1:  # the byte step after the lead byte, on what both searches kept
+        lead = extended(lattice_of(prompt, lm64.text_tokenizer), more.encode()[:1], longer.vocab)
+        *_, step = prefix_masses(lm64, lead, state, exact=True, past_end=True, memory=memory)
+        np.testing.assert_allclose(step_of(step).point, brute_next_bytes(lm64, lead, context), atol=1e-6, rtol=0)
 
 
 def _folded(probs: np.ndarray, vocab, prefix: bytes) -> float:
