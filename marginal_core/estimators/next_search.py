@@ -41,7 +41,7 @@ from marginal_core.estimators.prefix_kv import KV_BYTES
 from marginal_core.estimators.prefix_memory import PrefixMemory
 from marginal_core.estimators.prefix_search import MAX_ROWS, prefix_masses
 from marginal_core.estimators.search_stop import TimeBudget, check_time_budget
-from marginal_core.estimators.token_views import TokenViews, next_token_probs, token_probs, token_views
+from marginal_core.estimators.token_views import TokenViews, token_probs, token_views
 from marginal_core.ground.errors import ContextWindowError, MarginalError
 from marginal_core.ground.progress import Progress, StopCheck
 from marginal_core.lattice.conditioning import context_ids
@@ -57,8 +57,8 @@ CERTAIN = ("certified", "exits scored", "exact")  # why a search ends with every
 
 @dataclass
 class _Prompt:
-    """One prompt under one model: its lattice (None when empty), vocabulary, context state and,
-    where asked for, its token views."""
+    """One prompt under one model: its lattice (None when empty), vocabulary and context state;
+    its token views once asked for (``views``)."""
 
     lm: LM
     text: str
@@ -66,10 +66,10 @@ class _Prompt:
     lattice: Lattice | None
     vocab: Vocabulary
     state: ContextState
-    views: TokenViews | None
+    kept_views: TokenViews | None = None
 
     @classmethod
-    def of(cls, lm: LM, text: str, context: str | None, views: bool = True, ahead: int = 1) -> _Prompt:
+    def of(cls, lm: LM, text: str, context: str | None, ahead: int = 1) -> _Prompt:
         """The prompt's lattice, refused (ContextWindowError) before any search where its longest
         tokenization and ``ahead`` tokens more pass the model's window (0: not checked, a
         continuation's steps, which its start checked for every character to come)."""
@@ -81,9 +81,16 @@ class _Prompt:
             if len(ids) + longest > limit:
                 raise ContextWindowError.of("the prompt's longest tokenization and the tokens after it", longest,
                                             len(ids), limit, lm.name, "")
-        vocab, state = vocabulary(lm.text_tokenizer), lm.context(ids)
-        canonical = lattice.canonical if lattice is not None else ()
-        return cls(lm, text, context, lattice, vocab, state, token_views(lm, state, canonical, vocab) if views else None)
+        return cls(lm, text, context, lattice, vocabulary(lm.text_tokenizer), lm.context(ids))
+
+    def views(self, memory: PrefixMemory | None = None) -> TokenViews:
+        """The canonical and healed token views, once: on the hidden states a search kept where
+        it has them, else from a forward."""
+        if self.kept_views is None:
+            canonical = self.lattice.canonical if self.lattice is not None else ()
+            self.kept_views = token_views(self.lm, self.state, canonical, self.vocab,
+                                          memory.hidden if memory is not None else {})
+        return self.kept_views
 
 
 def step_of(masses: PrefixMasses) -> ByteStep:
@@ -128,7 +135,7 @@ def byte_steps(p: _Prompt, tail: bytes, s: _Settings) -> Iterator[tuple[ByteStep
     character) after every round of the search past their end; an empty prompt's first byte is
     its context's own next token (one step, no search)."""
     if p.lattice is None and not tail:
-        first = next_token_probs(p.lm, p.state, [[]])[0] if p.views is None else p.views.canonical
+        first = p.views(s.memory).canonical
         point = by_byte(key_masses(first, key_groups(p.vocab, p.lm.vocab)))
         yield ByteStep(point, point, point), None
         return
@@ -232,14 +239,16 @@ def next_characters_stream(lm: LM, prompt: str, context: str | None = None, k: i
 
 
 def _characters(p: _Prompt, k: int, s: _Settings, started: float) -> Iterator[NextCharacters]:
-    """next_characters_stream's results, beside the token views folded by character."""
-    assert p.views is not None  # made with views
+    """next_characters_stream's results, beside the token views folded by character (on what the
+    search's first round kept)."""
     groups = key_groups(p.vocab, p.lm.vocab)
-    canonical = key_masses(p.views.canonical, groups)
-    healed = healed_masses(p.vocab, groups, p.views.tail, p.views.before, p.views.heads)
     tokens = tuple(p.vocab.surface(t) for t in p.lattice.canonical) if p.lattice is not None else ()
     tv: dict[str, float] = {}
     for found in _search(p, k, s):
+        if not tv:
+            views = p.views(s.memory)
+            canonical = key_masses(views.canonical, groups)
+            healed = healed_masses(p.vocab, groups, views.tail, views.before, views.heads)
         if not tv or found.final:
             tv = {"canonical": total_variation(found.step.point, by_byte(canonical)),
                   "healed": total_variation(found.step.point, by_byte(healed))}
@@ -298,7 +307,7 @@ def _continued(first: _Prompt, chars: int, how: str, seed: int | None, s: _Setti
             ended = True
         else:
             text, probs = text + chosen.decode("utf-8", errors="replace"), [*probs, prob]
-            p = _Prompt.of(p.lm, first.text + text, first.context, views=False, ahead=0)
+            p = _Prompt.of(p.lm, first.text + text, first.context, ahead=0)
         yield now()
 
 
@@ -330,9 +339,9 @@ def _generated(p: _Prompt, chars: int, how: str, seed: int | None) -> tuple[Cont
     token backed off, the first new token constrained to begin with its bytes), with the same
     settings, each until its tokens spell ``chars`` characters; each character's probability is
     that of the tokens that begin inside it."""
-    assert p.views is not None  # made with views
+    views = p.views()
     canonical = list(p.lattice.canonical) if p.lattice is not None else []
-    tail = p.views.tail
+    tail = views.tail
     sampled = how == "sample"
     options: dict[str, Any] = {"do_sample": sampled, "max_new_tokens": chars + 8, "repetition_penalty": 1.0}
     length = len(p.state) + len(canonical)
@@ -350,7 +359,7 @@ def _generated(p: _Prompt, chars: int, how: str, seed: int | None) -> tuple[Cont
                             stopping_criteria=StoppingCriteriaList([spelled]))[0]
         probs = token_probs(p.lm, p.state, prefix, new)
         if first is not None and new:
-            probs[0] /= float(p.views.before[first].sum())
+            probs[0] /= float(views.before[first].sum())
         out.append(_spelled(p.vocab, new, probs, tail if first is not None else b"", chars))
     return out[0], out[1]
 

@@ -351,6 +351,28 @@ class _Search:
         picked = order[: needed if rows is None else min(needed, rows)]
         return sorted(map(tuple, steps[picked].tolist()))  # parents (lower ids) first
 
+    def ways_on(self, steps: list[Step], room: int) -> list[Step]:
+        """The chosen exits, then, heaviest first while ``room`` lasts, each one's way on to the
+        end by the longest arc at every node: past the end a prefix counts once its paths reach
+        the end, which by mass alone takes a round a token, while a round of a few rows more
+        costs about what one of a few rows does. Parents first (a way on's ids count on from the
+        chosen ones')."""
+        first, out = len(self.state), list(steps)
+        for i in sorted(range(len(steps)), key=lambda i: -self.exits[steps[i]]):
+            parent, col = steps[i]
+            pid, state = first + i, int(self.next[self.state[parent], col])
+            chain: list[Step] = []
+            while not self.final[state] and len(chain) < room:
+                arcs = self.next[state, : self.width[state]]
+                c = int(np.argmax(self.node[arcs]))
+                chain.append((pid, c))
+                pid, state = first + len(out) + len(chain) - 1, int(arcs[c])
+            out += chain
+            room -= len(chain)
+            if room <= 0:
+                break
+        return out
+
     def masses(self, started: float, done: bool, cancelled: bool = False) -> PrefixMasses:
         """The bounds now: the upper adds the mass of the exits ending before each byte and the
         bounded prefixes' covering bounds."""
@@ -451,8 +473,10 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
         # an exit may run through every byte after it): the rest must be small beside P(s<end)
         slack = math.log(math.expm1(tolerance) / 4) + float(now.lower[-1]) if not exact else -math.inf
         room = budget - len(search.state)
-        steps = search.choose(None if exact else clock.rows(now.seconds, max(0, min(rows, max_rows, room)), per_row),
-                              slack)
+        cap = None if exact else clock.rows(now.seconds, max(0, min(rows, max_rows, room)), per_row)
+        steps = search.choose(cap, slack)
+        if past_end and cap is not None:
+            steps = search.ways_on(steps, cap - len(steps))
         rows *= 2
         # past the end, a round may leave a heavy exit's interval as wide as before: only the widths count
         ended = why_ended(exact, bool(steps), room > 0, widths, None if past_end else before, clock, user_stop)

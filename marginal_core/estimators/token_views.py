@@ -6,7 +6,7 @@ bytes, as Guidance does), both as probabilities over the vocabulary's ids, from 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,14 +36,24 @@ class TokenViews:
     heads: dict[int, np.ndarray]
 
 
-def token_views(lm: LM, state: ContextState, canonical: Sequence[int], vocab: Vocabulary) -> TokenViews:
-    """The canonical and healed views of what comes after the canonical ids, from plain forwards."""
+def token_views(lm: LM, state: ContextState, canonical: Sequence[int], vocab: Vocabulary,
+                kept: Mapping[tuple[int, ...], torch.Tensor] | None = None) -> TokenViews:
+    """The canonical and healed views of what comes after the canonical ids: on the hidden states
+    after the canonical ids and the ids before the last where ``kept`` (a search's, by path) has
+    them, else from one plain forward over the ids."""
     canonical = [int(t) for t in canonical]
     if not canonical:  # an empty prompt: nothing to back off
         probs = next_token_probs(lm, state, [[]])[0]
         return TokenViews(probs, b"", probs, {})
     tail = vocab.surface(canonical[-1])
-    before, after = next_token_probs(lm, state, [canonical[:-1], canonical])
+    kept = kept or {}
+    with torch.inference_mode(), serving_hooks.unit():
+        ends = (tuple(canonical[:-1]), tuple(canonical))
+        if all(end in kept for end in ends):
+            hidden = torch.stack([kept[end] for end in ends])
+        else:
+            hidden = torch.cat([state.last_hidden, lm.hidden_after(state, canonical)])[-2:]
+        before, after = torch.softmax(lm.head_logits(hidden, {}).to(torch.float64), dim=-1).cpu().numpy()
     others = [v for v in vocab.ids_beginning(tail) if vocab.surfaces[v] == tail and v != canonical[-1]]
     heads = dict(zip(others, next_token_probs(lm, state, [[*canonical[:-1], v] for v in others]), strict=True))
     return TokenViews(after, tail, before, {**heads, canonical[-1]: after})
