@@ -181,7 +181,7 @@ def view_tops(lm: LM, prompt: str) -> tuple[bytes, bytes]:
     groups = key_groups(vocab, lm.vocab)
     canonical = key_masses(views.canonical, groups)
     healed = healed_masses(vocab, groups, views.tail, views.before, views.heads)
-    return max(canonical, key=lambda k: canonical[k]), max(healed, key=lambda k: healed[k])
+    return canonical.top(), healed.top()
 
 
 def run_prompt(lm: LM, kind: str, prompt: str, cap: float) -> Run:

@@ -6,6 +6,7 @@ tokens write first, and the results a notebook, the CLI and the page show.
 
 from __future__ import annotations
 
+import bisect
 import html
 import weakref
 from dataclasses import asdict, dataclass, field
@@ -211,27 +212,66 @@ def first_key(surface: bytes | None) -> bytes:
     return surface[: char_length(surface[0])]
 
 
-def key_groups(vocab: Vocabulary, size: int) -> dict[bytes, np.ndarray]:
+@dataclass(frozen=True)
+class KeyGroups:
+    """A head's ids by the first character they write: the characters, sorted (b"": none), and
+    each id's index among them."""
+
+    keys: tuple[bytes, ...]
+    label: np.ndarray
+
+
+@dataclass(frozen=True)
+class KeyMasses:
+    """A distribution over first characters: the characters, sorted, and their masses."""
+
+    keys: tuple[bytes, ...]
+    masses: np.ndarray
+
+    @classmethod
+    def of(cls, masses: dict[bytes, float]) -> KeyMasses:
+        keys = tuple(sorted(masses))
+        return cls(keys, np.array([masses[k] for k in keys], dtype=np.float64))
+
+    def mass_of(self, prefix: bytes) -> float:
+        """The mass of the first characters that begin with prefix (b"": of no byte); they are
+        neighbours in sorted order (a character has at most four bytes)."""
+        lo = bisect.bisect_left(self.keys, prefix)
+        if not prefix:
+            return float(self.masses[0]) if self.keys and self.keys[0] == b"" else 0.0
+        return float(self.masses[lo : bisect.bisect_right(self.keys, prefix + b"\xff" * 4)].sum())
+
+    def top(self) -> bytes:
+        """The most probable first character (b"": none)."""
+        return self.keys[int(np.argmax(self.masses))]
+
+    def by_byte(self) -> np.ndarray:
+        """The mass by first byte (256: no byte)."""
+        first = np.array([k[0] if k else NO_BYTE for k in self.keys], dtype=np.int64)
+        return np.bincount(first, weights=self.masses, minlength=257)
+
+
+def key_groups(vocab: Vocabulary, size: int) -> KeyGroups:
     """A head of ``size`` rows' ids by the first character they write (b"": none: special tokens,
     byte pieces, empty surfaces, ids past the tokenizer), built once per vocabulary."""
     cache = _KEYS.setdefault(vocab, {})
     if size not in cache:
         pieces = {t for t in vocab.byte_tokens if t is not None}
-        groups: dict[bytes, list[int]] = {}
-        for v in range(size):
-            key = b"" if v in pieces or v >= vocab.size else first_key(vocab.surfaces[v])
-            groups.setdefault(key, []).append(v)
-        cache[size] = {k: np.asarray(v, dtype=np.int64) for k, v in groups.items()}
+        first = [b"" if v in pieces or v >= vocab.size else first_key(vocab.surfaces[v]) for v in range(size)]
+        keys = tuple(sorted(set(first)))
+        index = {k: i for i, k in enumerate(keys)}
+        cache[size] = KeyGroups(keys, np.array([index[k] for k in first], dtype=np.int64))
     return cache[size]  # type: ignore[no-any-return]
 
 
-def key_masses(probs: np.ndarray, groups: dict[bytes, np.ndarray]) -> dict[bytes, float]:
+def key_masses(probs: np.ndarray, groups: KeyGroups) -> KeyMasses:
     """A next-token distribution as the mass of each first character."""
-    return {k: float(probs[ids].sum()) for k, ids in groups.items()}
+    return KeyMasses(groups.keys, np.bincount(groups.label, weights=probs[: len(groups.label)],
+                                              minlength=len(groups.keys)))
 
 
-def healed_masses(vocab: Vocabulary, groups: dict[bytes, np.ndarray], tail: bytes, before: np.ndarray,
-                  heads: dict[int, np.ndarray]) -> dict[bytes, float]:
+def healed_masses(vocab: Vocabulary, groups: KeyGroups, tail: bytes, before: np.ndarray,
+                  heads: dict[int, np.ndarray]) -> KeyMasses:
     """Token healing as the mass of each first character after the tail: the next token after the
     backed-off one's predecessors, constrained to begin with its bytes ``tail``, renormalized; a
     token that spells the tail exactly goes on by the next token after it (``heads``)."""
@@ -240,30 +280,18 @@ def healed_masses(vocab: Vocabulary, groups: dict[bytes, np.ndarray], tail: byte
     allowed = vocab.ids_beginning(tail)
     total = float(before[allowed].sum())
     out: dict[bytes, float] = {}
+    exact = np.zeros(len(groups.keys))
     for v in allowed:
         rest = (vocab.surfaces[v] or b"")[len(tail) :]
         if rest:
             key = first_key(rest)
             out[key] = out.get(key, 0.0) + float(before[v]) / total
         else:
-            for key, mass in key_masses(heads[v], groups).items():
-                out[key] = out.get(key, 0.0) + float(before[v]) * mass / total
-    return out
-
-
-def mass_of(masses: dict[bytes, float], prefix: bytes) -> float:
-    """The mass of the first characters that begin with prefix (b"": of no byte)."""
-    if not prefix:
-        return masses.get(b"", 0.0)
-    return sum(m for k, m in masses.items() if k.startswith(prefix))
-
-
-def by_byte(masses: dict[bytes, float]) -> np.ndarray:
-    """The mass by first byte (256: no byte)."""
-    out = np.zeros(257)
-    for k, m in masses.items():
-        out[k[0] if k else NO_BYTE] += m
-    return out
+            exact += float(before[v]) / total * key_masses(heads[v], groups).masses
+    for key, mass in zip(groups.keys, exact.tolist(), strict=True):
+        if mass:
+            out[key] = out.get(key, 0.0) + mass
+    return KeyMasses.of(out)
 
 
 def total_variation(p: np.ndarray, q: np.ndarray) -> float:

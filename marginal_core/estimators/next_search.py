@@ -27,13 +27,11 @@ from marginal_core.estimators.next_chars import (
     Continuations,
     NextChar,
     NextCharacters,
-    by_byte,
     character_of,
     finished,
     healed_masses,
     key_groups,
     key_masses,
-    mass_of,
     total_variation,
 )
 from marginal_core.estimators.prefix_bounds import PrefixMasses, end_probabilities
@@ -84,13 +82,20 @@ class _Prompt:
         return cls(lm, text, context, lattice, vocabulary(lm.text_tokenizer), lm.context(ids))
 
     def views(self, memory: PrefixMemory | None = None) -> TokenViews:
-        """The canonical and healed token views, once: on the hidden states a search kept where
-        it has them, else from a forward."""
+        """The canonical and healed token views, once: from the distributions a search kept where
+        it has them (``want_views``), else from a forward."""
         if self.kept_views is None:
-            canonical = self.lattice.canonical if self.lattice is not None else ()
-            self.kept_views = token_views(self.lm, self.state, canonical, self.vocab,
-                                          memory.hidden if memory is not None else {})
+            self.kept_views = token_views(self.lm, self.state, self.canonical(), self.vocab,
+                                          memory.whole if memory is not None else {})
         return self.kept_views
+
+    def canonical(self) -> tuple[int, ...]:
+        return tuple(self.lattice.canonical) if self.lattice is not None else ()
+
+    def want_views(self, memory: PrefixMemory) -> None:
+        """Ask the search for the next-token distributions the token views read (after the
+        canonical ids and the ids before the last: round 0 scores both)."""
+        memory.wanted.update({self.canonical(), self.canonical()[:-1]})
 
 
 def step_of(masses: PrefixMasses) -> ByteStep:
@@ -136,7 +141,7 @@ def byte_steps(p: _Prompt, tail: bytes, s: _Settings) -> Iterator[tuple[ByteStep
     its context's own next token (one step, no search)."""
     if p.lattice is None and not tail:
         first = p.views(s.memory).canonical
-        point = by_byte(key_masses(first, key_groups(p.vocab, p.lm.vocab)))
+        point = key_masses(first, key_groups(p.vocab, p.lm.vocab)).by_byte()
         yield ByteStep(point, point, point), None
         return
     lattice = extended(p.lattice, tail, p.vocab) if tail else p.lattice
@@ -242,7 +247,8 @@ def _characters(p: _Prompt, k: int, s: _Settings, started: float) -> Iterator[Ne
     """next_characters_stream's results, beside the token views folded by character (on what the
     search's first round kept)."""
     groups = key_groups(p.vocab, p.lm.vocab)
-    tokens = tuple(p.vocab.surface(t) for t in p.lattice.canonical) if p.lattice is not None else ()
+    tokens = tuple(p.vocab.surface(t) for t in p.canonical())
+    p.want_views(s.memory)
     tv: dict[str, float] = {}
     for found in _search(p, k, s):
         if not tv:
@@ -250,10 +256,10 @@ def _characters(p: _Prompt, k: int, s: _Settings, started: float) -> Iterator[Ne
             canonical = key_masses(views.canonical, groups)
             healed = healed_masses(p.vocab, groups, views.tail, views.before, views.heads)
         if not tv or found.final:
-            tv = {"canonical": total_variation(found.step.point, by_byte(canonical)),
-                  "healed": total_variation(found.step.point, by_byte(healed))}
-        rows = tuple(NextChar(character_of(b) if b else END, b, *found.chars[b], mass_of(canonical, b),
-                              mass_of(healed, b)) for b in found.ranked(k))
+            tv = {"canonical": total_variation(found.step.point, canonical.by_byte()),
+                  "healed": total_variation(found.step.point, healed.by_byte())}
+        rows = tuple(NextChar(character_of(b) if b else END, b, *found.chars[b], canonical.mass_of(b),
+                              healed.mass_of(b)) for b in found.ranked(k))
         yield NextCharacters(p.text, p.lm.name, p.context, rows, tokens, tv, time.perf_counter() - started,
                              found.rounds, found.scored, found.final and found.ended in CERTAIN and not s.stopped(),
                              s.stopped(), s.tolerance, found.ended, found.settled_at)

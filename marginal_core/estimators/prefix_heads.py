@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -145,11 +146,13 @@ def covers(lattice: Lattice, vocab_size: int, device: torch.device) -> Cover:
 
 
 def score_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.Tensor, cover: Cover,
-                allowed: torch.Tensor, covers: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
+                allowed: torch.Tensor, covers: torch.Tensor, levels: torch.Tensor,
+                whole: Sequence[int] = ()) -> tuple[torch.Tensor, dict[int, np.ndarray]]:
     """One head chunk of rows, exactly: the allowed tokens' and deeper covering tokens' log p
     picked from the logits, then each row's mass by first byte (summed over the vocabulary in
     place) and its next-byte masses (``levels``, see :func:`next_levels`). Returns each row's
-    TOP_TOKENS most probable ids (what a bounding head reads)."""
+    TOP_TOKENS most probable ids (what a bounding head reads), and the rows ``whole`` asks for
+    as whole next-token distributions (float64, on the CPU)."""
     n, device = len(hidden), hidden.device
     row_of, where = _deep(state, cover)
     logits = lm.head_logits(hidden, {})
@@ -163,6 +166,7 @@ def score_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.Te
     for lo in range(0, probs.shape[1], SUM_COLUMNS):  # float64 sums (a class holds 100k tokens), a block at a time
         mass.index_add_(1, cover.label[lo : lo + SUM_COLUMNS], probs[:, lo : lo + SUM_COLUMNS].to(torch.float64))
     norm = mass.sum(dim=1).log()  # of the logits less their top: every class, the rest's included
+    distributions = {r: (probs[r].to(torch.float64) / norm[r].exp()).cpu().numpy() for r in whole}
     lse = top[:, 0].to(torch.float64) + norm
     allowed.copy_(picked - lse[:, None])
     first = mass.gather(1, cover.first[state][:, None])[:, 0].log() - norm
@@ -171,7 +175,7 @@ def score_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.Te
     seconds = _second_bytes(probs, cover, cover.first[state])
     next_levels(cover, state, mass.log() - norm[:, None], seconds.log() - norm[:, None], row_of, where,
                 deep - lse[row_of], covers, levels)
-    return probs.topk(min(TOP_TOKENS, probs.shape[1]), dim=1).indices
+    return probs.topk(min(TOP_TOKENS, probs.shape[1]), dim=1).indices, distributions
 
 
 def _second_bytes(probs: torch.Tensor, cover: Cover, first: torch.Tensor) -> torch.Tensor:

@@ -37,7 +37,9 @@ class KeptHead:
 
 class PrefixMemory:
     """Per prefix path: the KV of its last token (``kv``), and its head where closed, else its
-    hidden state; each within its byte budget, kept in the order scored (parents first)."""
+    hidden state; each within its byte budget, kept in the order scored (parents first). The
+    paths a caller names in ``wanted`` also keep their whole next-token distribution (``whole``:
+    the token views read them off the search's own heads)."""
 
     def __init__(self, kv_bytes: int = KV_BYTES, head_bytes: int = HEAD_BYTES) -> None:
         self.kv = KeptKV(kv_bytes)
@@ -45,6 +47,8 @@ class PrefixMemory:
         self.held = 0
         self.heads: dict[Path, KeptHead] = {}
         self.hidden: dict[Path, torch.Tensor] = {}
+        self.wanted: set[Path] = set()
+        self.whole: dict[Path, np.ndarray] = {}
 
     def paths(self) -> list[Path]:
         """Every path with a head or hidden state kept, parents before children."""

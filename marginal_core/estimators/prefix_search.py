@@ -327,7 +327,12 @@ class _Search:
             levels: list[np.ndarray | None] = [None] * len(pids)
         else:
             found = torch.empty((len(at), self.cover.depth + 1, 257), dtype=torch.float64, device=device)
-            self.probable.update(score_chunk(self.lm, rows, state, tok, self.cover, allowed, cover, found).unique().tolist())
+            wanted = self.memory.wanted if self.memory is not None else set()
+            whole = [i for i, p in enumerate(pids.tolist()) if self.path[p] in wanted]
+            top, distributions = score_chunk(self.lm, rows, state, tok, self.cover, allowed, cover, found, whole)
+            self.probable.update(top.unique().tolist())
+            for i, distribution in distributions.items():
+                self.memory.whole[self.path[int(pids[i])]] = distribution  # type: ignore[union-attr]  # wanted: a memory
             reach = np.isfinite(cover.cpu().numpy()).sum(axis=1) + 1  # the levels a row's tokens reach
             levels = [f[:r, :256] for f, r in zip(found.cpu().numpy(), reach.tolist(), strict=True)]
         for i, (p, a, c, v) in enumerate(zip(pids.tolist(), allowed.cpu().numpy(), cover.cpu().numpy(), levels,

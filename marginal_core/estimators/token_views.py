@@ -37,23 +37,23 @@ class TokenViews:
 
 
 def token_views(lm: LM, state: ContextState, canonical: Sequence[int], vocab: Vocabulary,
-                kept: Mapping[tuple[int, ...], torch.Tensor] | None = None) -> TokenViews:
-    """The canonical and healed views of what comes after the canonical ids: on the hidden states
-    after the canonical ids and the ids before the last where ``kept`` (a search's, by path) has
-    them, else from one plain forward over the ids."""
+                kept: Mapping[tuple[int, ...], np.ndarray] | None = None) -> TokenViews:
+    """The canonical and healed views of what comes after the canonical ids: the next-token
+    distributions after the canonical ids and the ids before the last as ``kept`` (a search's,
+    by path) has them, else from one plain forward over the ids."""
     canonical = [int(t) for t in canonical]
     if not canonical:  # an empty prompt: nothing to back off
         probs = next_token_probs(lm, state, [[]])[0]
         return TokenViews(probs, b"", probs, {})
     tail = vocab.surface(canonical[-1])
     kept = kept or {}
-    with torch.inference_mode(), serving_hooks.unit():
-        ends = (tuple(canonical[:-1]), tuple(canonical))
-        if all(end in kept for end in ends):
-            hidden = torch.stack([kept[end] for end in ends])
-        else:
+    ends = (tuple(canonical[:-1]), tuple(canonical))
+    if all(end in kept for end in ends):
+        before, after = (kept[end] for end in ends)
+    else:
+        with torch.inference_mode(), serving_hooks.unit():
             hidden = torch.cat([state.last_hidden, lm.hidden_after(state, canonical)])[-2:]
-        before, after = torch.softmax(lm.head_logits(hidden, {}).to(torch.float64), dim=-1).cpu().numpy()
+            before, after = torch.softmax(lm.head_logits(hidden, {}).to(torch.float64), dim=-1).cpu().numpy()
     others = [v for v in vocab.ids_beginning(tail) if vocab.surfaces[v] == tail and v != canonical[-1]]
     heads = dict(zip(others, next_token_probs(lm, state, [[*canonical[:-1], v] for v in others]), strict=True))
     return TokenViews(after, tail, before, {**heads, canonical[-1]: after})

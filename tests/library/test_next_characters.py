@@ -165,6 +165,9 @@ def test_a_search_on_what_a_shorter_texts_search_kept_equals_brute_force(lm, pro
     np.testing.assert_allclose(step_of(kept).point, expected, atol=1e-6, rtol=0)
     np.testing.assert_allclose(step_of(kept).point, step_of(fresh).point, atol=1e-12, rtol=0)
     assert with_memory < without
+    *_, searched = prefix_masses(lm64, longer, state, past_end=True, memory=memory)  # the default search, its ways on
+    bounds = step_of(searched)
+    assert np.all(bounds.lower <= expected + 1e-9) and np.all(expected <= bounds.upper + 1e-9)
     if len(more.encode()) > 1:  # the byte step after the lead byte, on what both searches kept
         lead = extended(lattice_of(prompt, lm64.text_tokenizer), more.encode()[:1], longer.vocab)
         *_, step = prefix_masses(lm64, lead, state, exact=True, past_end=True, memory=memory)
