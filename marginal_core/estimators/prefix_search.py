@@ -52,7 +52,7 @@ from marginal_core.estimators.search_stop import SearchClock, TimeBudget, why_en
 from marginal_core.estimators.surprisal_result import interval_widths
 from marginal_core.ground.errors import TooManyPathsError
 from marginal_core.ground.progress import Progress, StopCheck
-from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
+from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice, canonical_ids
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 from marginal_core.scoring.pass_budget import DEFAULT_ROW_TOKENS, pass_bytes, pass_tokens
@@ -138,6 +138,7 @@ class _Search:
         self.probable: set[int] = set()  # ids full heads found among their most probable
         self.columns: tuple[int, Columns] | None = None  # the bounding head's columns, and len(probable) then
         self.rounds = 0
+        self.ways: dict[int, list[int]] = {}  # a node state's way on to the end (past the end)
         self.stats = ScoreStats()
         self.kv = memory.kv if memory is not None else KeptKV(kv_bytes)
 
@@ -358,25 +359,46 @@ class _Search:
 
     def ways_on(self, steps: list[Step], room: int) -> list[Step]:
         """The chosen exits, then, heaviest first while ``room`` lasts, each one's way on to the
-        end by the longest arc at every node: past the end a prefix counts once its paths reach
-        the end, which by mass alone takes a round a token, while a round of a few rows more
-        costs about what one of a few rows does. Parents first (a way on's ids count on from the
-        chosen ones')."""
+        end (``way_on``): past the end a prefix counts once its paths reach the end, which by
+        mass alone takes a round a token, while a round of a few rows more costs about what one
+        of a few rows does. Parents first (a way on's ids count on from the chosen ones')."""
         first, out = len(self.state), list(steps)
         for i in sorted(range(len(steps)), key=lambda i: -self.exits[steps[i]]):
             parent, col = steps[i]
-            pid, state = first + i, int(self.next[self.state[parent], col])
+            pid = first + i
             chain: list[Step] = []
-            while not self.final[state] and len(chain) < room:
-                arcs = self.next[state, : self.width[state]]
-                c = int(np.argmax(self.node[arcs]))
+            for c in self.way_on(int(self.next[self.state[parent], col]))[:room]:
                 chain.append((pid, c))
-                pid, state = first + len(out) + len(chain) - 1, int(arcs[c])
+                pid = first + len(out) + len(chain) - 1
             out += chain
             room -= len(chain)
             if room <= 0:
                 break
         return out
+
+    def way_on(self, state: int) -> list[int]:
+        """The columns from a node state to the end along the tokenizer's own tokenization of
+        the rest of the text (the way the model most likely goes on), or where that is not a
+        path from here (the rest not whole characters), the longest arc at every node."""
+        if state not in self.ways:
+            rest, cols = self.lattice.data[int(self.node[state]) :], []
+            try:
+                ids = canonical_ids(self.lm.text_tokenizer, rest.decode("utf-8"))
+            except UnicodeDecodeError:
+                ids = []
+            at = state
+            for t in ids:
+                c = self.col.get((at, t))
+                if c is None:
+                    break
+                cols.append(c)
+                at = int(self.next[at, c])
+            while not self.final[at]:
+                arcs = self.next[at, : self.width[at]]
+                cols.append(int(np.argmax(self.node[arcs])))
+                at = int(arcs[cols[-1]])
+            self.ways[state] = cols
+        return self.ways[state]
 
     def masses(self, started: float, done: bool, cancelled: bool = False) -> PrefixMasses:
         """The bounds now: the upper adds the mass of the exits ending before each byte and the
