@@ -45,14 +45,14 @@ import numpy as np
 import torch
 
 from marginal_core.estimators.prefix_bounds import PrefixMasses, end_probabilities
+from marginal_core.estimators.prefix_choice import Step, Ways, bounding_pays, check_exact, with_ways_on
 from marginal_core.estimators.prefix_heads import Columns, bound_chunk, covers, node_tables, score_chunk
 from marginal_core.estimators.prefix_kv import KV_BYTES, KeptKV, feed_kept, keeper, kept_rows, node_paths
 from marginal_core.estimators.prefix_memory import HeadOut, PrefixMemory
 from marginal_core.estimators.search_stop import SearchClock, TimeBudget, why_ended
 from marginal_core.estimators.surprisal_result import interval_widths
-from marginal_core.ground.errors import TooManyPathsError
 from marginal_core.ground.progress import Progress, StopCheck
-from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice, canonical_ids
+from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 from marginal_core.scoring.pass_budget import DEFAULT_ROW_TOKENS, pass_bytes, pass_tokens
@@ -65,38 +65,6 @@ MAX_ROWS = 1024  # the most a round scores unless a caller (a server's cap) says
 # An exit lighter than this beside the prefix probability at its node (or below a bounded prefix)
 # gets a bounding head: its share of any P(s<j) is too small to count but for the certificate.
 BOUND_BELOW = 1e-7
-Step = tuple[int, int]  # a prefix as (its parent prefix, the column of its arc in the parent's node)
-
-
-def prefix_counts(lattice: Lattice) -> dict[int, int]:
-    """The number of paths from byte 0 to each node (exact integers)."""
-    counts = dict.fromkeys(lattice.nodes.tolist(), 0)
-    counts[0] = 1
-    for node in lattice.nodes.tolist():
-        arcs = lattice.out_arcs(node)
-        for end in lattice.arc_end[arcs.start : arcs.stop].tolist():
-            counts[end] += counts[node]
-    return counts
-
-
-def bounding_pays(lm: LM) -> bool:
-    """Whether bounding heads save time on this model: its head holds more weights than the rest
-    (Gemma 3 270M: 168M against 100M), so a prefix's full head costs more than its decoder pass.
-    Where the decoder dominates (SmolLM2: 28M against 107M) their looser bounds cost more
-    prefixes than the heads they save."""
-    head = sum(p.numel() for p in lm.head.parameters())
-    return head > sum(p.numel() for p in lm.model.parameters()) - head
-
-
-def check_exact(lattice: Lattice, budget: int = DEFAULT_ENUMERATION_BUDGET) -> int:
-    """The prefixes an exact search scores (every path to a node before the end);
-    TooManyPathsError past the budget."""
-    counts = prefix_counts(lattice)
-    prefixes = sum(c for n, c in counts.items() if n < lattice.end)
-    if prefixes > budget:
-        raise TooManyPathsError(f"the text has {prefixes:,} prefixes to score, over the budget of {budget:,}; "
-                                "use the search's bounds (method='search')")
-    return prefixes
 
 
 class _Search:
@@ -138,7 +106,7 @@ class _Search:
         self.probable: set[int] = set()  # ids full heads found among their most probable
         self.columns: tuple[int, Columns] | None = None  # the bounding head's columns, and len(probable) then
         self.rounds = 0
-        self.ways: dict[int, list[int]] = {}  # a node state's way on to the end (past the end)
+        self.ways = Ways(lattice, lm.text_tokenizer, self.node, self.next, self.width, self.final, self.col)
         self.stats = ScoreStats()
         self.kv = memory.kv if memory is not None else KeptKV(kv_bytes)
 
@@ -358,47 +326,9 @@ class _Search:
         return sorted(map(tuple, steps[picked].tolist()))  # parents (lower ids) first
 
     def ways_on(self, steps: list[Step], room: int) -> list[Step]:
-        """The chosen exits, then, heaviest first while ``room`` lasts, each one's way on to the
-        end (``way_on``): past the end a prefix counts once its paths reach the end, which by
-        mass alone takes a round a token, while a round of a few rows more costs about what one
-        of a few rows does. Parents first (a way on's ids count on from the chosen ones')."""
-        first, out = len(self.state), list(steps)
-        for i in sorted(range(len(steps)), key=lambda i: -self.exits[steps[i]]):
-            parent, col = steps[i]
-            pid = first + i
-            chain: list[Step] = []
-            for c in self.way_on(int(self.next[self.state[parent], col]))[:room]:
-                chain.append((pid, c))
-                pid = first + len(out) + len(chain) - 1
-            out += chain
-            room -= len(chain)
-            if room <= 0:
-                break
-        return out
-
-    def way_on(self, state: int) -> list[int]:
-        """The columns from a node state to the end along the tokenizer's own tokenization of
-        the rest of the text (the way the model most likely goes on), or where that is not a
-        path from here (the rest not whole characters), the longest arc at every node."""
-        if state not in self.ways:
-            rest, cols = self.lattice.data[int(self.node[state]) :], []
-            try:
-                ids = canonical_ids(self.lm.text_tokenizer, rest.decode("utf-8"))
-            except UnicodeDecodeError:
-                ids = []
-            at = state
-            for t in ids:
-                c = self.col.get((at, t))
-                if c is None:
-                    break
-                cols.append(c)
-                at = int(self.next[at, c])
-            while not self.final[at]:
-                arcs = self.next[at, : self.width[at]]
-                cols.append(int(np.argmax(self.node[arcs])))
-                at = int(arcs[cols[-1]])
-            self.ways[state] = cols
-        return self.ways[state]
+        """The chosen exits, then their ways on to the end while ``room`` lasts (``prefix_choice``)."""
+        ends = [int(self.next[self.state[parent], col]) for parent, col in steps]
+        return with_ways_on(steps, [self.exits[step] for step in steps], ends, len(self.state), self.ways, room)
 
     def masses(self, started: float, done: bool, cancelled: bool = False) -> PrefixMasses:
         """The bounds now: the upper adds the mass of the exits ending before each byte and the

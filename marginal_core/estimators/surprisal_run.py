@@ -14,8 +14,9 @@ import numpy as np
 from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
 from marginal_core.estimators.next_bytes import NextBytes
 from marginal_core.estimators.prefix_bounds import PrefixMasses
+from marginal_core.estimators.prefix_choice import check_exact
 from marginal_core.estimators.prefix_kv import KV_BYTES
-from marginal_core.estimators.prefix_search import MAX_ROWS, check_exact, prefix_masses
+from marginal_core.estimators.prefix_search import MAX_ROWS, prefix_masses
 from marginal_core.estimators.search_stop import TimeBudget, check_time_budget
 from marginal_core.estimators.surprisal_result import SURPRISAL_METHODS, Surprisal, check_choice, region_spans
 from marginal_core.ground import hooks as serving_hooks

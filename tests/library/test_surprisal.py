@@ -14,7 +14,8 @@ import torch
 from scipy.special import logsumexp
 
 from marginal_core.estimators.marginalizer import Marginalizer
-from marginal_core.estimators.prefix_search import check_exact, prefix_masses
+from marginal_core.estimators.prefix_choice import check_exact
+from marginal_core.estimators.prefix_search import prefix_masses
 from marginal_core.estimators.surprisal_result import COLUMNS, region_spans
 from marginal_core.ground.errors import (
     ContextWindowError,
