@@ -115,7 +115,9 @@ class _Search:
         tokenization, and each one-token split's two prefixes that leave it (the split's first
         token, and both where the second does not end the text), parents first (prefix ids count
         on from the ones scored). A split's way on along the canonical tokens is left to the
-        rounds after, by mass: it would make round 0 quadratic in the text's length."""
+        rounds after, by mass: it would make round 0 quadratic in the text's length. The first
+        token's go on to the end: after the context the model may weigh a split as the token
+        (SmolLM2: `T|he`, `The`), and every later byte's prefix probability carries it."""
         lattice, steps = self.lattice, [(-1, -1)]
         ids: dict[tuple[int, ...], tuple[int, int]] = {(): (0, 0)}  # a path -> its prefix id and node state
 
@@ -141,8 +143,8 @@ class _Search:
             for a in lattice.out_arcs(u):
                 m = int(lattice.arc_end[a])
                 second = lattice.out_arcs(m) if m < v else range(0)
-                for b in (b for b in second if int(lattice.arc_end[b]) == v):
-                    add([*canonical[:i], int(lattice.arc_token[a]), int(lattice.arc_token[b])])
+                for b in (b for b in second if int(lattice.arc_end[b]) == v):  # the first token's: on to the end
+                    add([*canonical[:i], int(lattice.arc_token[a]), int(lattice.arc_token[b]), *canonical[i + 1 :] * (i == 0)])
         return steps
 
     def run(self, steps: Sequence[Step], progress: Progress | None) -> None:

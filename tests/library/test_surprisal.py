@@ -207,9 +207,9 @@ def test_kv_kept_across_rounds_equals_recomputation_bit_for_bit(lm):
     lm64 = float64_lm(lm)
     m = Marginalizer(lm64, "The cat sat.")
     state = m.context_state()
-    fed_again = list(prefix_masses(lm64, m.lattice, state, tolerance=1e-4, kv_bytes=0))
+    fed_again = list(prefix_masses(lm64, m.lattice, state, tolerance=1e-6, kv_bytes=0))
     for kv_bytes in (256 << 20, 200_000):
-        kept = list(prefix_masses(lm64, m.lattice, state, tolerance=1e-4, kv_bytes=kv_bytes))
+        kept = list(prefix_masses(lm64, m.lattice, state, tolerance=1e-6, kv_bytes=kv_bytes))
         assert [k.scored for k in kept] == [f.scored for f in fed_again] and len(kept) >= 3
         for k, f in zip(kept, fed_again, strict=True):
             assert np.array_equal(k.lower, f.lower) and np.array_equal(k.upper, f.upper)
