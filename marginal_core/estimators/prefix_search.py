@@ -18,9 +18,9 @@ then c, summed into P(s<j, next byte c); the exits and bounded prefixes at nodes
 what may be missing there.
 
 Round 0 is every prefix of the canonical tokenization and each one-token split's prefixes up to
-where it rejoins the canonical path, as one trie: the canonical tokens' log p and the canonical
-prefix row (the canonical tokens before each byte and the mass of the tokens that begin with the
-bytes after them) come from its heads.
+where it rejoins the canonical path (the first token's: to the end), as one trie: the canonical
+tokens' log p and the canonical prefix row (the canonical tokens before each byte and the mass of
+the tokens that begin with the bytes after them) come from its heads.
 Each later round scores the heaviest exits (mass first: it certifies the text from its start),
 up to a number of rows that doubles each round, within a server's cap; an exit too light to count
 but for the certificate gets a bounding head (``prefix_heads.bound_chunk``: upper bounds only),
