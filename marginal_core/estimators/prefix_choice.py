@@ -84,21 +84,24 @@ class Ways:
         return self.found[state]
 
 
-def with_ways_on(steps: list[Step], masses: list[float], ends: list[int], first: int, ways: Ways,
-                 room: int) -> list[Step]:
-    """The chosen exits ``steps`` (their log masses, the node states they end at; their prefix ids
-    count on from ``first``), then, heaviest first while ``room`` lasts, each one's way on to the
-    end: past the end a prefix counts once its paths reach the end, which by mass alone takes a
-    round a token, while a round of a few rows more costs about what one of a few rows does.
-    Parents first."""
+def with_ways(steps: list[Step], starts: list[tuple[int, int]], first: int, scored: dict[Step, int], ways: Ways,
+              room: int, past_end: bool) -> list[Step]:
+    """``steps`` (their prefix ids count on from ``first``), then each start's way on to the end
+    while ``room`` lasts: a start is a prefix id (scored, or among ``steps``) and the node state
+    it ends at. What is scored or in steps already is not taken twice; the complete paths only
+    past the end (before it they are no prefixes). Parents first."""
     out = list(steps)
-    for i in sorted(range(len(steps)), key=lambda i: -masses[i]):
-        pid, chain = first + i, list[Step]()
-        for c in ways.way_on(ends[i])[:room]:
-            chain.append((pid, c))
-            pid = first + len(out) + len(chain) - 1
-        out += chain
-        room -= len(chain)
-        if room <= 0:
-            break
+    at = {step: first + i for i, step in enumerate(steps)}
+    for pid, state in starts:
+        for c in ways.way_on(state):
+            state = int(ways.next[state, c])
+            if room <= 0 or (ways.final[state] and not past_end):
+                break
+            if (pid, c) in scored or (pid, c) in at:
+                pid = scored.get((pid, c), at.get((pid, c), -1))
+                continue
+            out.append((pid, c))
+            at[pid, c] = first + len(out) - 1
+            pid = at[pid, c]
+            room -= 1
     return out

@@ -2,36 +2,20 @@
 in rounds (docs/design.md, "Surprisal"): each round one batched trie pass over a set of prefixes
 (token paths ending at lattice nodes), chosen without running the model on them.
 
-P(s<j), the probability that the model's string begins with the text's first j bytes, is a sum
-over the shortest token sequences that reach past j: a prefix to a node m < j and one covering
-token whose surface begins with the bytes m..j. A scored prefix adds, for each j ahead of it,
-its log p plus the log mass of its covering tokens (``prefix_heads``), and leaves **exits**: the
-lattice's arcs from its node whose extension is not scored, each with its mass p(prefix) p(arc).
-Every prefix not scored lies below exactly one exit, and the prefixes below an exit add at most
-its mass to any P(s<j) past the exit's node (their covering events are disjoint), while an exit
-ending at or past j is inside its parent's covering mass already. So ``upper(j) = lower(j) +``
-the mass of the exits ending before j, after every round and after a Stop.
-
-Each exactly scored prefix also adds its next-byte masses (``prefix_heads.next_levels``): for
-each byte j ahead of its node and each byte c, the tokens that begin with the bytes up to j and
-then c, summed into P(s<j, next byte c); the exits and bounded prefixes at nodes up to j hold
-what may be missing there.
+A scored prefix adds, for each byte j ahead of its node, its log p plus the log mass of the
+tokens that cover the bytes to j (``prefix_heads``), and its next-byte masses; it leaves
+**exits**, the arcs from its node whose extension is not scored, each with its mass. The prefixes
+below an exit add at most its mass to any P(s<j) past the exit's node, so ``upper(j) = lower(j)
++`` the mass of the exits ending before j, after every round and after a Stop.
 
 Round 0 is every prefix of the canonical tokenization and each one-token split's prefixes up to
-where it rejoins the canonical path (the first token's: to the end), as one trie: the canonical
-tokens' log p and the canonical prefix row (the canonical tokens before each byte and the mass of
-the tokens that begin with the bytes after them) come from its heads.
-Each later round scores the heaviest exits (mass first: it certifies the text from its start),
-up to a number of rows that doubles each round, within a server's cap; an exit too light to count
-but for the certificate gets a bounding head (``prefix_heads.bound_chunk``: upper bounds only),
-where the model's head outweighs its decoder. The search stops when every region's interval is
-within the tolerance, a round moved no region's interval by that much, the budget of prefixes or
-the time budget ran out, or Stop; exact scores every exit until none is left. A round feeds only
-its prefixes' own tokens, on their ancestors' KV kept from earlier rounds (``prefix_kv``, within
-a byte budget; past it the ancestors are fed again), and runs the head on each prefix once.
-Given a ``PrefixMemory`` from searches of texts this one extends, the search begins with every
-prefix they kept: closed ones' heads as kept, the others' heads on their kept hidden states
-(``prefix_memory``).
+where it rejoins the canonical path, as one trie (the canonical tokens' log p and canonical prefix
+row come from its heads). Each later round scores the heaviest exits, up to a number of rows that
+doubles each round, within a server's cap (``prefix_choice``: ways on, bounding heads). The search
+stops when every region's interval is within the tolerance, a round moved none by that much, the
+budget or the time budget ran out, or Stop; exact scores every exit. A round feeds only the tokens
+whose KV is not kept (``prefix_kv``), and a ``PrefixMemory`` brings what searches of texts this
+one extends scored (``prefix_memory``).
 """
 
 from __future__ import annotations
@@ -45,7 +29,7 @@ import numpy as np
 import torch
 
 from marginal_core.estimators.prefix_bounds import PrefixMasses, end_probabilities
-from marginal_core.estimators.prefix_choice import Step, Ways, bounding_pays, check_exact, with_ways_on
+from marginal_core.estimators.prefix_choice import Step, Ways, bounding_pays, check_exact, with_ways
 from marginal_core.estimators.prefix_heads import Columns, bound_chunk, covers, node_tables, score_chunk
 from marginal_core.estimators.prefix_kv import KV_BYTES, KeptKV, feed_kept, keeper, kept_rows, node_paths
 from marginal_core.estimators.prefix_memory import HeadOut, PrefixMemory
@@ -107,6 +91,7 @@ class _Search:
         self.columns: tuple[int, Columns] | None = None  # the bounding head's columns, and len(probable) then
         self.rounds = 0
         self.ways = Ways(lattice, lm.text_tokenizer, self.node, self.next, self.width, self.final, self.col)
+        self.first_splits: list[int] = []  # round 0's splits of the first canonical token (prefix ids)
         self.stats = ScoreStats()
         self.kv = memory.kv if memory is not None else KeptKV(kv_bytes)
 
@@ -115,9 +100,8 @@ class _Search:
         tokenization, and each one-token split's two prefixes that leave it (the split's first
         token, and both where the second does not end the text), parents first (prefix ids count
         on from the ones scored). A split's way on along the canonical tokens is left to the
-        rounds after, by mass: it would make round 0 quadratic in the text's length. The first
-        token's go on to the end: after the context the model may weigh a split as the token
-        (SmolLM2: `T|he`, `The`), and every later byte's prefix probability carries it."""
+        rounds after, by mass: it would make round 0 quadratic in the text's length; only the
+        first token's heavy splits go on, in round 1 (``first_ways``)."""
         lattice, steps = self.lattice, [(-1, -1)]
         ids: dict[tuple[int, ...], tuple[int, int]] = {(): (0, 0)}  # a path -> its prefix id and node state
 
@@ -143,8 +127,10 @@ class _Search:
             for a in lattice.out_arcs(u):
                 m = int(lattice.arc_end[a])
                 second = lattice.out_arcs(m) if m < v else range(0)
-                for b in (b for b in second if int(lattice.arc_end[b]) == v):  # the first token's: on to the end
-                    add([*canonical[:i], int(lattice.arc_token[a]), int(lattice.arc_token[b]), *canonical[i + 1 :] * (i == 0)])
+                for b in (b for b in second if int(lattice.arc_end[b]) == v):
+                    add([*canonical[:i], int(lattice.arc_token[a]), int(lattice.arc_token[b])])
+                    if i == 0 and (split := ids.get((int(lattice.arc_token[a]), int(lattice.arc_token[b])))):
+                        self.first_splits.append(split[0])
         return steps
 
     def run(self, steps: Sequence[Step], progress: Progress | None) -> None:
@@ -328,9 +314,17 @@ class _Search:
         return sorted(map(tuple, steps[picked].tolist()))  # parents (lower ids) first
 
     def ways_on(self, steps: list[Step], room: int) -> list[Step]:
-        """The chosen exits, then their ways on to the end while ``room`` lasts (``prefix_choice``)."""
-        ends = [int(self.next[self.state[parent], col]) for parent, col in steps]
-        return with_ways_on(steps, [self.exits[step] for step in steps], ends, len(self.state), self.ways, room)
+        """Past the end: the chosen exits, then, heaviest first while ``room`` lasts, each one's way
+        on to the end (docs/design.md, "Ways on")."""
+        order = sorted(range(len(steps)), key=lambda i: -self.exits[steps[i]])
+        starts = [(len(self.state) + i, int(self.next[self.state[steps[i][0]], steps[i][1]])) for i in order]
+        return with_ways(steps, starts, len(self.state), self.scored, self.ways, room, self.past_end)
+
+    def first_ways(self, steps: list[Step], room: int) -> list[Step]:
+        """After round 0, the chosen exits, then the first token's splits on to the end while
+        ``room`` lasts (docs/design.md, "The search": after the context their mass runs on)."""
+        starts = [(p, self.state[p]) for p in self.first_splits]
+        return with_ways(steps, starts, len(self.state), self.scored, self.ways, room, self.past_end)
 
     def masses(self, started: float, done: bool, cancelled: bool = False) -> PrefixMasses:
         """The bounds now: the upper adds the mass of the exits ending before each byte and the
@@ -436,6 +430,8 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
         steps = search.choose(cap, slack)
         if past_end and cap is not None:
             steps = search.ways_on(steps, cap - len(steps))
+        if search.rounds == 1 and cap is not None:  # within a server's cap, not the first round's rows
+            steps = search.first_ways(steps, min(max_rows, room) - len(steps))
         rows *= 2
         # past the end, a round may leave a heavy exit's interval as wide as before: only the widths count
         ended = why_ended(exact, bool(steps), room > 0, widths, None if past_end else before, clock, user_stop)
