@@ -430,7 +430,7 @@ def prefix_masses(lm: LM, lattice: Lattice, context: Sequence[int] | ContextStat
         steps = search.choose(cap, slack)
         if past_end and cap is not None:
             steps = search.ways_on(steps, cap - len(steps))
-        if search.rounds == 1 and cap is not None:  # within a server's cap, not the first round's rows
+        if search.rounds == 1 and cap is not None and not past_end:  # within a server's cap (past the end: ways_on)
             steps = search.first_ways(steps, min(max_rows, room) - len(steps))
         rows *= 2
         # past the end, a round may leave a heavy exit's interval as wide as before: only the widths count
