@@ -140,14 +140,14 @@ def kept_rows(trie: Trie, key: Sequence[Hashable], kv: KeptKV) -> tuple[list[lis
     return rows, chains
 
 
-def feed_kept(lm: LM, ctx: ContextState, kv: KeptKV, trie: Trie, rows: list[list[int]], chains: list[list[int]],
-              stats: ScoreStats, progress: Progress | None,
+def feed_kept(lm: LM, ctx: ContextState, kv: KeptKV, trie: Trie, key: Sequence[tuple[int, ...]],
+              rows: list[list[int]], chains: list[list[int]], stats: ScoreStats, progress: Progress | None,
               head: Callable[[torch.Tensor, list[tuple[int, ...]]], None]) -> None:
     """Feed the rows of ``kept_rows`` in passes whose rows carry their kept ancestors' KV
     (``trie_run.run_carried``), as many rows a pass as the trie scorer's budgets allow; ``head``
-    hears each pass's hidden states with their nodes' paths, and their KV is kept in turn."""
+    hears each pass's hidden states with their nodes' paths (``key``: each trie node's), and their KV
+    is kept in turn."""
     tokens, pairs, max_bytes = pass_tokens(lm, None), pass_pairs(lm), pass_bytes(lm, None)
-    key = node_paths(trie)
     keep, done, at, total = keeper(kv, key), 0, 0, sum(map(len, rows))
     while at < len(rows):
         take = 1

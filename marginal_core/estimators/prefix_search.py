@@ -218,7 +218,8 @@ class _Search:
         0 of a search from nothing), by a trie run from the context (``_heads``)."""
         paths = [self.path[p] for p in pids]
         trie = build_trie(paths, every_node=True)
-        plan = kept_rows(trie, node_paths(trie), self.kv) if all(paths) else None
+        key = node_paths(trie)
+        plan = kept_rows(trie, key, self.kv) if all(paths) else None
         if plan is None:
             return self._heads(pids, progress)
         out: dict[int, HeadOut] = {}
@@ -228,7 +229,7 @@ class _Search:
             asked = [i for i, path in enumerate(fed) if path in pid_of]  # not an ancestor fed again
             self._head_rows(hidden[asked], np.array([pid_of[fed[i]] for i in asked], dtype=np.int64), out)
 
-        feed_kept(self.lm, self.ctx, self.kv, trie, *plan, self.stats, progress, head)
+        feed_kept(self.lm, self.ctx, self.kv, trie, key, *plan, self.stats, progress, head)
         return out
 
     def _head_rows(self, hidden: torch.Tensor, pids: np.ndarray, out: dict[int, HeadOut]) -> None:
