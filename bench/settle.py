@@ -3,8 +3,10 @@ measures of progress after every round, against the long-run values, per model.
 
 Per model, after a warm-up: one search of the text's word regions with ``--long`` seconds of
 budget gives the long-run values; after every round of it, the seconds, the words within --near
-nats of the long-run values, the words certified (interval within the tolerance) and whether the
-values had settled (``search_stop``). Then the default stop (``time_budget="auto"``) on the same
+nats of the long-run values, the words certified (interval within the tolerance), whether the
+values had settled (``search_stop``), the prefixes scored, and the certificate's front: the first
+word left open and the mass still open before it (the unscored exits ending there) beside
+P(s<its end), which the word's interval needs well under its tolerance. Then the default stop (``time_budget="auto"``) on the same
 text: when it ended, the words certified then and within --near of the long run.
 float32 on the CPU.
 Run: .venv/bin/python -m bench.settle [--models gemma3-270m,smollm2-135m] [--text bench/paragraph.txt]
@@ -31,6 +33,18 @@ def values(s) -> np.ndarray:  # noqa: ANN001 -- a Surprisal
     return np.array([r.surprisal for r in s.regions])
 
 
+def front(s) -> str:  # noqa: ANN001 -- a Surprisal
+    """The first region left open, and log(open mass before its start / P(s<its end))."""
+    widths = np.array([r.upper - r.lower for r in s.regions])
+    if not np.any(widths > s.tolerance):
+        return "-"
+    k = int(np.argmax(widths > s.tolerance))
+    a, c = s.cuts[k], s.cuts[k + 1]
+    lo, up = s.prefix_lower, s.prefix_upper
+    open_before = up[a] + np.log(-np.expm1(lo[a] - up[a])) if up[a] > lo[a] else -np.inf
+    return f"{s.regions[k].text!r} (word {k + 1}): {open_before - lo[c]:+.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="gemma3-270m,smollm2-135m")
@@ -51,13 +65,14 @@ def main() -> None:
         print(f"## {model}: long run {rounds[-1].seconds:.1f} s, {rounds[-1].rounds} rounds, "
               f"{rounds[-1].scored:,} prefixes, ended: {rounds[-1].ended}, KV store peak "
               f"{rounds[-1].kv_peak_bytes / 2**20:.1f} MiB\n")
-        print(f"| round | s | words within {args.near} of the long run | certified | values settled at |")
-        print("|---|---|---|---|---|")
+        print(f"| round | s | words within {args.near} of the long run | certified | values settled at | prefixes "
+              "| the front: first open word, log(open mass before it / P(s<its end)) |")
+        print("|---|---|---|---|---|---|---|")
         for s in rounds:
             near = int(np.sum(np.abs(values(s) - final) <= args.near))
             settled = "-" if s.settled_at is None else f"{s.settled_at:.1f} s"
-            print(f"| {s.rounds} | {s.seconds:.1f} | {near}/{len(final)} | {s.certified}/{len(final)} | {settled} |",
-                  flush=True)
+            print(f"| {s.rounds} | {s.seconds:.1f} | {near}/{len(final)} | {s.certified}/{len(final)} | {settled} "
+                  f"| {s.scored:,} | {front(s)} |", flush=True)
         if args.auto:
             auto = list(surprisal_stream(Marginalizer(lm, text), time_budget="auto"))[-1]
             near = int(np.sum(np.abs(values(auto) - final) <= args.near))

@@ -36,7 +36,8 @@ UNITS: tuple[str, ...] = ("byte", "char", "word")
 SPACES: tuple[str, ...] = ("trailing", "leading")
 SURPRISAL_METHODS: tuple[str, ...] = ("search", "exact")
 UNIT_NAMES = {"byte": "bytes", "char": "characters", "word": "words"}
-ENDED = {"certified": "every region within the tolerance", "stalled": "a round moved no interval by the tolerance",
+ENDED = {"certified": "every region within the tolerance",
+         "stalled": "a round narrowed no open interval by the tolerance, or by half of what it was over",
          "prefix budget": "the budget of prefixes spent", "time budget": "the time budget spent",
          "default stop": "the default stop (the values settled and the certificate had its share of time)",
          "stopped": "stopped", "exits scored": "every prefix that matters scored", "exact": "every prefix scored"}

@@ -1,6 +1,6 @@
 """The search's clock (issue 59): values settled (the last round moved no value by more than the
 tolerance, dated to the round before), regions certified, the explicit time budget and the
-default stop's plan, and bad budgets as one clear error. The default stop on a real search is
+default stop's plan, a stalled round, and bad budgets as one clear error. The default stop on a real search is
 in test_surprisal.py."""
 
 from __future__ import annotations
@@ -53,6 +53,22 @@ def test_an_explicit_budget_replaces_the_default_stop():
     assert clock.settled_at == 1.0 and clock.ends_at == 5.0 and not clock.ended
     clock.round(5.5, np.array([1.0]), np.array([0.3]))
     assert clock.ended == "time budget"
+
+
+def test_a_round_stalls_only_if_no_open_interval_narrowed_by_the_tolerance_or_half_its_excess():
+    clock = SearchClock(0.01)
+    ended = lambda before, widths: search_stop.why_ended(  # noqa: E731
+        False, True, True, np.array(widths), np.array(before), clock, lambda: False)
+    # Gemma 3's last word of 'The orchestra rehearsed...': 0.0173 -> 0.0111 moved 0.0062 < 0.01, yet
+    # more than half of the 0.0073 over the tolerance; the next round certified it (0.0074)
+    assert ended([0.0, 0.0173], [0.0, 0.0111]) == ""
+    assert ended([0.0, 0.0111], [0.0, 0.0105]) == ""  # 0.0006 of the 0.0011 over
+    assert ended([0.0, 0.0111], [0.0, 0.0109]) == "stalled"  # 0.0002: less than half
+    assert ended([5.0, 0.0], [4.98, 0.0]) == ""  # far over: the tolerance
+    assert ended([5.0, 0.0], [4.995, 0.0]) == "stalled"
+    assert ended([5.0, 0.02], [5.0, 0.0]) == ""  # certified this round
+    assert ended([5.0, 0.009], [5.0, 0.0]) == "stalled"  # certified before: not a step
+    assert ended([5.0, 0.0111], [5.0, 0.009]) == ""
 
 
 @pytest.mark.parametrize("text, budget", [("auto", "auto"), ("none", None), (" 12.5 ", 12.5), ("0", 0.0)])
