@@ -12,7 +12,7 @@ Round 0 is every prefix of the canonical tokenization and each one-token split's
 where it rejoins the canonical path, as one trie (the canonical tokens' log p and canonical prefix
 row come from its heads). Each later round scores the heaviest exits, up to a number of rows that
 doubles each round, within a server's cap (``prefix_choice``: ways on, bounding heads). The search
-stops when every region's interval is within the tolerance, a round moved none by that much, the
+stops when every region's interval is within the tolerance, a round narrowed none enough, the
 budget or the time budget ran out, or Stop; exact scores every exit. A round feeds only the tokens
 whose KV is not kept (``prefix_kv``), and a ``PrefixMemory`` brings what searches of texts this
 one extends scored (``prefix_memory``).

@@ -48,7 +48,7 @@ def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", me
                      progress: Progress | None = None, kv_bytes: int = KV_BYTES) -> Iterator[Surprisal]:
     """The text's surprisal after every round of the prefix search; the last is the result.
     ``search``: rounds of at most ``max_rows`` prefixes (a server's cap) until every ``unit``
-    region's interval is within ``tolerance`` nats, a round moves none by that much, ``budget``
+    region's interval is within ``tolerance`` nats, a round narrows none enough, ``budget``
     prefixes are scored, the time budget runs out (seconds; "auto": the default stop, a share of
     time for the certificate once the values settled, ``search_stop``), or should_stop;
     ``exact``: every prefix (TooManyPathsError past ``budget``).
