@@ -17,23 +17,11 @@ import threading
 import time
 from pathlib import Path
 
-from bench.support.browser import chromium, cpu_seconds, new_page, settle, streamlit_server
+from bench.support.browser import chromium, cpu_seconds, idle_after, new_page, settle, streamlit_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
 SENTENCE = "The committee postponed its decision until the next meeting, citing new evidence. "
-
-
-def idle_after(pid: int, window: float = 0.5, busy: float = 0.25, timeout: float = 120.0) -> float:
-    """Seconds until the process uses less than `busy` of a core over a sliding `window`."""
-    started, samples = time.monotonic(), [(time.monotonic(), cpu_seconds(pid))]
-    while time.monotonic() - started < timeout:
-        time.sleep(0.1)
-        samples.append((time.monotonic(), cpu_seconds(pid)))
-        old = next((s for s in reversed(samples) if s[0] <= samples[-1][0] - window), None)
-        if old is not None and samples[-1][1] - old[1] < busy * (samples[-1][0] - old[0]):
-            return old[0] - started
-    raise AssertionError(f"the server was still busy {timeout:.0f} s after Stop")
 
 
 def main() -> None:

@@ -50,6 +50,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def idle_after(pid: int, window: float = 0.5, busy: float = 0.25, timeout: float = 120.0) -> float:
+    """Seconds until the process uses less than `busy` of a core over a sliding `window` (sampled
+    every 0.1 s; counted from the call)."""
+    started, samples = time.monotonic(), [(time.monotonic(), cpu_seconds(pid))]
+    while time.monotonic() - started < timeout:
+        time.sleep(0.1)
+        samples.append((time.monotonic(), cpu_seconds(pid)))
+        old = next((s for s in reversed(samples) if s[0] <= samples[-1][0] - window), None)
+        if old is not None and samples[-1][1] - old[1] < busy * (samples[-1][0] - old[0]):
+            return old[0] - started
+    raise AssertionError(f"the server was still busy {timeout:.0f} s after Stop")
+
+
 def rss_gib(pid: int) -> float:
     """Resident memory of a process, in GiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
