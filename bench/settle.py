@@ -6,8 +6,9 @@ budget gives the long-run values; after every round of it, the seconds, the word
 nats of the long-run values, the words certified (interval within the tolerance), whether the
 values had settled (``search_stop``), the prefixes scored, and the certificate's front: the first
 word left open and the mass still open before it (the unscored exits ending there) beside
-P(s<its end), which the word's interval needs well under its tolerance. Then the default stop (``time_budget="auto"``) on the same
-text: when it ended, the words certified then and within --near of the long run.
+P(s<its end), which the word's interval needs well under its tolerance. Then the default stop
+(``time_budget="auto"``) on the same text: when it ended, the words certified then and within
+--near of the long run.
 float32 on the CPU.
 Run: .venv/bin/python -m bench.settle [--models gemma3-270m,smollm2-135m] [--text bench/paragraph.txt]
      [--long 90] [--near 0.02]
@@ -35,14 +36,13 @@ def values(s) -> np.ndarray:  # noqa: ANN001 -- a Surprisal
 
 def front(s) -> str:  # noqa: ANN001 -- a Surprisal
     """The first region left open, and log(open mass before its start / P(s<its end))."""
-    widths = np.array([r.upper - r.lower for r in s.regions])
-    if not np.any(widths > s.tolerance):
+    if not s.open_regions:
         return "-"
-    k = int(np.argmax(widths > s.tolerance))
-    a, c = s.cuts[k], s.cuts[k + 1]
+    region = s.open_regions[0]
+    a, c = s.cuts[region.index], s.cuts[region.index + 1]
     lo, up = s.prefix_lower, s.prefix_upper
     open_before = up[a] + np.log(-np.expm1(lo[a] - up[a])) if up[a] > lo[a] else -np.inf
-    return f"{s.regions[k].text!r} (word {k + 1}): {open_before - lo[c]:+.2f}"
+    return f"{region.text!r} (word {region.index + 1}): {open_before - lo[c]:+.2f}"
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """The search's clock (issue 59): values settled (the last round moved no value by more than the
 tolerance, dated to the round before), regions certified, the explicit time budget and the
-default stop's plan, a stalled round, and bad budgets as one clear error. The default stop on a real search is
-in test_surprisal.py."""
+default stop's plan, a stalled round, and bad budgets as one clear error. The default stop on a
+real search is in test_surprisal.py."""
 
 from __future__ import annotations
 
@@ -57,8 +57,10 @@ def test_an_explicit_budget_replaces_the_default_stop():
 
 def test_a_round_stalls_only_if_no_open_interval_narrowed_by_the_tolerance_or_half_its_excess():
     clock = SearchClock(0.01)
-    ended = lambda before, widths: search_stop.why_ended(  # noqa: E731
-        False, True, True, np.array(widths), np.array(before), clock, lambda: False)
+
+    def ended(before: list[float], widths: list[float]) -> str:
+        return search_stop.why_ended(False, True, True, np.array(widths), np.array(before), clock, lambda: False)
+
     # Gemma 3's last word of 'The orchestra rehearsed...': 0.0173 -> 0.0111 moved 0.0062 < 0.01, yet
     # more than half of the 0.0073 over the tolerance; the next round certified it (0.0074)
     assert ended([0.0, 0.0173], [0.0, 0.0111]) == ""
