@@ -11,7 +11,7 @@ seconds, and its log P(s<j) against our lower bounds where both are within --tig
 float32 on the CPU unless --device and --dtype say otherwise (bench/gpu.sh surprisal: the paragraph
 on a GPU).
 Run: .venv/bin/python -m bench.surprisal [--models gemma3-270m,smollm2-135m] [--limit N]
-     [--extra bench/paragraph.txt] [--walk 6008ecc | --walk none] [--peer genlm [--peer-width 16]]
+     [--extra bench/paragraph.txt] [--walk 6008ecc | --walk none] [--peer genlm [--peer-width 16] [--peer-chars 199]]
      [--time-budget SECONDS] [--kv-before]
 """
 
@@ -184,6 +184,8 @@ def main() -> None:
                                                           "characters and the canonical prefix row), or none")
     parser.add_argument("--peer", choices=["genlm"], help="genlm-bytes' beam beside ours (own venv, built once)")
     parser.add_argument("--peer-width", type=int, default=16, help="the peer's beam width K")
+    parser.add_argument("--peer-chars", type=int, default=199,
+                        help="the peer runs on texts of at most this many characters (a paragraph takes it minutes)")
     parser.add_argument("--tight", type=float, default=0.02, help="nats: a byte's bounds count as exact within this")
     parser.add_argument("--tight-word", type=float, default=0.05, help="nats: a word counts as certified within this")
     parser.add_argument("--time-budget", type=float, help="seconds: the search's time budget (default: none)")
@@ -212,7 +214,7 @@ def main() -> None:
                 print(speed_line(f"{model} (no KV kept)", before), flush=True)
                 rows.setdefault(f"{model} (no KV kept)", []).append(before | {"kind": kind})
             rows[model].append(run_text(lm, text, walk if context is None else None,
-                                        peer if len(text) < 200 else None, args.peer_width, args.tight_word,
+                                        peer if len(text) <= args.peer_chars else None, args.peer_width, args.tight_word,
                                         args.time_budget, context) | {"kind": kind})
             print(speed_line(model, rows[model][-1]), flush=True)
         for other in (walk, peer):
