@@ -121,12 +121,15 @@ def keeper(kv: KeptKV, node_key: Sequence[Hashable]) -> Callable[[Pass, DynamicC
     return keep
 
 
-def kept_rows(trie: Trie, key: Sequence[Hashable], kv: KeptKV) -> tuple[list[list[int]], list[list[int]]] | None:
-    """How to feed a trie's nodes whose KV is not kept (``key``: each node's path) on the kept
-    ones: rows of whole subtrees of them (a node sees its ancestors among its row's), neighbouring
-    in preorder up to DEFAULT_ROW_TOKENS nodes a row, each row with the kept ancestors it carries.
-    None where one subtree passes a row: the trie is better fed from the context (``TrieRun``)."""
-    todo = [n for n in range(len(key)) if key[n] not in kv]  # the kept set holds every ancestor of a kept node
+def kept_rows(trie: Trie, key: Sequence[Hashable], kv: KeptKV,
+              again: frozenset[int] = frozenset()) -> tuple[list[list[int]], list[list[int]]] | None:
+    """How to feed a trie's nodes whose KV is not kept (``key``: each node's path), and the nodes
+    ``again`` whose KV is kept but whose hidden state is wanted, on the kept ones: rows of whole
+    subtrees of them (a node sees its ancestors among its row's), neighbouring in preorder up to
+    DEFAULT_ROW_TOKENS nodes a row, each row with the kept ancestors it carries (a node its row
+    feeds again is seen there, not carried). None where one subtree passes a row: the trie is
+    better fed from the context (``TrieRun``)."""
+    todo = [n for n in range(len(key)) if key[n] not in kv or n in again]  # the kept set holds every ancestor of a kept node
     rows: list[list[int]] = []
     for n in todo:
         parent = int(trie.parent[n])
@@ -136,7 +139,7 @@ def kept_rows(trie: Trie, key: Sequence[Hashable], kv: KeptKV) -> tuple[list[lis
         rows[-1].append(n)
     if any(len(r) > DEFAULT_ROW_TOKENS for r in rows):
         return None
-    chains = [sorted({a for n in row for a in trie.ancestors(n) if key[a] in kv}) for row in rows]
+    chains = [sorted({a for n in row for a in trie.ancestors(n) if key[a] in kv} - set(row)) for row in rows]
     return rows, chains
 
 

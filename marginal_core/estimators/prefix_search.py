@@ -219,7 +219,8 @@ class _Search:
         paths = [self.path[p] for p in pids]
         trie = build_trie(paths, every_node=True)
         key = node_paths(trie)
-        plan = kept_rows(trie, key, self.kv) if all(paths) else None
+        again = frozenset(int(trie.end[i]) for i, path in enumerate(paths) if path in self.kv)  # KV kept, head not
+        plan = kept_rows(trie, key, self.kv, again) if all(paths) else None
         if plan is None:
             return self._heads(pids, progress)
         out: dict[int, HeadOut] = {}

@@ -174,6 +174,22 @@ def test_a_search_on_what_a_shorter_texts_search_kept_equals_brute_force(lm, pro
         np.testing.assert_allclose(step_of(step).point, brute_next_bytes(lm64, lead, context), atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize(("prompt", "first", "second"), [("首", b"\xe5\x9b", b"\xe5\x9c"), ("Я", b"\xd0", b"\xd1")])
+def test_sibling_byte_steps_on_one_memory_equal_brute_force(lm, prompt, first, second):
+    """Two characters' byte steps after one prompt extend it by different bytes, so a prefix the
+    first closed (its head kept for the first's text, its KV kept) is open again in the second:
+    the second feeds it again for its head (it crashed with a KeyError on CJK, Cyrillic and Greek
+    prompts) and equals enumeration in float64 within 1e-6."""
+    lm64 = float64_lm(lm)
+    context = context_ids(lm64.text_tokenizer, None)
+    state, memory = lm64.context(context), PrefixMemory()
+    base = lattice_of(prompt, lm64.text_tokenizer)
+    for tail in (b"", first, second):
+        lattice = extended(base, tail, base.vocab) if tail else base
+        *_, masses = prefix_masses(lm64, lattice, state, exact=True, past_end=True, memory=memory)
+        np.testing.assert_allclose(step_of(masses).point, brute_next_bytes(lm64, lattice, context), atol=1e-6, rtol=0)
+
+
 def _folded(probs: np.ndarray, vocab, prefix: bytes) -> float:
     """The brute-force fold: the ids whose surface's first character begins with prefix (b"":
     none), scanning the surfaces."""
