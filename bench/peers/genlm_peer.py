@@ -9,7 +9,8 @@ unreachable), and commits every surviving state's final token. The complete toke
 back and are rescored here with our scorer, so the bound is summed in float64: genlm's own
 weights sum token probabilities over its trie in float32. ``prefix`` asks instead for the beam's
 ``logZ`` after every byte (its prefix probability), the trie's masses summed in float64.
-``next_byte`` asks for ``logp_next`` after prefilling a text's bytes (genlm's float32 trie).
+``next_byte`` asks for ``logp_next`` after prefilling a text's bytes (genlm's float32 trie), and
+``next_chars`` for a character's log probability after them (logp_next chained over its bytes).
 """
 
 from __future__ import annotations
@@ -81,6 +82,17 @@ class PeerNext:
     states: int
 
 
+@dataclass(frozen=True)
+class PeerChars:
+    """genlm's log P(c | text) for characters c at beam width K (logp_next chained over each
+    character's bytes after prefilling the text's), the seconds, and the prefilled beam's states."""
+
+    width: int
+    seconds: float
+    log_p: dict[bytes, float]
+    states: int
+
+
 def text_request(lattice: Lattice, context_ids: Sequence[int]) -> dict:
     """A request's fields for a text: the context ids, the lattice's bytes, the byte pieces it needs."""
     byte_pieces = {t for t in lattice.vocab.byte_tokens if t is not None}
@@ -116,6 +128,17 @@ class GenlmPeer:
         at width K, and the seconds of the prefill and logp_next."""
         reply = self._ask(text_request(lattice, context_ids) | {"next": True, "width": width})
         return PeerNext(width, reply["seconds"], np.exp(np.array(reply["log_p"])), reply["states"])
+
+    def next_chars(self, lattice: Lattice, context_ids: Sequence[int], width: int, chars: Sequence[bytes],
+                   byte_pieces: Sequence[int] = ()) -> PeerChars:
+        """genlm's log P(c | the lattice's bytes) for each character c at width K: the text
+        prefilled after the context, then logp_next chained over c's bytes (log P(text + c) −
+        log P(text) by genlm's beam). ``byte_pieces``: byte pieces reachable beside those the text
+        needs (those the characters need: a byte piece is otherwise unreachable)."""
+        request = text_request(lattice, context_ids)
+        request["byte_pieces"] = sorted(set(request["byte_pieces"]) | set(byte_pieces))
+        reply = self._ask(request | {"chars": [c.hex() for c in chars], "width": width})
+        return PeerChars(width, reply["seconds"], dict(zip(chars, reply["log_p"])), reply["states"])
 
     def prefix(self, m: Marginalizer, width: int) -> PeerPrefix:
         """genlm's beam over m's lattice bytes at width K: log P(s<j) for j = 0..len (float64 trie)."""

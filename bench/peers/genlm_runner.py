@@ -3,7 +3,9 @@
 Standalone (it imports nothing from marginal_core): bench/peers/genlm_peer.py starts it with the
 venv's python and talks JSON lines over stdin/stdout. The first line loads the model and the
 vocabulary; every later line is one text: its complete tokenizations at one or more beam widths,
-or (``"prefix": true``) the beam's prefix probability ``logZ`` after every byte at one width. Only
+or (``"prefix": true``) the beam's prefix probability ``logZ`` after every byte at one width, or
+(``"next": true``) the next byte's distribution after it, or (``"chars": [...]``) log P(c | text)
+of each character c, logp_next chained over c's bytes. Only
 the beam is timed: loading, building the byte trie and prefilling the context happen before the
 clock starts.
 """
@@ -114,6 +116,37 @@ class Peer:
         await trie.cleanup()
         return {"width": width, "seconds": seconds, "log_p": [float(x) for x in log_p], "states": len(beam)}
 
+    async def next_chars(self, trie: AsyncTokenByteTrie, context: list[int], data: bytes, width: int,
+                         chars: list[bytes]) -> dict:
+        """log P(c | data) for each character c (its bytes): data's bytes prefilled at width K, then
+        logp_next chained over c's bytes (the beam advanced by each byte before the next's
+        logp_next; beams shared by characters that share their first bytes); -inf where the beam
+        empties. Timed from the start state (context KV cached) to the last character's value."""
+        self.llm.clear_cache()
+        self.llm.cache_kv(context)
+        started = time.perf_counter()
+        start = LazyTrieState(StatefulTokenizedLM(self.llm, list(context)), trie, trie.trie.root, 0.0,
+                              mode=TrieMode.WITH_EOS)
+        beams = {b"": await ByteBeamState([await start.materialize()], BeamParams(K=width)).prefill(data)}
+        next_logp: dict[bytes, list[float]] = {}
+        out = []
+        for char in chars:
+            total = 0.0
+            for i, byte in enumerate(char):
+                so_far = char[:i]
+                if so_far not in beams:
+                    beams[so_far] = await (beams[char[:i - 1]].prune() << char[i - 1])
+                if len(beams[so_far]) == 0:
+                    total = float("-inf")
+                    break
+                if so_far not in next_logp:
+                    next_logp[so_far] = [float(x) for x in (await beams[so_far].logp_next()).ps]
+                total += next_logp[so_far][byte]
+            out.append(total)
+        seconds = time.perf_counter() - started
+        await trie.cleanup()
+        return {"width": width, "seconds": seconds, "log_p": out, "states": len(beams[b""])}
+
     async def beam(self, trie: AsyncTokenByteTrie, context: list[int], data: bytes, width: int) -> dict:
         """The beam over data after context; every surviving state's last token committed."""
         beam, _, started = await self.advance(trie, context, data, width)
@@ -129,6 +162,10 @@ class Peer:
 
     def run(self, request: dict) -> dict:
         data = bytes.fromhex(request["data"])
+        if request.get("chars") is not None:
+            trie = self.trie(frozenset(request["byte_pieces"]))
+            chars = [bytes.fromhex(c) for c in request["chars"]]
+            return asyncio.run(self.next_chars(trie, request["context_ids"], data, request["width"], chars))
         if request.get("next"):
             trie = self.trie(frozenset(request["byte_pieces"]))
             return asyncio.run(self.next_byte(trie, request["context_ids"], data, request["width"]))
