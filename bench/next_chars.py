@@ -20,13 +20,23 @@ float32 on the CPU unless --device and --dtype say otherwise:
   genlm's prefill plus logp_next.
 * **continue** (``--parts continue``): ``mc.continue_text(chars=--chars)`` (greedy) on the lesson's
   prompts: seconds and characters/s (the marginal's continuation, with generate's two beside it).
-* **finding**: each view's total variation from the marginal over the next byte
-  (``NextCharacters.total_variation``) per model, and the prompts where token healing is wrong
-  (its most probable next character is not the marginal's, or its total variation passes 0.1).
+* **finding** (printed with any part that searches; ``--parts finding`` alone): each view's
+  total variation from the marginal over the next byte (``NextCharacters.total_variation``) per
+  model and kind of prompt, and the prompts where token healing is wrong (its most probable next
+  character is not the marginal's, or its total variation passes 0.1).
+
+``--prompts scripts`` (issue 65) takes the prompts of bench/next_scripts.tsv instead (Chinese,
+Japanese, Korean, Hindi, Arabic, Russian, Greek, Thai, emoji, Latin with accents; read by
+bench.support.scripts), each searched with k = 5 (``next_characters(prompt, model, k=5)``'s
+rows, capped at --cap seconds). Its **genlm** part compares **whole characters**: each of our
+top-5 rows that is one whole UTF-8 character (not "end", not a lead byte's range: those are
+counted as skipped) beside genlm-bytes' log P(prompt + character) − log P(prompt) at K =
+--peer-width (the prompt prefilled, then ``logp_next`` chained over the character's bytes), agreeing
+within --agree (0.02) where our interval is within --tol (0.01) wide. Its finding is per script.
 
 Run: .venv/bin/python -m bench.next_chars [--models gemma3-270m,smollm2-135m]
-     [--parts genlm,speed,continue] [--cap 20] [--peer-width 16] [--chars 20] [--limit N]
-     [--device cpu] [--dtype float32]
+     [--parts genlm,speed,continue,finding] [--prompts lesson|scripts|FILE.tsv] [--cap 20]
+     [--peer-width 16] [--tol 0.01] [--agree 0.02] [--chars 20] [--limit N] [--device cpu] [--dtype float32]
 bench/gpu.sh next runs the continuation on CUDA (--parts continue --device cuda).
 """
 
@@ -37,16 +47,17 @@ import json
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from bench.peers.genlm_peer import GenlmPeer, PeerNext
+from bench.support.scripts import script_prompts
 from bench.surprisal import machine
 from marginal_core.api.calls import continue_text
-from marginal_core.estimators.next_chars import END, NextCharacters, healed_masses, key_groups, key_masses
+from marginal_core.estimators.next_chars import END, NextChar, NextCharacters, healed_masses, key_groups, key_masses
 from marginal_core.estimators.next_search import next_characters_stream
 from marginal_core.estimators.token_views import token_views
 from marginal_core.lattice.conditioning import context_ids
@@ -96,6 +107,7 @@ class Run:
     canonical_top: bytes
     healed_top: bytes
     peer: PeerNext | None
+    peer_chars: dict[bytes, float] | None = None  # genlm's log P(character | prompt), whole characters
 
     @property
     def final(self) -> NextCharacters:
@@ -108,10 +120,14 @@ def shown(prompt: str) -> str:
 
 
 def char_cell(b: bytes) -> str:
-    """A next character (its bytes) in a table cell."""
+    """A next character (its bytes) in a table cell; bytes that are no whole character as hex (``e5…``)."""
     if not b:
         return END
-    return "`" + show_piece(b.decode("utf-8", errors="replace")).replace("|", "\\|").replace("`", "'") + "`"
+    try:
+        text = b.decode("utf-8")
+    except UnicodeDecodeError:
+        return "`" + b.hex() + "…`"
+    return "`" + show_piece(text).replace("|", "\\|").replace("`", "'") + "`"
 
 
 def by_first_byte(found: NextCharacters) -> dict[int, tuple[float, float, float]]:
@@ -184,9 +200,10 @@ def view_tops(lm: LM, prompt: str) -> tuple[bytes, bytes]:
     return canonical.top(), healed.top()
 
 
-def run_prompt(lm: LM, kind: str, prompt: str, cap: float) -> Run:
-    """The stream over one prompt (capped) and its token views' tops."""
-    results = list(next_characters_stream(lm, prompt, k=10, time_budget=cap))
+def run_prompt(lm: LM, kind: str, prompt: str, cap: float, k: int = 10) -> Run:
+    """The stream over one prompt (capped; its last result is ``next_characters(prompt, lm, k=k)``'s)
+    and its token views' tops."""
+    results = list(next_characters_stream(lm, prompt, k=k, time_budget=cap))
     canonical_top, healed_top = view_tops(lm, prompt)
     return Run(kind, prompt, lm.name, results, canonical_top, healed_top, None)
 
@@ -200,22 +217,51 @@ class PeerCache:
         self.path, self.lm, self.width = path, lm, width
         self.peer: GenlmPeer | None = None
 
-    def found(self) -> dict[str, PeerNext]:
-        """The file's results for this model and width, by prompt."""
+    def lines(self) -> list[dict]:
+        """The file's lines for this model and width."""
         if self.path is None or not self.path.exists():
-            return {}
+            return []
         lines = [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        return {x["prompt"]: PeerNext(x["width"], x["seconds"], np.array(x["p"]), x["states"]) for x in lines
-                if x["model"] == self.lm.name and x["width"] == self.width}
+        return [x for x in lines if x["model"] == self.lm.name and x["width"] == self.width]
+
+    def found(self) -> dict[str, PeerNext]:
+        """The file's next-byte results for this model and width, by prompt."""
+        return {x["prompt"]: PeerNext(x["width"], x["seconds"], np.array(x["p"]), x["states"])
+                for x in self.lines() if "p" in x}
+
+    def _peer(self) -> GenlmPeer:
+        if self.peer is None:
+            self.peer = GenlmPeer(self.lm.name, self.lm.text_tokenizer)
+        return self.peer
+
+    def chars(self, prompt: str, chars: Sequence[bytes]) -> dict[bytes, float]:
+        """genlm's log P(c | prompt) for each character c (its bytes): from the file, else run (the
+        missing ones, kept in the file); byte pieces reachable where the prompt or c needs them."""
+        known: dict[bytes, float] = {}
+        for x in self.lines():
+            if x.get("prompt") == prompt and "chars" in x:
+                known |= {bytes.fromhex(c): float(v) for c, v in x["chars"].items()}
+        missing = [c for c in dict.fromkeys(chars) if c not in known]
+        if missing:
+            tok = self.lm.text_tokenizer
+            pieces = {t for t in lattice_of(prompt, tok).vocab.byte_tokens if t is not None}
+            needed = {int(t) for c in missing for t in lattice_of(prompt + c.decode("utf-8"), tok).arc_token} & pieces
+            out = self._peer().next_chars(lattice_of(prompt, tok), context_ids(tok, None), self.width, missing,
+                                          sorted(needed))
+            known |= out.log_p
+            if self.path is not None:
+                with self.path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps({"model": self.lm.name, "prompt": prompt, "width": out.width,
+                                        "seconds": out.seconds, "states": out.states,
+                                        "chars": {c.hex(): v for c, v in out.log_p.items()}}) + "\n")
+        return {c: known[c] for c in chars}
 
     def next_byte(self, prompt: str) -> PeerNext:
         """genlm's next byte after the prompt: from the file, else run (and kept in the file)."""
         if prompt in (known := self.found()):
             return known[prompt]
-        if self.peer is None:
-            self.peer = GenlmPeer(self.lm.name, self.lm.text_tokenizer)
         tok = self.lm.text_tokenizer
-        out = self.peer.next_byte(lattice_of(prompt, tok), context_ids(tok, None), self.width)
+        out = self._peer().next_byte(lattice_of(prompt, tok), context_ids(tok, None), self.width)
         if self.path is not None:
             with self.path.open("a", encoding="utf-8") as f:
                 f.write(json.dumps({"model": self.lm.name, "prompt": prompt, "width": out.width,
@@ -275,6 +321,78 @@ def genlm_summary(runs: Sequence[Run], tol: float) -> str:
             f"{agreed} agree within {tol} and {len(checked) - agreed} disagree.")
 
 
+def whole_character(b: bytes) -> bool:
+    """Whether bytes are one whole UTF-8 character (not "end", not a lead byte's range)."""
+    try:
+        return len(b.decode("utf-8")) == 1
+    except UnicodeDecodeError:
+        return False
+
+
+def compared_rows(run: Run, k: int = TOP) -> tuple[list[NextChar], int, int]:
+    """Among the run's top k rows: those that are whole characters, how many are "end", and how
+    many are neither (a lead byte's range or bytes that are no character: skipped)."""
+    rows = run.final.rows[:k]
+    whole = [r for r in rows if whole_character(r.bytes)]
+    ends = sum(not r.bytes for r in rows)
+    return whole, ends, len(rows) - len(whole) - ends
+
+
+def char_verdict(row: NextChar, theirs: float, tol: float, agree: float) -> str:
+    """"yes"/"no" where our interval is within tol wide (agreement within ``agree``), else "open"."""
+    if row.upper - row.lower > tol:
+        return "open"
+    return "yes" if abs(row.probability - theirs) <= agree else "no"
+
+
+def chars_table(runs: Sequence[Run], tol: float, agree: float) -> list[str]:
+    """Per model, prompt and whole character among our top 5: ours, our interval, genlm's log
+    P(prompt + c) − log P(prompt) as a probability, the difference and the verdict."""
+    lines = [f"| model | script | prompt | character | ours | [lower, upper] | status | genlm | |diff| | "
+             f"agree (within {agree} where interval ≤ {tol}) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for run in runs:
+        if run.peer_chars is None:
+            continue
+        whole, _, _ = compared_rows(run)
+        for r in whole:
+            theirs = float(np.exp(run.peer_chars[r.bytes]))
+            lines.append(f"| {run.model} | {run.kind} | {shown(run.prompt)} | {char_cell(r.bytes)} | "
+                         f"{r.probability:.4f} | [{r.lower:.4f}, {r.upper:.4f}] | {getattr(r, 'status', '—')} | "
+                         f"{theirs:.4f} | "
+                         f"{abs(r.probability - theirs):.4f} | {char_verdict(r, theirs, tol, agree)} |")
+    return lines
+
+
+def chars_summary(runs: Sequence[Run], tol: float, agree: float) -> list[str]:
+    """Per model: the whole characters compared, those with our interval within tol, how many
+    agree, the rows skipped (ranges) and "end" rows; the prompts (and their scripts) where every
+    checked character agrees, and the disagreements."""
+    lines = [f"| model | prompts | top-5 rows | whole characters | end rows | skipped (not a whole character) | "
+             f"interval ≤ {tol} | agree within {agree} | disagree | prompts all checked agree (scripts) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for model in dict.fromkeys(r.model for r in runs if r.peer_chars is not None):
+        chosen = [r for r in runs if r.model == model and r.peer_chars is not None]
+        rows = ends = skipped = whole_n = checked = agreed = 0
+        good: list[Run] = []
+        for run in chosen:
+            whole, e, sk = compared_rows(run)
+            rows, ends, skipped, whole_n = rows + len(run.final.rows[:TOP]), ends + e, skipped + sk, whole_n + len(whole)
+            verdicts = [char_verdict(r, float(np.exp(run.peer_chars[r.bytes])), tol, agree) for r in whole]
+            c = [v for v in verdicts if v != "open"]
+            checked, agreed = checked + len(c), agreed + c.count("yes")
+            if c and all(v == "yes" for v in c):
+                good.append(run)
+            for r, v in zip(whole, verdicts):
+                if v == "no":
+                    notes.append(f"- {model} {run.kind} {run.prompt!r} {r.character!r}: ours {r.probability:.4f} "
+                                 f"[{r.lower:.4f}, {r.upper:.4f}], genlm {np.exp(run.peer_chars[r.bytes]):.4f}")
+        scripts = sorted({r.kind for r in good})
+        lines.append(f"| {model} | {len(chosen)} | {rows} | {whole_n} | {ends} | {skipped} | {checked} | {agreed} | "
+                     f"{checked - agreed} | {len(good)} ({len(scripts)}: {', '.join(scripts)}) |")
+    return lines + ([f"\nDisagreements (|diff| > {agree} with our interval within {tol}):", *notes] if notes else [])
+
+
 def speed_table(runs: Sequence[Run], tol: float, cap: float) -> list[str]:
     """Per prompt and model: seconds to settled values, to certified, widths at 1 s and 10 s, genlm's seconds."""
     lines = [f"| model | prompt | bytes | first result s | values within {tol} s | certified s "
@@ -294,37 +412,65 @@ def speed_table(runs: Sequence[Run], tol: float, cap: float) -> list[str]:
     return lines
 
 
+def differs(view_top: bytes, run: Run) -> bool:
+    """Whether a view's most probable next character is not the marginal's: where either is only the
+    first bytes of a character (the marginal's a lead byte's range, the view's a token that stops
+    inside the character), whether the other does not begin with them."""
+    top = run.final.rows[0].bytes if run.final.rows else b""
+    if top and not whole_character(top) and len(top) < len(view_top):
+        return not view_top.startswith(top)
+    if view_top and not whole_character(view_top) and len(view_top) < len(top):  # a token that stops inside it
+        return not top.startswith(view_top)
+    return view_top != top
+
+
 def healing_wrong(run: Run) -> bool:
     """Token healing's most probable next character is not the marginal's, or its total variation passes 0.1."""
-    top = run.final.rows[0].bytes if run.final.rows else b""
-    return run.healed_top != top or run.final.total_variation["healed"] > 0.1
+    return differs(run.healed_top, run) or run.final.total_variation["healed"] > 0.1
 
 
-def finding(runs: Sequence[Run]) -> list[str]:
-    """Mean total variation of each view from the marginal per model (lesson's, bench's, all), and healing's failures."""
+def lesson_groups(runs: Sequence[Run]) -> list[tuple[str, list[Run]]]:
+    """The lesson's prompts, the bench's, all."""
+    return [("lesson's", [r for r in runs if r.kind in LESSON]), ("bench's", [r for r in runs if r.kind not in LESSON]),
+            ("all", list(runs))]
+
+
+def script_groups(runs: Sequence[Run]) -> list[tuple[str, list[Run]]]:
+    """Each script (the prompt's kind), then all."""
+    return [(k, [r for r in runs if r.kind == k]) for k in dict.fromkeys(r.kind for r in runs)] + [("all", list(runs))]
+
+
+def finding(runs: Sequence[Run], groups: Callable[[Sequence[Run]], list[tuple[str, list[Run]]]] = lesson_groups
+            ) -> list[str]:
+    """Mean total variation of each view from the marginal per model and group of prompts (the
+    lesson's, the bench's, all; or each script, all), and healing's failures."""
     lines = ["| model | prompts | TV canonical (mean) | TV healed (mean) | canonical top ≠ marginal's | "
              "healing wrong |", "|---|---|---|---|---|---|"]
+    wrong = []
     for model in dict.fromkeys(r.model for r in runs):
-        for name, keep in (("lesson's", lambda r: r.kind in LESSON), ("bench's", lambda r: r.kind not in LESSON),
-                           ("all", lambda r: True)):
-            chosen = [r for r in runs if r.model == model and keep(r)]
+        for name, chosen in groups([r for r in runs if r.model == model]):
             if not chosen:
                 continue
             tv_c = np.mean([r.final.total_variation["canonical"] for r in chosen])
             tv_h = np.mean([r.final.total_variation["healed"] for r in chosen])
-            wrong_c = sum(r.canonical_top != (r.final.rows[0].bytes if r.final.rows else b"") for r in chosen)
+            wrong_c = sum(differs(r.canonical_top, r) for r in chosen)
             lines.append(f"| {model} | {name} ({len(chosen)}) | {tv_c:.3f} | {tv_h:.3f} | {wrong_c} | "
                          f"{sum(map(healing_wrong, chosen))} |")
+        wrong += [r for r in runs if r.model == model and healing_wrong(r)]
+    lines += ["", "Healing wrong (its top is not the marginal's, or its TV passes 0.1):", ""]
+    lines += [f"- {r.model} {r.kind} {r.prompt!r}: marginal {char_cell(r.final.rows[0].bytes) if r.final.rows else '—'}"
+              f", healed {char_cell(r.healed_top)}, TV healed {r.final.total_variation['healed']:.3f}" for r in wrong]
     lines += ["", "Per prompt (healing wrong marked **):", "",
-              "| model | prompt | marginal top (p) | canonical top | healed top | TV canonical | TV healed |",
-              "|---|---|---|---|---|---|---|"]
+              "| model | kind | prompt | marginal top (p) | canonical top | healed top | TV canonical | TV healed "
+              "| rows' sum |", "|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         top = r.final.rows[0] if r.final.rows else None
         mark = "**" if healing_wrong(r) else ""
-        lines.append(f"| {r.model} | {mark}{shown(r.prompt)}{mark} | "
+        lines.append(f"| {r.model} | {r.kind} | {mark}{shown(r.prompt)}{mark} | "
                      f"{char_cell(top.bytes) if top else '—'} ({top.probability if top else 0:.3f}) | "
                      f"{char_cell(r.canonical_top)} | {char_cell(r.healed_top)} | "
-                     f"{r.final.total_variation['canonical']:.3f} | {r.final.total_variation['healed']:.3f} |")
+                     f"{r.final.total_variation['canonical']:.3f} | {r.final.total_variation['healed']:.3f} | "
+                     f"{sum(x.probability for x in r.final.rows):.3f} |")
     return lines
 
 
@@ -361,26 +507,41 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
+def chosen_prompts(which: str) -> list[tuple[str, str]]:
+    """The (kind, prompt) pairs: the lesson's and the bench's (lesson), bench/next_scripts.tsv's
+    (scripts, the kind a script), or a file of the same form."""
+    if which == "lesson":
+        return PROMPTS
+    return script_prompts() if which == "scripts" else script_prompts(Path(which))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="gemma3-270m,smollm2-135m")
     parser.add_argument("--parts", default="genlm,speed,continue",
-                        help="speed (and the finding), genlm (genlm-bytes beside ours, after speed), continue; "
-                             "peer: genlm alone into --peer-cache")
+                        help="speed (and the finding), genlm (genlm-bytes beside ours, after speed), continue, "
+                             "finding (alone); peer: genlm alone into --peer-cache (the lesson's prompts)")
+    parser.add_argument("--prompts", default="lesson",
+                        help="lesson (the lesson's kinds and the bench's sentences), scripts (bench/next_scripts.tsv: "
+                             "whole characters beside genlm, the finding per script) or a file script<TAB>prompt")
     parser.add_argument("--cap", type=float, default=20.0, help="seconds each prompt's search may run")
     parser.add_argument("--peer-width", type=int, default=16, help="genlm-bytes' beam width K")
     parser.add_argument("--peer-cache", type=Path, help="a JSON-lines file of genlm's results that processes share")
-    parser.add_argument("--tol", type=float, default=0.01)
+    parser.add_argument("--tol", type=float, default=0.01, help="the interval width a comparison needs (and, "
+                        "on the lesson's prompts, the agreement)")
+    parser.add_argument("--agree", type=float, default=0.02, help="the agreement of a whole character with genlm "
+                        "(--prompts other than lesson)")
     parser.add_argument("--chars", type=int, default=20, help="the continuation's characters")
     parser.add_argument("--limit", type=int, help="the first N prompts only")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
-    prompts = PROMPTS[: args.limit]
+    scripts = args.prompts != "lesson"  # whole characters beside genlm, k = 5, the finding per script
+    prompts = chosen_prompts(args.prompts)[: args.limit]
     print(f"# bench.next_chars — {machine()}\n\nCPU: {cpu_model()}; device {args.device}, {args.dtype}; "
-          f"parts {','.join(sorted(parts))}; cap {args.cap:.0f} s; K={args.peer_width}\n\n`uptime` at the start: "
-          f"{uptime()}\n", flush=True)
+          f"parts {','.join(sorted(parts))}; prompts {args.prompts} ({len(prompts)}); cap {args.cap:.0f} s; "
+          f"K={args.peer_width}\n\n`uptime` at the start: {uptime()}\n", flush=True)
     for sig in (signal.SIGINT, signal.SIGTERM):  # a bench started in the background ignores SIGINT otherwise
         signal.signal(sig, signal.default_int_handler)
     runs: list[Run] = []
@@ -389,11 +550,22 @@ def main() -> None:
         for name in args.models.split(","):
             lm = load_model(name, device=args.device, dtype=args.dtype)
             list(next_characters_stream(lm, WARM_UP, k=3, time_budget=5.0))  # the first pass's one-off costs
-            if parts & {"genlm", "speed"}:
+            if parts & {"genlm", "speed", "finding"}:
                 for kind, prompt in prompts:
-                    runs.append(run_prompt(lm, kind, prompt, args.cap))
+                    runs.append(run_prompt(lm, kind, prompt, args.cap, k=TOP if scripts else 10))
                     print(summary(runs[-1]), flush=True)
-            if parts & {"genlm", "peer"}:  # the lesson's prompts, shortest first (--parts peer: longest first)
+            if "genlm" in parts and scripts:  # whole characters, shortest prompt first
+                cache = PeerCache(args.peer_cache, lm, args.peer_width)
+                try:
+                    for run in sorted((r for r in runs if r.model == name), key=lambda r: len(r.prompt.encode())):
+                        whole, _, _ = compared_rows(run)
+                        theirs = cache.chars(run.prompt, [r.bytes for r in whole]) if whole else {}
+                        print(f"{name} {run.prompt!r}: genlm " + " ".join(
+                            f"{c.decode()!r}:{np.exp(v):.4f}" for c, v in theirs.items()), flush=True)
+                        runs = [replace(r, peer_chars=theirs) if r is run else r for r in runs]
+                finally:
+                    cache.close()
+            elif parts & {"genlm", "peer"}:  # the lesson's prompts, shortest first (--parts peer: longest first)
                 lesson = sorted({p for kind, p in prompts if kind in LESSON}, key=lambda p: len(p.encode("utf-8")),
                                 reverse="genlm" not in parts)
                 cache = PeerCache(args.peer_cache, lm, args.peer_width)
@@ -405,16 +577,22 @@ def main() -> None:
                 finally:
                     cache.close()
             if "continue" in parts:
-                continuations += continuation_rows(lm, [p for kind, p in prompts if kind in LESSON], args.chars,
-                                                   3 * args.cap)
+                continuations += continuation_rows(lm, [p for kind, p in prompts if scripts or kind in LESSON],
+                                                   args.chars, 3 * args.cap)
     except KeyboardInterrupt:
         print("\n(stopped: the tables hold what finished)", flush=True)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the tables are printed whatever comes next
-    if runs and "genlm" in parts:
+    if runs and "genlm" in parts and scripts:
+        print(f"\n## Beside genlm-bytes, whole characters (K={args.peer_width})\n\n"
+              + "\n".join(chars_summary(runs, args.tol, args.agree)) + "\n\n"
+              + "\n".join(chars_table(runs, args.tol, args.agree)))
+    elif runs and "genlm" in parts:
         print("\n## Beside genlm-bytes\n\n" + genlm_summary(runs, args.tol) + "\n\n" + "\n".join(genlm_table(runs, args.tol)))
-    if runs:
+    if runs and ("speed" in parts or not scripts):
         print("\n## Speed\n\n" + "\n".join(speed_table(runs, args.tol, args.cap)))
-        print("\n## The finding: the token views against the marginal\n\n" + "\n".join(finding(runs)))
+    if runs:
+        print("\n## The finding: the token views against the marginal\n\n"
+              + "\n".join(finding(runs, script_groups if scripts else lesson_groups)))
     if continuations:
         print(f"\n## Continuation ({args.chars} characters, greedy)\n\n" + "\n".join(CONTINUATION_HEAD + continuations))
     print(f"\n`uptime` at the end: {uptime()}")

@@ -77,3 +77,30 @@ def test_the_generator_yields_every_kind():
     assert all(0x1F1E6 <= ord(s[-1]) <= 0x1F1FF for s in by_kind["ends on a lone regional indicator"])
     assert any(s.endswith("\ufe0f") for s in by_kind["ends inside an emoji sequence"])
     assert any(mark(s[0]) for _, s in strings)  # a string that begins with a mark
+
+
+def next_char(character: str, b: bytes, p: float, lower: float, upper: float):
+    """A NextChar (with a status where the class has one)."""
+    from dataclasses import fields
+
+    from marginal_core.estimators.next_chars import NextChar
+
+    extra = {"status": "certified"} if "status" in {f.name for f in fields(NextChar)} else {}
+    return NextChar(character, b, p, lower, upper, 0.0, 0.0, **extra)
+
+
+def test_whole_characters_and_the_views_top_against_a_range():
+    from bench.next_chars import Run, char_verdict, compared_rows, differs, whole_character
+    from marginal_core.estimators.next_chars import END, NextCharacters
+
+    assert whole_character("学".encode()) and whole_character(b"a") and not whole_character(b"")
+    assert not whole_character(b"\xe5") and not whole_character("学a".encode())
+    rows = (next_char("学", "学".encode(), 0.4, 0.395, 0.404), next_char("怀…濿", b"\xe6", 0.2, 0.1, 0.3),
+            next_char(END, b"", 0.1, 0.1, 0.1), next_char("a", b"a", 0.05, 0.0, 1.0))
+    found = NextCharacters("大", "m", None, rows, (), {"canonical": 0.5, "healed": 0.1}, 1.0, 1, 1, False)
+    run = Run("Chinese", "大", "m", [found], "学".encode(), b"\xe5", None)
+    assert compared_rows(run) == ([rows[0], rows[3]], 1, 1)  # whole, end rows, skipped ranges
+    assert not differs("学".encode(), run) and not differs(b"\xe5", run)  # a token that stops inside 学
+    assert differs(b"\xe6", run) and differs("字".encode(), run)
+    assert char_verdict(rows[0], 0.41, 0.01, 0.02) == "yes" and char_verdict(rows[0], 0.43, 0.01, 0.02) == "no"
+    assert char_verdict(rows[3], 0.05, 0.01, 0.02) == "open"
