@@ -4,7 +4,8 @@
 # environment first (idempotent, and quick when nothing changed):
 #   * a virtualenv in .venv with requirements.txt, the --no-deps packages and this project
 #     (editable), reinstalled only when requirements.txt, pyproject.toml or NO_DEPS change;
-#   * Debian's graphviz and chromium, via apt-get, only when `dot` / `chromium` are missing;
+#   * Debian's graphviz, chromium and Noto fonts (CJK, the other scripts, emoji), via apt-get, only
+#     when `dot` / `chromium` / the fonts (by fc-list) are missing;
 #   * the model caches (converted tokenizers with their lattice snapshots, dequantized weights)
 #     under $MARGINAL_CACHE.
 
@@ -40,21 +41,30 @@ python-deps: $(PY)
 	  echo "$$want" > $(STAMP); \
 	fi
 
+# The fonts give the browser the glyphs of CJK (fonts-noto-cjk), Devanagari, Arabic, Hebrew and
+# Thai (fonts-noto-core) and emoji (fonts-noto-color-emoji), which marginal_core/viz/style.py's
+# font stacks name; each is looked for by a family it installs, through fontconfig (fc-list, which
+# Chromium reads too; installed with them where it is missing).
 system-deps:
 	@missing=""; \
 	command -v dot >/dev/null 2>&1 || missing="$$missing graphviz"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v fc-list >/dev/null 2>&1 || missing="$$missing fontconfig"; \
+	fonts="$$(fc-list : family 2>/dev/null)"; \
+	grep -q "Noto Sans CJK" <<<"$$fonts" || missing="$$missing fonts-noto-cjk"; \
+	grep -q "Noto Sans Devanagari" <<<"$$fonts" || missing="$$missing fonts-noto-core"; \
+	grep -q "Noto Color Emoji" <<<"$$fonts" || missing="$$missing fonts-noto-color-emoji"; \
 	if [ -z "$$missing" ]; then \
-	  echo "setup: graphviz and chromium present"; \
+	  echo "setup: graphviz, chromium and the Noto fonts present"; \
 	elif command -v apt-get >/dev/null 2>&1; then \
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
 	  echo "setup: installing$$missing with apt-get"; \
 	  { $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing \
 	      >/dev/null; } || \
-	    echo "setup: WARNING: could not install$$missing (lattice pictures and browser tests need them)"; \
+	    echo "setup: WARNING: could not install$$missing (lattice pictures, browser tests and text in other scripts need them)"; \
 	else \
-	  echo "setup: WARNING: please install$$missing (lattice pictures and browser tests need them)"; \
+	  echo "setup: WARNING: please install$$missing (lattice pictures, browser tests and text in other scripts need them)"; \
 	fi
 
 warm: python-deps

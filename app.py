@@ -33,7 +33,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from marginal_core.serving.turns import TurnCancelled
 from pages._app.runtime import live, loaders, machine, server
-from pages._app.ui import inputs, lesson, links, projector
+from pages._app.ui import fonts, inputs, lesson, links, projector
 from pages.tasks import qa, results, translation
 from pages.views import compare, home, lattice, mass, rank, running, samplers, surprisal
 from pages.views import next as next_page
@@ -76,6 +76,7 @@ def main() -> None:
     """One run of the app: the navigation, the shared inputs, then the chosen page."""
     st.set_page_config(page_title="marginal: tokenization marginals", page_icon=":material/join:", layout="wide",
                        initial_sidebar_state="collapsed" if projector.requested() else "auto")
+    fonts.inject()  # every script's glyphs in Streamlit's own text too (the chips carry theirs)
     sections = navigation()
     home_by_its_name()
     page = st.navigation(sections)

@@ -193,3 +193,41 @@ def settle(page, extra_ms: int = 400) -> None:
 def no_traceback(page) -> None:
     body = page.locator("body").inner_text()
     assert "Traceback" not in body and not page.locator('[data-testid="stException"]').count(), body[:2000]
+
+
+# Each grapheme of the elements' text (a text box's value) drawn on a canvas in the element's own
+# font, beside a code point no font has (U+10FFFD): where no font has a glyph Chromium draws the
+# first font's missing-glyph box, so a grapheme (or a letter or symbol in it) drawn exactly as that
+# code point is an empty box ("tofu"). ASCII and whitespace are skipped.
+_MISSING_GLYPHS_JS = """(els) => {
+  const size = 48;
+  const canvas = document.createElement('canvas'); canvas.width = 6 * size; canvas.height = 2 * size;
+  const ctx = canvas.getContext('2d', {willReadFrequently: true});
+  const draw = (font, text) => {
+    ctx.clearRect(0, 0, canvas.width, canvas.height); ctx.font = font; ctx.textBaseline = 'top';
+    ctx.fillStyle = '#000'; ctx.fillText(text, 4, 4);
+    return ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+  };
+  const same = (a, b) => a.every((v, i) => v === b[i]);
+  const graphemes = new Intl.Segmenter(undefined, {granularity: 'grapheme'});
+  const seen = new Set(), boxes = new Set();
+  for (const el of els) {
+    const font = `${size}px ${getComputedStyle(el).fontFamily}`;
+    const box = draw(font, '\\u{10FFFD}');
+    const text = (el.tagName === 'TEXTAREA' || el.tagName === 'INPUT') ? el.value : el.textContent;
+    for (const {segment} of graphemes.segment(text)) {
+      if (/^[\\x00-\\x7f\\s]*$/u.test(segment) || seen.has(segment)) continue;
+      seen.add(segment);
+      const parts = [segment, ...[...segment].filter(c => c.codePointAt(0) > 0x7f && /[\\p{L}\\p{N}\\p{S}\\p{P}]/u.test(c))];
+      if (parts.some(p => same(draw(font, p), box))) boxes.add(segment);
+    }
+  }
+  return {seen: [...seen], boxes: [...boxes]};
+}"""
+
+
+def missing_glyphs(page, selector: str) -> tuple[list[str], list[str]]:
+    """(the graphemes beyond ASCII that the elements matching selector show, those of them drawn
+    as an empty box in the element's font): no font Chromium finds has their glyphs."""
+    found = page.evaluate(_MISSING_GLYPHS_JS, page.locator(selector).element_handles())
+    return found["seen"], found["boxes"]

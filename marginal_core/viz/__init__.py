@@ -47,7 +47,16 @@ from marginal_core.viz.drawing import (
 from marginal_core.viz.frames import arcs_frame, samples_frame
 from marginal_core.viz.notebook import estimate_html, lattice_html
 from marginal_core.viz.style import COLORS, KIND_LABELS
-from marginal_core.viz.text import chips_html, code_span, count_label, format_log, format_small
+from marginal_core.viz.text import (
+    chips_html,
+    code_span,
+    count_label,
+    direction,
+    format_log,
+    format_small,
+    isolate_rtl,
+    with_base,
+)
 
 __all__ = [
     "COLORS",
@@ -66,6 +75,9 @@ __all__ = [
     "format_small",
     "segmented",
     "chips_html",
+    "direction",
+    "isolate_rtl",
+    "with_base",
     "arc_roles",
     "arcs_in_bound",
     "arcs_frame",

@@ -22,7 +22,7 @@ from marginal_core.viz.arcs import arc_roles
 from marginal_core.viz.charts import _layout
 from marginal_core.viz.drawing import flow_color
 from marginal_core.viz.mass_flow import MassFlow
-from marginal_core.viz.style import CHIP_COLORS, COLORS
+from marginal_core.viz.style import CHIP_COLORS, COLORS, MONO_FONTS
 from marginal_core.viz.text import format_small
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def byte_axis_chips_html(sides: Sequence[tuple[str, Lattice, Path | None]]) -> s
     grid = (
         f'<div style="display:grid;grid-template-columns:max-content repeat({size + pre},minmax(0.75em,max-content));'
         f"grid-template-rows:repeat({len(sides) + 1},auto);row-gap:0.35em;width:max-content;"
-        f'font-family:monospace;font-size:1.05em">{"".join(cells)}</div>'
+        f'font-family:{MONO_FONTS};font-size:1.05em">{"".join(cells)}</div>'
     )
     return f'<div style="overflow-x:auto;max-width:100%;padding:0.3em 0 0.6em 0">{grid}</div>'
 
@@ -238,7 +238,7 @@ def _text_trace(text: str, prefix: bool, size: int) -> go.Scatter:
         marks.insert(0, (-0.5, "␣", "the dummy-prefix space (spelled by the tokenizer, not in the text)", "#aaaaaa"))
     x, shown, hover, color = zip(*marks)
     return go.Scatter(x=x, y=[0.0] * len(x), mode="text", text=shown, hovertext=hover, hoverinfo="text",
-                      textfont=dict(size=size, family="monospace", color=list(color)), showlegend=False,
+                      textfont=dict(size=size, family=MONO_FONTS, color=list(color)), showlegend=False,
                       meta=dict(side="text"))
 
 

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from marginal_core.estimators.next_chars import NextChar, NextCharacters
-from marginal_core.viz.style import COLORS, MODEL_COLORS
+from marginal_core.viz.style import COLORS, MODEL_COLORS, TEXT_FONTS
+from marginal_core.viz.text import with_base
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -25,7 +26,7 @@ def next_figure(results: Sequence[NextCharacters], *, projector: bool = False) -
     fig = go.Figure()
     if results:
         order = list(dict.fromkeys(r.bytes for res in results for r in res.rows))
-        labels = {r.bytes: r.shown for res in results for r in res.rows}
+        labels = {r.bytes: with_base(r.shown) for res in results for r in res.rows}  # a mark alone on ◌
         x = [labels[b] for b in order]
         for res, colour in zip(results, MODEL_COLORS * len(results), strict=False):
             rows = {r.bytes: r for r in res.rows}
@@ -36,7 +37,7 @@ def next_figure(results: Sequence[NextCharacters], *, projector: bool = False) -
                                  name=f"{view} ({results[0].model})", marker_color=VIEW_COLORS[view],
                                  hovertemplate=f"%{{x}}: {view} %{{y:.4f}}<extra></extra>"))
     font = 20 if projector else 13
-    fig.update_layout(barmode="group", height=460 if projector else 360, font=dict(size=font),
+    fig.update_layout(barmode="group", height=460 if projector else 360, font=dict(size=font, family=TEXT_FONTS),
                       title="The next character: over every tokenization, and by the canonical tokens",
                       yaxis_title="probability", yaxis_range=[0, 1], xaxis_title=None,
                       margin=dict(l=10, r=10, t=50, b=10),

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from marginal_core.estimators.next_bytes import gltr_bin
 from marginal_core.estimators.surprisal_result import Region, Surprisal
 from marginal_core.lattice.readable import show_piece
-from marginal_core.viz.style import COLORS, MODEL_COLORS
+from marginal_core.viz.style import COLORS, MODEL_COLORS, MONO_FONTS, TEXT_FONTS
+from marginal_core.viz.text import direction
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -81,10 +82,11 @@ def strip_html(surprisals: Sequence[Surprisal], *, font: str = "1em", links: Seq
     column a link (the app's: that stretch of the lattice)."""
     first = surprisals[0]
     top = scale_top(surprisals)
-    chip = "display:block;padding:2px 4px;margin:1px 0;border-radius:4px;white-space:pre;font-family:monospace"
+    chip = ("display:block;padding:2px 4px;margin:1px 0;border-radius:4px;white-space:pre;unicode-bidi:isolate;"
+            f"font-family:{MONO_FONTS}")
     names = [f"naive canonical, {first.model}", f"canonical prefix, {first.model}",
              *(f"marginal, {s.model}" for s in surprisals)]
-    columns = ["<span style='display:inline-block;vertical-align:top;margin-right:4px;text-align:right'>"
+    columns = ["<span dir='ltr' style='display:inline-block;vertical-align:top;margin-right:4px;text-align:right'>"
                + "".join(f"<span style='{chip};font-family:inherit;color:#555'>{html.escape(n)}<br>"
                          f"<span style='font-size:0.7em'>nats</span></span>" for n in names) + "</span>"]
     rows = list(zip(*(s.regions for s in surprisals), strict=True))
@@ -112,8 +114,9 @@ def strip_html(surprisals: Sequence[Surprisal], *, font: str = "1em", links: Seq
     legend += (_rank_legend() if colour == "rank" else f"white 0 to red {top:.1f} nats")
     totals = "; ".join(f"{html.escape(s.model)}: −log P(text as a prefix) = {s.total:.3f} nats, "
                        f"log p(text) = {s.log_p_text:.3f}, {s.bits_per_byte:.3f} bits/byte" for s in surprisals)
-    return (f"<div class='surprisal-strip' style='font-size:{font};line-height:1.2'>{''.join(columns)}"
-            f"<div style='font-size:0.8em;color:#555;margin-top:4px'>{legend}<br>{totals}</div></div>")
+    return (f"<div class='surprisal-strip' dir='{direction(first.text)}' style='font-size:{font};line-height:1.2'>"
+            f"{''.join(columns)}<div dir='ltr' style='font-size:0.8em;color:#555;margin-top:4px;text-align:left'>"
+            f"{legend}<br>{totals}</div></div>")
 
 
 def _rank_legend() -> str:
@@ -127,7 +130,7 @@ def _rank_legend() -> str:
 def _chip(style: str, colour: str, note: str, text: str, value: float) -> str:
     """One chip: the region's text over its surprisal (… where not reached yet), the note as its hover."""
     shown = f"{value:.1f}" if math.isfinite(value) else "…"
-    return (f"<span style='{style};background:{colour}' title='{html.escape(note)}'>{text}<br>"
+    return (f"<span dir='auto' style='{style};background:{colour}' title='{html.escape(note)}'>{text}<br>"
             f"<span style='font-size:0.7em'>{shown}</span></span>")
 
 
@@ -156,9 +159,10 @@ def bars_figure(surprisals: Sequence[Surprisal], *, projector: bool = False) -> 
                                  hovertemplate=f"%{{customdata}}: {name} %{{y:.3f}} nats<extra></extra>"))
         for s, colour in zip(surprisals, MODEL_COLORS * len(surprisals)):
             fig.add_trace(_marginal_bars(s, colour))
-        fig.update_xaxes(tickmode="array", tickvals=x, ticktext=[show_piece(r.text) for r in regions])
+        fig.update_xaxes(tickmode="array", tickvals=x, ticktext=[show_piece(r.text) for r in regions],
+                         autorange="reversed" if direction(surprisals[0].text) == "rtl" else True)
     font = 20 if projector else 13
-    fig.update_layout(barmode="group", height=460 if projector else 360, font=dict(size=font),
+    fig.update_layout(barmode="group", height=460 if projector else 360, font=dict(size=font, family=TEXT_FONTS),
                       title="Surprisal by region: the canonical tokenization's two rows and the marginal",
                       yaxis_title="surprisal, nats", xaxis_title=None, margin=dict(l=10, r=10, t=50, b=10),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))

@@ -6,11 +6,12 @@ from __future__ import annotations
 import html
 import math
 import re
+import unicodedata
 
 from marginal_core.lattice.graph import Lattice, format_count
 from marginal_core.lattice.paths import Path
 from marginal_core.lattice.readable import show_piece
-from marginal_core.viz.style import CHIP_COLORS
+from marginal_core.viz.style import CHIP_COLORS, MONO_FONTS
 
 
 def code_span(text: str) -> str:
@@ -26,7 +27,9 @@ def chips_html(lattice: Lattice, path: Path | None = None, *, show_ids: bool = T
 
     Each chip shows the token's text (spaces as ␣) and, below it, its id; hovering shows the
     byte span. ``marked``: a note for the last chip, drawn with a red border (the boundary a
-    prompt's canonical tokens end on). The result is self-contained HTML for ``st.html`` or a notebook.
+    prompt's canonical tokens end on). The row runs in the text's direction (right to left for
+    Arabic or Hebrew: the chips in reading order) and each chip is isolated, its own text in its own
+    direction. The result is self-contained HTML for ``st.html`` or a notebook.
     """
     path = lattice.canonical if path is None else path
     chips, at = [], 0
@@ -40,12 +43,58 @@ def chips_html(lattice: Lattice, path: Path | None = None, *, show_ids: bool = T
         border = "3px solid #d62728" if last else "1px solid #9aa"
         chips.append(
             f'<span title="token {n + 1}: id {token}, bytes {at}–{at + width}{note}" '
-            f'style="display:inline-block;background:{color};border:{border};'
-            f"border-radius:6px;padding:2px 6px;margin:2px 1px;font-family:monospace;"
+            f'dir="auto" style="display:inline-block;unicode-bidi:isolate;background:{color};border:{border};'
+            f"border-radius:6px;padding:2px 6px;margin:2px 1px;font-family:{MONO_FONTS};"
             f'font-size:1.05em;text-align:center;line-height:1.2">{label}{sub}</span>'
         )
         at += width
-    return '<div style="line-height:2.2">' + "".join(chips) + "</div>"
+    return f'<div dir="{direction(lattice.text)}" style="line-height:2.2">' + "".join(chips) + "</div>"
+
+
+def direction(text: str) -> str:
+    """The direction a text reads in, as HTML's dir: "rtl" where its first strongly directional
+    character is right to left (Arabic, Hebrew, Syriac, Thaana, N'Ko), else "ltr" (also for a text
+    with no such character). What dir="auto" decides in a browser, decided here so that a row of
+    chips (each isolated, which dir="auto" on the row would skip) follows its text."""
+    for char in text:
+        kind = unicodedata.bidirectional(char)
+        if kind in ("R", "AL"):
+            return "rtl"
+        if kind == "L":
+            return "ltr"
+    return "ltr"
+
+
+DOTTED_CIRCLE = "\u25cc"
+
+
+def with_base(label: str) -> str:
+    """A character's label for display: one that begins with a combining mark (a Thai vowel, a
+    Devanagari vowel sign, an accent) drawn on a dotted circle, as Unicode's charts show a mark
+    alone; otherwise as it is (a mark alone after a quote sits on the quote)."""
+    return DOTTED_CIRCLE + label if label and unicodedata.category(label[0]) in ("Mn", "Mc", "Me") else label
+
+
+def isolate_rtl(text: str) -> str:
+    """Text for a left-to-right line with each stretch of right-to-left text (Arabic, Hebrew: from
+    a right-to-left character to the last one before the next left-to-right character or line end,
+    with their marks) between Unicode's isolates (RLI ... PDI), so that a quoted character does not
+    pull the quotes and numbers beside it into its direction ("“ل” (0.690)" keeps that order)."""
+    kinds = [unicodedata.bidirectional(c) for c in text]
+    out, i = [], 0
+    while i < len(text):
+        if kinds[i] not in ("R", "AL"):
+            out.append(text[i])
+            i += 1
+            continue
+        end = j = i  # the stretch runs to its last right-to-left character (or mark after one)
+        while j < len(text) and kinds[j] != "L" and text[j] not in "\n\r":
+            if kinds[j] in ("R", "AL") or (kinds[j] == "NSM" and end == j - 1):
+                end = j
+            j += 1
+        out.append("\u2067" + text[i:end + 1] + "\u2069")
+        i = end + 1
+    return "".join(out)
 
 
 def count_label(n: int) -> str:

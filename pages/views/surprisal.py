@@ -58,6 +58,8 @@ def page() -> None:
     with figure:
         if (example := presets.matching(inp.text, inp.context)) is not None and example.on_surprisal:
             st.info(f"**What to look for.** {example.on_surprisal}", icon=":material/visibility:")
+        if unit == "word" and unspaced(inp.text):
+            _by_characters()
         row = live_page.LiveRow(help="Search the prefixes of the text under each model (one after the other).")
         errors = st.container()
         strip_spot, totals_spot, bars_spot = st.empty(), st.empty(), st.empty()
@@ -96,6 +98,31 @@ def _settings() -> tuple[str, str, str, str, str | None]:
                                     "characters the model expected there: top 1, top 3, top 10, below.")
     name_b = inputs.model_box(c[4], server.policy(), "Second model (optional)", "model_b", index=None)
     return unit, space, method, colour, name_b
+
+
+# Scripts written without spaces between words (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan), as
+# ranges of code points: a word region there is a whole run of the text.
+UNSPACED = ((0x0E00, 0x0EFF), (0x0F00, 0x0FFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x3040, 0x30FF), (0x31F0, 0x31FF),
+            (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F), (0x20000, 0x3134F))
+
+
+def unspaced(text: str, run: int = 4) -> bool:
+    """Whether a whitespace-delimited word of the text holds at least ``run`` characters of a
+    script written without spaces between words (Chinese, Japanese, Thai, ...)."""
+    return any(sum(any(a <= ord(c) <= b for a, b in UNSPACED) for c in word) >= run for word in text.split())
+
+
+def _by_characters() -> None:
+    """A note for a text written without spaces between words, with a button that cuts it by characters."""
+    note, button = st.columns([5, 1.3], vertical_alignment="center")
+    note.info("This text is written without spaces between words (as Chinese, Japanese and Thai are), so a word "
+              "region holds a whole run of it. Cut it by characters to see where in the run the surprise is.",
+              icon=":material/translate:")
+    button.button("Cut by characters", key="by_char", on_click=_cut_by_characters)
+
+
+def _cut_by_characters() -> None:
+    st.session_state["unit"] = "char"
 
 
 def _job(side: inputs.Inputs, method: str, errors: DeltaGenerator) -> live_page.Job[Surprisal]:

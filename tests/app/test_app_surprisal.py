@@ -148,3 +148,28 @@ def test_stop_keeps_the_rounds_scored_and_says_so(monkeypatch):
     assert_clean(at)
     assert any(w.value.startswith("Stopped: the search kept") for w in at.warning)
     assert regions(at) == 5 and "in [" in strip(at)
+
+
+def test_texts_in_other_scripts_draw_their_strip(monkeypatch):
+    """Issue 65: a Chinese text, one word region as written (no spaces), gets a note and a button
+    that cuts it by characters: one region a character, no error. An Arabic text's strip runs
+    right to left (its names column and legend left to right) and its bars from the right."""
+    text = "我们今天去北京大学"
+    at = app("pages/views/surprisal.py", **{**LINK, "text": text})
+    assert_clean(at)
+    assert any("without spaces between words" in i.value for i in at.info)
+    click(at, "by_char")
+    assert at.segmented_control(key="unit").value == "char"
+    assert not any("without spaces between words" in i.value for i in at.info)
+    click(at, "run")
+    assert_clean(at)
+    assert regions(at) == len(text) and "dir='ltr'" in strip(at)
+    at = app("pages/views/surprisal.py", **{**LINK, "text": "مرحبا بالعالم"})
+    assert not any("without spaces between words" in i.value for i in at.info)
+    click(at, "run")
+    assert_clean(at)
+    html = strip(at)
+    assert regions(at) == 2 and html.startswith("<div class='surprisal-strip' dir='rtl'")
+    assert html.count("<span dir='auto'") == 2 * 3  # each region's three chips, each in its own direction
+    (bars,) = plotly(at)
+    assert bars.layout.xaxis.autorange == "reversed"
