@@ -12,10 +12,11 @@ import streamlit as st
 
 from marginal_core import viz
 from marginal_core.viz.next_figure import next_figure
+from marginal_core.viz.style import MONO_FONTS
 from pages._app.runtime import live, loaders, server, shared_results
 from pages._app.ui import inputs, live_page, presets, projector
 from pages._app.ui.defaults import APP_KV_BYTES, APP_NEXT_MAX_K, APP_NEXT_SECONDS, APP_SEARCH_BUDGET
-from pages._app.ui.error_messages import show_error
+from pages._app.ui.error_messages import describe_error, show_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -39,10 +40,13 @@ _KEPT = live.Kept("_next_stopped")  # the session's last stopped run of this pag
 
 @dataclass(frozen=True)
 class NextView:
-    """One model's run of the page: its next characters and, for the first model, the continuations."""
+    """One model's run of the page: its next characters and, for the first model, the continuations;
+    ``failed``: the message of the error that ended the run after these (what the steps before it
+    found), "" for a run that did not fail."""
 
     found: NextCharacters
     more: Continuations | None = None
+    failed: str = ""
 
     @property
     def seconds(self) -> float:
@@ -67,21 +71,34 @@ def page() -> None:
         row = live_page.LiveRow(help="Search what comes next under each model (one after the other), then "
                                      "continue the prompt.")
         errors = st.container()
-        sentence_spot, chart_spot, more_spot = st.empty(), st.empty(), st.empty()
+        failed_spot, sentence_spot, chart_spot, more_spot = st.empty(), st.empty(), st.empty(), st.empty()
 
     def draw(shown: dict[str, NextView]) -> None:
-        """The sentence, the bars and the continuations of the runs so far."""
+        """The sentence, the bars and the continuations of the runs so far; beside them, why a run
+        that failed ended (what its steps before found stays drawn)."""
         views = [shown[s.model] for s in sides if s.model in shown]
+        if failed := [(s.model, shown[s.model]) for s in sides if s.model in shown and shown[s.model].failed]:
+            with failed_spot.container():
+                for model, view in failed:
+                    st.error(f"{view.failed} Drawn below: what the search under {model} had found before "
+                             f"({_found_so_far(view)}).", icon=":material/error:")
+        else:
+            failed_spot.empty()
         if views:
-            sentence_spot.markdown(views[0].found.sentence())
+            sentence_spot.markdown(_sentence(views[0].found))
+        else:
+            sentence_spot.empty()  # no sentence over empty bars
         chart_spot.plotly_chart(next_figure([v.found for v in views], projector=projector.on()), key=row.key("bars"))
         if views and views[0].more is not None:
             more = views[0].more
             more_spot.html("<table>" + "".join(
                 f"<tr><th style='text-align:left;padding-right:1em'>{view}</th>"
-                f"<td style='font-family:monospace;font-size:1.15em'>{more.html(view)}</td></tr>"
+                f"<td dir='auto' style='unicode-bidi:isolate;font-family:{MONO_FONTS};font-size:1.15em'>"
+                f"{more.html(view)}</td></tr>"
                 for view in more.views) + "</table><small>Each character on red as deep as it was improbable "
                 "under the view that chose it (hover for its probability).</small>")
+        else:
+            more_spot.empty()
 
     jobs = [_job(side, k, chars if i == 0 else 0, how, seed, errors) for i, side in enumerate(sides)]
     row.run(jobs, draw, doing="searching what comes next",
@@ -132,22 +149,51 @@ def _second(inp: inputs.Inputs, name: str | None) -> list[inputs.Inputs]:
     return [replace(inp, model=name.strip())]
 
 
+def _sentence(found: NextCharacters) -> str:
+    """The search's sentence for the page: a mark alone on a dotted circle (“◌ั”, not on the quote)
+    and a right-to-left character isolated (“ل” (0.690), in that order)."""
+    said = found.sentence()
+    for row in found.rows:
+        if (shown := viz.with_base(row.shown)) != row.shown:
+            said = said.replace(f"“{row.shown}”", f"“{shown}”")
+    return viz.isolate_rtl(said)
+
+
+def _found_so_far(view: NextView) -> str:
+    """How far a run got, in words: its rounds and prefixes, and the continuation's characters."""
+    rounds = view.found.rounds
+    said = f"{rounds} round{'s' if rounds != 1 else ''}, {view.found.scored:,} prefixes"
+    if view.more is not None:
+        said += f"; the continuation's first {len(view.more.marginal.text)} characters"
+    return said
+
+
 def _job(side: inputs.Inputs, k: int, chars: int, how: str, seed: int,
          errors: DeltaGenerator) -> live_page.Job[NextView]:
-    """One model's run, live; what a stopped run kept still shows."""
+    """One model's run, live; what a stopped run, or one that failed, kept still shows."""
     key = side.key("next", k, chars, how, seed)
-    kept = _KEPT.get(key)
+    kept: NextView | None = _KEPT.get(key)
+    said = (None if kept is None else f"{side.model}: the search failed after {_found_so_far(kept)}" if kept.failed
+            else "the search kept the characters and continuation it had found")
     return live_page.Job(side.model, key, lambda update: _run(side, key, k, chars, how, seed, update, errors), kept,
-                         None if kept is None else "the search kept the characters and continuation it had found")
+                         said)
 
 
 def _run(side: inputs.Inputs, key: tuple, k: int, chars: int, how: str, seed: int,
          update: Callable[[NextView], None], errors: DeltaGenerator) -> NextView | None:
-    """The search under a bar that says each round, then the continuations character by character;
-    an error said in one message in errors (the other model's row still shows)."""
+    """The search under a bar that says each round, then the continuations character by character.
+    A step that fails ends the run with what the steps before found, its error kept with it (drawn
+    beside it, and kept in the session as a stopped run is, never shared as finished); an error
+    before any step said in one message in errors (the other model's row still shows)."""
     done = shared_results.cached(key)
     if done is not None:
         return done  # type: ignore[no-any-return]
+    seen: list[NextView] = []  # the last view the steps yielded
+
+    def show(view: NextView) -> None:
+        seen[:] = [view]
+        update(view)
+
     try:
         lm = loaders.model(side.model, side.device, side.dtype)  # the search's modules import once it is loaded
         from marginal_core import continuations_stream, next_characters_stream
@@ -168,8 +214,14 @@ def _run(side: inputs.Inputs, key: tuple, k: int, chars: int, how: str, seed: in
                            f"{side.model}: continuing, {len(more.marginal.text)} of {chars} characters")
                 yield NextView(found, more)
 
-        return live.follow(key, steps(), bar, update, lambda v: _KEPT.keep(key, v), lambda v: v.cancelled)
+        return live.follow(key, steps(), bar, show, lambda v: _KEPT.keep(key, v), lambda v: v.cancelled)
     except Exception as exc:  # noqa: BLE001 -- the other model's row still shows
-        with errors:
-            show_error(exc, f"searching what comes next under {side.model}")
-        return None
+        doing = f"searching what comes next under {side.model}"
+        if not seen:
+            with errors:
+                show_error(exc, doing)
+            return None
+        _, message = describe_error(exc, doing)
+        kept = replace(seen[-1], failed=message)
+        _KEPT.keep(key, kept)  # a later run of the page draws it too, with its reason, as a stopped run's
+        return kept

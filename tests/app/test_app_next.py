@@ -67,3 +67,36 @@ def test_the_page_follows_surprisal_in_the_lesson():
     assert paths.index("next") == paths.index("surprisal") + 1
     at = app("pages/views/next.py", **LINK)
     assert any("Next in the lesson: Probability mass" in link.label for link in at.get("page_link"))
+
+
+def test_a_step_that_fails_keeps_what_the_steps_before_found_with_the_reason(monkeypatch):
+    """Issue 65: a search that fails after its first round (as "中华人民共和" did, KeyError: 8) ends
+    with that round's characters drawn (sentence and bars agree), the error beside them and no
+    traceback; the status says it ended; a later run of the page still draws them with the reason,
+    as a stopped run's (nothing was shared as finished)."""
+    from marginal_core.estimators import next_search
+
+    stream = next_search.next_characters_stream
+
+    def first_round_then_fail(*args, **kwargs):
+        steps = stream(*args, **kwargs)
+        yield next(steps)
+        steps.close()
+        raise KeyError(8)
+
+    monkeypatch.setattr(next_search, "next_characters_stream", first_round_then_fail)
+    at = app("pages/views/next.py", **{**LINK, "chars": "0", "k": "3"})  # walked by no other test: nothing cached
+    click(at, "run")
+    (ended,) = [w.value for w in at.warning]
+    assert ended.startswith(f"Ended: {SMOL}") and "failed" in ended
+    for run in range(2):  # the run that failed, then a later run of the page
+        assert not at.exception
+        (error,) = [e.value for e in at.error]
+        assert "KeyError: 8" in error and f"what the search under {SMOL} had found before (1 round," in error
+        (bars,) = plotly(at)
+        top = bars.data[0].x[0]
+        assert len(bars.data) == 3 and values(bars.data[0].y)[0] > 0.5, bars.data[0]
+        assert any(f"most likely “{top}”" in m.value for m in at.markdown)
+        if run == 0:
+            at.run()
+    assert any(w.value.startswith(f"Stopped: {SMOL}: the search failed") for w in at.warning)

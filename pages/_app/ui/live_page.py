@@ -98,7 +98,8 @@ class LiveRow:
             again: str = "Press Run to start again.") -> None:
         """Run the jobs not finished yet, one after the other, when Run was pressed: draw the results
         so far before, after every partial result and after, and say 'Done' with each one's seconds
-        (a job that failed shows nothing). Else draw what is finished or what a stopped run kept,
+        (a job that failed shows nothing, or, where its result has a ``failed`` message, what its
+        steps before found, said as 'Ended'). Else draw what is finished or what a stopped run kept,
         under the stopped runs (then ``again``) or idle."""
         done = _finished(jobs)
         shown: dict[str, T | None] = {job.name: done.get(job.name, job.kept) for job in jobs}
@@ -119,7 +120,10 @@ class LiveRow:
                         shown[job.name] = None
                         raise
                 if results := {name: r for name, r in shown.items() if r is not None}:
-                    self.status.success("Done: " + ", ".join(f"{n} {r.seconds:.1f} s" for n, r in results.items()))
+                    failed = {name for name, r in results.items() if getattr(r, "failed", "")}
+                    said = ", ".join(f"{n} {r.seconds:.1f} s" + (" (failed: what it found before is shown)"
+                                                                  if n in failed else "") for n, r in results.items())
+                    (self.status.warning if failed else self.status.success)(("Ended: " if failed else "Done: ") + said)
         elif stopped := list(dict.fromkeys(j.stopped for j in jobs if j.name not in done and j.stopped is not None)):
             self.status.warning("Stopped: " + ", ".join(stopped) + f". {again}")
         elif any(job.name not in done for job in jobs):
