@@ -57,7 +57,7 @@ def test_every_example_loads_on_every_page_through_the_lesson_links(server, brow
     """Each example, picked in the sidebar's menu, then every view in the lesson's order by its
     "Next in the lesson" link: the text and context stay, no page shows an error. The downstream
     pages, which do not read the text, once."""
-    page = new_page(browser, 1400, 1200)  # room below the sidebar's Example menu for its eleven options
+    page = new_page(browser, 1400, 1200)  # room below the sidebar's Example menu for its thirteen options
     page.set_default_timeout(120_000)
     page.goto(server.url)
     settle(page, extra_ms=QUICK_MS)

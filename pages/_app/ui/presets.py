@@ -121,6 +121,24 @@ PRESETS: tuple[Preset, ...] = (
         "0.0015 and 0.004 by the canonical tokens, which expect u (Pau?) instead.",
         opens="next",
     ),
+    Preset(
+        "Next: in Japanese",
+        "日本の首",
+        "",
+        "Under Gemma 3 the canonical tokens end on 首 (red), a token that rarely comes before 都: after it 都 (of 首都, "
+        "capital) has 0.0002, over every tokenization 0.92. Healing backs 首 off and finds 都 again. SmolLM2 spells "
+        "日 and 首 in byte tokens (�) and expects を.",
+        opens="next",
+    ),
+    Preset(
+        "Next: in Hindi",
+        "भारत की राजधानी नई दिल्",
+        "",
+        "The prompt stops after the virama of दिल् (Delhi), inside a cluster of characters: under Gemma 3 ल (of "
+        "दिल्ली) has 0.996 over every tokenization, 0.53 by the canonical tokens, and token healing goes wrong "
+        "with 0.39. Under SmolLM2 all three views agree.",
+        opens="next",
+    ),
 )
 DEFAULT = PRESETS[0]
 
