@@ -83,21 +83,22 @@ def next_summary(found: NextCharacters, more: Continuations | None) -> str:
 
     tokens = [show_piece(t.decode("utf-8", errors="replace")) for t in found.tokens]
     marked = "|".join(tokens[:-1] + [f"[{tokens[-1]}]"]) if tokens else "(none)"
-    settled = "" if found.settled_at is None else f", values settled at {found.settled_at:.1f} s"
-    state = ("certified" if found.done else "stopped" if found.cancelled
-             else f"ended by the {found.ended or 'time budget'}, intervals as shown") + settled
+    state = ("every row certified" if found.done else "stopped" if found.cancelled
+             else f"ended by the {found.ended or 'time budget'}")
     lines = [f"{found.model}, {'no context' if not found.context else f'context {found.context!r}'}; prompt "
              f"{found.prompt!r}", f"canonical tokens: {marked}  ([...]: the last token, the boundary the canonical "
              f"view conditions on)", f"search: {found.rounds} rounds, {found.scored:,} prefixes, "
              f"{found.seconds:.2f} s, {state} (tolerance {found.tolerance})", "",
-             f"{'#':>3}  {'next':<6}  {'marginal':>8}  {'interval':>17}  {'canonical':>9}  {'healed':>7}"]
-    for i, r in enumerate(found.rows, 1):
-        lines.append(f"{i:>3}  {r.shown:<6}  {r.probability:>8.4f}  {f'[{r.lower:.4f}, {r.upper:.4f}]':>17}  "
+             f"{'#':>3}  {'next':<6}  {'marginal':>8}  {'interval':<26}  {'canonical':>9}  {'healed':>7}"]
+    for i, r in enumerate(found.rows + found.rest, 1):
+        number = f"{i:>3}" if i <= len(found.rows) else "  +"
+        lines.append(f"{number}  {r.shown:<6}  {r.probability:>8.4f}  {r.interval:<26}  "
                      f"{r.canonical:>9.4f}  {r.healed:>7.4f}")
-    lines += ["", found.sentence(), "marginal: over every tokenization of the prompt and every token that covers "
-              "its end; canonical: the next token after the canonical tokens (what generate samples from), by "
-              "its first character; healed: the last canonical token backed off, the next token constrained to "
-              "begin with its bytes. 'end': end of string, special tokens, byte pieces."]
+    lines += ["", found.sentence(), found.standing(), "marginal: over every tokenization of the prompt and every "
+              "token that covers its end; canonical: the next token after the canonical tokens (what generate "
+              "samples from), by its first character; healed: the last canonical token backed off, the next token "
+              "constrained to begin with its bytes. 'end': end of string, special tokens, byte pieces; '+ rest "
+              "of': the characters of a range the search did not tell apart before it ended."]
     if more is not None:
         lines += ["", f"continued ({more.how}{'' if more.seed is None else f', seed {more.seed}'}):"]
         lines += [f"  {view:<9} {show_piece(getattr(more, view).text)}{'  (end)' if getattr(more, view).ended else ''}"

@@ -36,11 +36,19 @@ class ByteStep:
     upper: np.ndarray
 
 
+# What a row's marginal value is worth: its interval within the tolerance; its value stopped
+# moving (by the tolerance, round to round) while its interval is still open; neither yet (Stop or
+# the time budget came first); the rest of a range of characters not resolved (a remainder row).
+CERTIFIED, SETTLED, MOVING, REST = "certified", "settled", "moving", "rest"
+Candidate = tuple[float, float, float, bool]  # an outcome's (point, lower, upper, settled)
+
+
 @dataclass(frozen=True)
 class NextChar:
-    """One next character: its bytes (empty for ``end``; a lead byte alone where the budget left
-    it unfinished: every character it begins), the marginal's probability and certified interval,
-    and the canonical and healed views' probabilities."""
+    """One next character: its bytes (empty for ``end``; a remainder row's: the first bytes of
+    the characters it stands for), the marginal's probability and interval, the canonical and
+    healed views' probabilities, and what the marginal's value is worth (``status``: CERTIFIED,
+    SETTLED, MOVING or REST)."""
 
     character: str
     bytes: bytes
@@ -49,21 +57,52 @@ class NextChar:
     upper: float
     canonical: float
     healed: float
+    status: str
 
     @property
     def shown(self) -> str:
-        """The character as a table shows it: a space as ␣, a newline as ↵, a tab as ⇥ (``end`` as is)."""
+        """The character as a table shows it: a space as ␣, a newline as ↵, a tab as ⇥ (``end`` as
+        is; a remainder row as the rest of its range)."""
+        if self.status == REST:
+            return f"rest of {self.character}"
         return self.character if not self.bytes else show_piece(self.character)
+
+    @property
+    def interval(self) -> str:
+        """The interval as a reader should take it: the two ends where certified, else how wide
+        it still is beside what the value is worth."""
+        if self.status == CERTIFIED:
+            return f"[{self.lower:.4f}, {self.upper:.4f}]"
+        return f"{self.status}, open by {self.upper - self.lower:.2f}"
+
+
+def character_rows(chars: dict[bytes, Candidate], k: int, tolerance: float, canonical: KeyMasses,
+                   healed: KeyMasses) -> tuple[tuple[NextChar, ...], tuple[NextChar, ...]]:
+    """The k most probable whole characters (and ``end``), most probable first; then, as
+    remainder rows, the prefixes not resolved into characters (every character each begins)
+    that would have ranked among the k."""
+    order = sorted(chars, key=lambda b: -chars[b][0])
+
+    def row(b: bytes, status: str | None = None) -> NextChar:
+        point, lower, upper, settled = chars[b]
+        status = status or (CERTIFIED if upper - lower <= tolerance else SETTLED if settled else MOVING)
+        return NextChar(character_of(b) if b else END, b, point, lower, upper, canonical.mass_of(b),
+                        healed.mass_of(b), status)
+
+    rows = tuple(row(b) for b in order if not b or finished(b))[:k]
+    rest = tuple(row(b, REST) for b in order[:k] if b and not finished(b))
+    return rows, rest
 
 
 @dataclass(frozen=True)
 class NextCharacters:
-    """The k most probable next characters after ``prompt`` (rows, most probable first), what the
-    search did (rounds, prefixes scored, seconds; ``done``: its intervals reached the tolerance or
-    it left nothing unscored; ``cancelled``: Stop; ``ended``: why its first step ended, as
-    ``search_stop.why_ended`` says; ``settled_at``: when its values settled), the prompt's canonical
-    tokens (``tokens``, their surfaces) and the total variation distance from the marginal over
-    the next byte of each view."""
+    """The k most probable next characters after ``prompt`` (``rows``, whole characters, most
+    probable first; ``rest``: remainder rows for ranges of characters the search did not resolve
+    before it ended), what the search did (rounds and prefixes scored over every byte step,
+    seconds; ``done``: every row certified; ``cancelled``: Stop; ``ended``: why it ended, as
+    ``search_stop.why_ended`` says; ``settled_at``: when the first byte's values settled), the
+    prompt's canonical tokens (``tokens``, their surfaces) and the total variation distance from
+    the marginal over the next byte of each view."""
 
     prompt: str
     model: str
@@ -79,6 +118,7 @@ class NextCharacters:
     tolerance: float = 0.01
     ended: str = ""
     settled_at: float | None = None
+    rest: tuple[NextChar, ...] = ()
 
     @property
     def boundary(self) -> tuple[int, int]:
@@ -91,28 +131,36 @@ class NextCharacters:
         """How far the canonical view is from the marginal, in numbers."""
         if not self.rows:
             return "The search found no mass yet."
-        top = self.rows[0]
+        top = max(self.rows + self.rest, key=lambda r: r.probability)
+        if top.status == REST:
+            return (f"Over every tokenization the next character is most likely one of {top.character} "
+                    f"({top.probability:.3f} together); the search has not told them apart yet.")
         return (f"Over every tokenization the next character is most likely {_quoted(top)} "
                 f"({top.probability:.3f}); the canonical tokens give it {top.canonical:.3f} and token "
                 f"healing {top.healed:.3f}. Total variation from the marginal over the next byte: canonical "
                 f"{self.total_variation['canonical']:.3f}, healed {self.total_variation['healed']:.3f}.")
 
     def to_pandas(self) -> pd.DataFrame:
-        """A row per character: character, bytes, probability, lower, upper, canonical, healed."""
+        """A row per character (then the remainder rows): character, bytes, probability, lower,
+        upper, canonical, healed, status."""
         import pandas as pd
 
-        return pd.DataFrame([{**asdict(r), "bytes": list(r.bytes)} for r in self.rows],
-                            columns=["character", "bytes", "probability", "lower", "upper", "canonical", "healed"])
+        return pd.DataFrame([{**asdict(r), "bytes": list(r.bytes)} for r in self.rows + self.rest],
+                            columns=["character", "bytes", "probability", "lower", "upper", "canonical", "healed",
+                                     "status"])
 
     def to_json(self) -> dict[str, Any]:
         """The CLI's --json object (without ``seconds`` rounding or the continuation)."""
+        def row(r: NextChar) -> dict[str, Any]:
+            return {"character": r.character, "bytes": list(r.bytes), "probability": r.probability,
+                    "lower": r.lower, "upper": r.upper, "status": r.status, "canonical": r.canonical,
+                    "healed": r.healed}
+
         return {"prompt": self.prompt, "model": self.model, "context": self.context, "seconds": round(self.seconds, 3),
                 "rounds": self.rounds, "scored": self.scored, "done": self.done, "cancelled": self.cancelled,
-                "ended": self.ended, "settled": self.settled_at,
-                "total_variation": self.total_variation,
-                "next": [{"character": r.character, "bytes": list(r.bytes), "probability": r.probability,
-                          "lower": r.lower, "upper": r.upper, "canonical": r.canonical, "healed": r.healed}
-                         for r in self.rows]}
+                "ended": self.ended, "settled": self.settled_at, "tolerance": self.tolerance,
+                "total_variation": self.total_variation, "next": [row(r) for r in self.rows],
+                "rest": [row(r) for r in self.rest]}
 
     def _repr_html_(self) -> str:
         """A notebook's table: each character's three views as bars."""
@@ -122,11 +170,24 @@ class NextCharacters:
 
         rows = "".join(
             f"<tr><td><code>{html.escape(r.shown)}</code></td><td>{bar(r.probability, '#1f77b4')}"
-            f"<small> [{r.lower:.3f}, {r.upper:.3f}]</small></td><td>{bar(r.canonical, '#ff7f0e')}</td>"
-            f"<td>{bar(r.healed, '#2ca02c')}</td></tr>" for r in self.rows)
+            f"<small> {html.escape(r.interval)}</small></td><td>{bar(r.canonical, '#ff7f0e')}</td>"
+            f"<td>{bar(r.healed, '#2ca02c')}</td></tr>" for r in self.rows + self.rest)
         return (f"<p>After <code>{html.escape(repr(self.prompt))}</code> under {html.escape(self.model)}:</p>"
                 f"<table><tr><th>next</th><th>marginal [certified]</th><th>canonical</th><th>healed</th></tr>{rows}"
-                f"</table><p>{html.escape(self.sentence())}</p>")
+                f"</table><p>{html.escape(self.sentence())}</p><p><small>{html.escape(self.standing())}</small></p>")
+
+    def standing(self) -> str:
+        """What the rows' values are worth, and why the search ended, in one sentence."""
+        counts = {s: sum(r.status == s for r in self.rows) for s in (CERTIFIED, SETTLED, MOVING)}
+        said = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        why = ("it was stopped" if self.cancelled else f"it ended by the {self.ended}" if self.ended
+               else "it is running")
+        settled = "" if self.settled_at is None else f"; the first byte's values settled at {self.settled_at:.1f} s"
+        rest = f"; {len(self.rest)} range(s) of characters not resolved" if self.rest else ""
+        return (f"After {self.seconds:.1f} s ({self.rounds} rounds, {self.scored:,} prefixes), {said or 'no rows'} "
+                f"(tolerance {self.tolerance}){settled}{rest}; {why}. Certified: the true value lies in the interval; "
+                f"settled: the value stopped moving round to round, its interval still open by the width shown; "
+                f"moving: neither yet.")
 
 
 @dataclass(frozen=True)

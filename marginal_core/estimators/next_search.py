@@ -7,6 +7,7 @@ Continuations extend the prompt one character at a time from the marginal, besid
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -19,15 +20,15 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
 from marginal_core.estimators.next_chars import (
-    END,
+    CERTIFIED,
     MAX_K,
     NO_BYTE,
     ByteStep,
+    Candidate,
     Continuation,
     Continuations,
-    NextChar,
     NextCharacters,
-    character_of,
+    character_rows,
     finished,
     healed_masses,
     key_groups,
@@ -38,7 +39,14 @@ from marginal_core.estimators.prefix_bounds import PrefixMasses, end_probabiliti
 from marginal_core.estimators.prefix_kv import KV_BYTES
 from marginal_core.estimators.prefix_memory import PrefixMemory
 from marginal_core.estimators.prefix_search import MAX_ROWS, prefix_masses
-from marginal_core.estimators.search_stop import TimeBudget, check_time_budget
+from marginal_core.estimators.search_stop import (
+    AUTO,
+    AUTO_CAP_S,
+    CERTIFY_FLOOR_S,
+    CERTIFY_SHARE,
+    TimeBudget,
+    check_time_budget,
+)
 from marginal_core.estimators.token_views import TokenViews, token_probs, token_views
 from marginal_core.ground.errors import ContextWindowError, MarginalError
 from marginal_core.ground.progress import Progress, StopCheck
@@ -50,7 +58,6 @@ from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 
 HOWS = ("greedy", "sample")
-CERTAIN = ("certified", "exits scored", "exact")  # why a search ends with every interval at its tolerance or exact
 
 
 @dataclass
@@ -103,13 +110,14 @@ def step_of(masses: PrefixMasses) -> ByteStep:
     return ByteStep(*end_probabilities(masses))
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Settings:
     """The search's settings for every byte step of one call: ``time_budget`` as a caller gave it
-    (None, seconds for the whole call, or "auto": each step's default stop, ``search_stop``);
-    ``memory``: what each step keeps for the next (every step's text begins with the first's);
-    ``settle``: each step ends once its values have settled (a continuation's steps); ``top``: or
-    once its most probable byte is certified to be (a greedy continuation's)."""
+    (None, seconds for the whole call, or "auto": each step's default stop, ``search_stop``, and
+    the call at most AUTO_CAP_S); ``memory``: what each step keeps for the next (every step's
+    text begins with the prompt); ``settle``: each step ends once its values have settled (a
+    continuation's steps); ``top``: or once its most probable byte is certified to be (a greedy
+    continuation's)."""
 
     tolerance: float
     max_rows: int
@@ -121,12 +129,24 @@ class _Settings:
     settle: bool = False
     top: bool = False
     started: float = field(default_factory=time.perf_counter)
+    certify_until: float = math.inf  # the default stop's end, once the k rows are whole and settled
 
     def stopped(self) -> bool:
         return self.should_stop is not None and bool(self.should_stop())
 
     def late(self) -> bool:
-        return isinstance(self.time_budget, float) and time.perf_counter() > self.started + self.time_budget
+        """Whether the call's seconds are spent: an explicit budget, or the default stop's (its
+        cap, and the certificate's share once the rows settled: ``settled``)."""
+        now = time.perf_counter() - self.started
+        if self.time_budget == AUTO:
+            return now > min(AUTO_CAP_S, self.certify_until)
+        return isinstance(self.time_budget, float) and now > self.time_budget
+
+    def settled(self) -> None:
+        """The k rows are whole and their values settled: under the default stop the certificate
+        gets its share of the seconds so far, as one search's does (``search_stop``)."""
+        now = time.perf_counter() - self.started
+        self.certify_until = min(self.certify_until, now + max(CERTIFY_FLOOR_S, CERTIFY_SHARE * now))
 
     def step_budget(self) -> TimeBudget:
         """One step's time budget: what is left of the call's seconds, or the call's own word."""
@@ -135,7 +155,10 @@ class _Settings:
         return self.time_budget
 
 
-def byte_steps(p: _Prompt, tail: bytes, s: _Settings) -> Iterator[tuple[ByteStep, PrefixMasses | None]]:
+Steps = Iterator[tuple[ByteStep, PrefixMasses | None]]
+
+
+def byte_steps(p: _Prompt, tail: bytes, s: _Settings) -> Steps:
     """The next byte after the prompt's bytes and ``tail`` (the first bytes of an unfinished
     character) after every round of the search past their end; an empty prompt's first byte is
     its context's own next token (one step, no search)."""
@@ -146,13 +169,9 @@ def byte_steps(p: _Prompt, tail: bytes, s: _Settings) -> Iterator[tuple[ByteStep
         return
     lattice = extended(p.lattice, tail, p.vocab) if tail else p.lattice
     assert lattice is not None  # an empty prompt has a tail here
-    for masses in prefix_masses(p.lm, lattice, p.state, tolerance=s.tolerance, max_rows=s.max_rows, budget=s.budget,
-                                time_budget=s.step_budget(), should_stop=s.should_stop, progress=s.progress,
-                                past_end=True, memory=s.memory):
-        step = step_of(masses)
-        yield step, masses
-        if s.settle and (masses.settled_at is not None or (s.top and _top_certified(step))):
-            return
+    yield from ((step_of(masses), masses) for masses in prefix_masses(
+        p.lm, lattice, p.state, tolerance=s.tolerance, max_rows=s.max_rows, budget=s.budget,
+        time_budget=s.step_budget(), should_stop=s.should_stop, progress=s.progress, past_end=True, memory=s.memory))
 
 
 def _top_certified(step: ByteStep) -> bool:
@@ -161,66 +180,119 @@ def _top_certified(step: ByteStep) -> bool:
     return bool(step.lower[top] > np.delete(step.upper, top).max())
 
 
-def last_step(p: _Prompt, tail: bytes, s: _Settings) -> tuple[ByteStep, int, int]:
-    """The last of byte_steps, with its rounds and prefixes scored."""
-    step, masses = deque(byte_steps(p, tail, s), maxlen=1).pop()
-    return step, (masses.rounds if masses else 0), (masses.scored if masses else 0)
+def _settled(masses: PrefixMasses | None) -> bool:
+    """Whether a step's values have settled (an empty prompt's first step is exact)."""
+    return masses is None or masses.settled_at is not None
 
 
-Candidate = tuple[float, float, float]  # a character's (point, lower, upper)
+def _enough(step: ByteStep, masses: PrefixMasses | None, s: _Settings) -> bool:
+    """Whether a step may pause here (a continuation's: end): its values settled, or, greedy, its
+    most probable byte certified."""
+    return _settled(masses) or (s.top and _top_certified(step))
+
+
+def last_step(p: _Prompt, tail: bytes, s: _Settings) -> ByteStep:
+    """A byte step run until its search ends, or with ``settle`` until it is enough."""
+    for step, masses in byte_steps(p, tail, s):
+        if s.settle and _enough(step, masses, s):
+            break
+    return step
 
 
 @dataclass
 class _Found:
-    """The characters found so far (b"": no byte; a lead byte alone: unfinished), the first byte
-    step, and the search's rounds and prefixes scored over every step."""
+    """The byte steps so far: the first (``b""``) and, for each character prefix resolved, the
+    step after it; which have settled; each step's rounds and prefixes scored; the first step's
+    end (``ended``, ``settled_at``)."""
 
-    chars: dict[bytes, Candidate]
-    step: ByteStep
-    rounds: int = 0
-    scored: int = 0
+    steps: dict[bytes, ByteStep] = field(default_factory=dict)
+    settled: set[bytes] = field(default_factory=set)
+    work: dict[bytes, tuple[int, int]] = field(default_factory=dict)
     ended: str = ""
     settled_at: float | None = None
     final: bool = False
 
-    @classmethod
-    def of(cls, step: ByteStep, masses: PrefixMasses | None) -> _Found:
-        """The first step's characters; an empty prompt's (no search) are exact."""
-        chars = {b"": (float(step.point[NO_BYTE]), float(step.lower[NO_BYTE]), float(step.upper[NO_BYTE]))}
-        for c in np.flatnonzero(step.point[:NO_BYTE] > 0).tolist():
-            chars[bytes([c])] = (float(step.point[c]), float(step.lower[c]), float(step.upper[c]))
-        if masses is None:
-            return cls(chars, step, ended="exact", settled_at=0.0)
-        return cls(chars, step, masses.rounds, masses.scored, masses.ended, masses.settled_at)
+    @property
+    def rounds(self) -> int:
+        return sum(r for r, _ in self.work.values())
 
-    def ranked(self, k: int) -> list[bytes]:
-        return sorted(self.chars, key=lambda b: -self.chars[b][0])[:k]
+    @property
+    def scored(self) -> int:
+        return sum(n for _, n in self.work.values())
 
-    def finish(self, lead: bytes, more: ByteStep) -> None:
-        """An unfinished character's next byte step: its continuation bytes replace it."""
-        point, lower, upper = self.chars.pop(lead)
-        for x in np.flatnonzero(more.point[0x80:0xC0] > 0).tolist():
-            c = 0x80 + x
-            self.chars[lead + bytes([c])] = (point * float(more.point[c]), lower * float(more.lower[c]),
-                                             min(1.0, upper * float(more.upper[c])))
+    def add(self, prefix: bytes, step: ByteStep, masses: PrefixMasses | None) -> None:
+        """A step's latest round."""
+        self.steps[prefix] = step
+        (self.settled.add if _settled(masses) else self.settled.discard)(prefix)
+        if masses is not None:
+            self.work[prefix] = (masses.rounds, masses.scored)
+        if not prefix:
+            self.ended, self.settled_at = (masses.ended, masses.settled_at) if masses is not None else ("exact", 0.0)
+
+    def chars(self) -> dict[bytes, Candidate]:
+        """Every outcome found (b"": no byte; a prefix not resolved: every character it begins),
+        each with the product of its bytes' probabilities and of their intervals' ends."""
+        first, whole = self.steps[b""], b"" in self.settled
+        out = {b"": (float(first.point[NO_BYTE]), float(first.lower[NO_BYTE]), float(first.upper[NO_BYTE]), whole)}
+        todo = [(b"", 1.0, 1.0, 1.0, whole)]
+        while todo:
+            prefix, point, lower, upper, settled = todo.pop()
+            step = self.steps[prefix]
+            lo, hi = (0, 256) if not prefix else (0x80, 0xC0)  # after a lead byte: its continuation bytes
+            for c in (lo + np.flatnonzero(step.point[lo:hi] > 0)).tolist():
+                b = prefix + bytes([c])
+                value = (point * float(step.point[c]), lower * float(step.lower[c]), min(1.0, upper * float(step.upper[c])))
+                if finished(b) or b not in self.steps:
+                    out[b] = (*value, settled)
+                else:
+                    todo.append((b, *value, settled and b in self.settled))
+        return out
+
+    def unresolved(self, k: int) -> bytes | None:
+        """The most probable of the k most probable outcomes that is not a whole character yet
+        (None: the k are whole)."""
+        chars = self.chars()
+        return next((b for b in sorted(chars, key=lambda b: -chars[b][0])[:k] if b and not finished(b)), None)
+
+
+def _advance(found: _Found, prefix: bytes, steps: Steps, s: _Settings, pause: bool) -> Iterator[_Found]:
+    """Run one step's search on, a round at a time (``found`` after each), until it ends or the
+    call's seconds are spent, or with ``pause`` until it is enough (it goes on later from there)."""
+    for step, masses in steps:
+        found.add(prefix, step, masses)
+        yield found
+        if (pause and _enough(step, masses, s)) or s.late():
+            return
 
 
 def _search(p: _Prompt, k: int, s: _Settings) -> Iterator[_Found]:
-    """What comes next, after every round of the search past the prompt's end, then after each
-    byte step that finishes one of the k most probable characters (at most k + 3 of them: a
-    character of up to four bytes takes up to three); the last has ``final`` set."""
-    for step, masses in byte_steps(p, b"", s):
-        found = _Found.of(step, masses)
-        if masses is not None and not masses.done:
-            yield found
-    for _ in range(k + 3):
-        unfinished = [b for b in found.ranked(k) if b and not finished(b)]
-        if not unfinished or s.stopped() or s.late():
-            break
-        more, rounds, scored = last_step(p, unfinished[0], s)
-        found.finish(unfinished[0], more)
-        found.rounds, found.scored = found.rounds + rounds, found.scored + scored
-        yield found
+    """What comes next, after every round of every byte step; the last has ``final`` set.
+
+    The first step runs until its values settle; then, best first, each prefix among the k most
+    probable outcomes that is not a whole character yet takes its byte step (the prompt's
+    lattice extended by it) until that settles, so that the k rows are whole characters early;
+    then each step, the first first, runs on to its end (a continuation's, ``settle``: not), and
+    a prefix that the certificate moves into the k is resolved in turn (docs/design.md,
+    "Characters")."""
+    found, paused = _Found(), dict[bytes, Steps]()
+
+    def over() -> bool:
+        return s.stopped() or s.late()
+
+    def resolve() -> Iterator[_Found]:
+        while not over() and (prefix := found.unresolved(k)) is not None:
+            paused[prefix] = byte_steps(p, prefix, s)
+            yield from _advance(found, prefix, paused[prefix], s, pause=True)
+
+    paused[b""] = byte_steps(p, b"", s)
+    yield from _advance(found, b"", paused[b""], s, pause=True)
+    yield from resolve()
+    if not s.settle:
+        s.settled()
+    while paused and not s.settle and not over():
+        prefix = next(iter(paused))
+        yield from _advance(found, prefix, paused.pop(prefix), s, pause=False)
+        yield from resolve()
     found.final = True
     yield found
 
@@ -251,18 +323,25 @@ def _characters(p: _Prompt, k: int, s: _Settings, started: float) -> Iterator[Ne
     p.want_views(s.memory)
     tv: dict[str, float] = {}
     for found in _search(p, k, s):
+        first = found.steps[b""].point
         if not tv:
             views = p.views(s.memory)
             canonical = key_masses(views.canonical, groups)
             healed = healed_masses(p.vocab, groups, views.tail, views.before, views.heads)
         if not tv or found.final:
-            tv = {"canonical": total_variation(found.step.point, canonical.by_byte()),
-                  "healed": total_variation(found.step.point, healed.by_byte())}
-        rows = tuple(NextChar(character_of(b) if b else END, b, *found.chars[b], canonical.mass_of(b),
-                              healed.mass_of(b)) for b in found.ranked(k))
+            tv = {"canonical": total_variation(first, canonical.by_byte()),
+                  "healed": total_variation(first, healed.by_byte())}
+        rows, rest = character_rows(found.chars(), k, s.tolerance, canonical, healed)
+        ended = "stopped" if s.stopped() else (_late_reason(s) if found.final and s.late() else found.ended)
         yield NextCharacters(p.text, p.lm.name, p.context, rows, tokens, tv, time.perf_counter() - started,
-                             found.rounds, found.scored, found.final and found.ended in CERTAIN and not s.stopped(),
-                             s.stopped(), s.tolerance, found.ended, found.settled_at)
+                             found.rounds, found.scored, found.final and not s.stopped() and not rest
+                             and all(r.status == CERTIFIED for r in rows), s.stopped(), s.tolerance, ended,
+                             found.settled_at, rest)
+
+
+def _late_reason(s: _Settings) -> str:
+    """Why a call whose seconds are spent ended, in search_stop's words."""
+    return "default stop" if s.time_budget == AUTO else "time budget"
 
 
 # ------------------------------------------------------------------- continuations
@@ -307,7 +386,7 @@ def _continued(first: _Prompt, chars: int, how: str, seed: int | None, s: _Setti
     yield now()
     while len(probs) < chars and not ended and not s.stopped() and not s.late():
         chosen, prob = _greedy(p, s) if how == "greedy" else _sampled(p, rng, s)
-        if s.stopped():
+        if s.stopped() or (chosen and not finished(chosen)):  # a character's bytes are written whole or not at all
             break
         if not chosen:
             ended = True
@@ -319,16 +398,16 @@ def _continued(first: _Prompt, chars: int, how: str, seed: int | None, s: _Setti
 
 def _greedy(p: _Prompt, s: _Settings) -> tuple[bytes, float]:
     """The most probable next character (b"": no byte) and its probability."""
-    found = deque(_search(p, 1, s), maxlen=1).pop()
-    top = found.ranked(1)[0]
-    return top, found.chars[top][0]
+    chars = deque(_search(p, 1, s), maxlen=1).pop().chars()
+    top = max(chars, key=lambda b: chars[b][0])
+    return top, chars[top][0]
 
 
 def _sampled(p: _Prompt, rng: np.random.Generator, s: _Settings) -> tuple[bytes, float]:
     """A next character drawn from the marginal byte by byte (b"": no byte), and its probability."""
     chosen, prob = b"", 1.0
-    while not chosen or not finished(chosen):
-        step = last_step(p, chosen, s)[0]
+    while (not chosen or not finished(chosen)) and not s.stopped():
+        step = last_step(p, chosen, s)
         weights = step.point if not chosen else np.where(np.arange(257) // 64 == 2, step.point, 0.0)
         if weights.sum() <= 0:
             return b"", prob

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pytest import approx
 
 from bench.next_chars import by_first_byte, certified_at, settled_at, top_bytes, verdict, width_at
-from marginal_core.estimators.next_chars import END, NextChar, NextCharacters
+from marginal_core.estimators.next_chars import CERTIFIED, END, NextChar, NextCharacters
 
 
 def result(seconds: float, rows: list[tuple[bytes, float, float, float]]) -> NextCharacters:
     """A stream's result at ``seconds`` with rows (bytes, point, lower, upper)."""
-    chars = tuple(NextChar(b.decode() if b else END, b, p, lo, up, 0.0, 0.0) for b, p, lo, up in rows)
+    chars = tuple(NextChar(b.decode() if b else END, b, p, lo, up, 0.0, 0.0, CERTIFIED) for b, p, lo, up in rows)
     return NextCharacters("pi is 3.1", "m", None, chars, (), {"canonical": 0.5, "healed": 0.1}, seconds, 1, 1, False)
 
 

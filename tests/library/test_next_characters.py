@@ -245,7 +245,8 @@ def test_the_trailing_space_example_reads_as_the_issue_says(smollm_model):
     assert found.boundary == (24, 25) and found.tokens[-1] == b" "
     assert found.total_variation["canonical"] > 0.9 and "0.7" in found.sentence()
     table = found.to_pandas()
-    assert list(table.columns) == ["character", "bytes", "probability", "lower", "upper", "canonical", "healed"]
+    assert list(table.columns) == ["character", "bytes", "probability", "lower", "upper", "canonical", "healed",
+                                   "status"]
     assert table["bytes"][0] == [80]
 
 
@@ -323,8 +324,10 @@ def test_the_cli_json_keeps_the_prompts_trailing_space_from_standard_input(smoll
     out = json.loads(capsys.readouterr().out)
     assert out["prompt"] == "The capital of France is " and out["model"] == "smollm2-135m" and out["seconds"] > 0
     first = out["next"][0]
-    assert set(first) == {"character", "bytes", "probability", "lower", "upper", "canonical", "healed"}
+    assert set(first) == {"character", "bytes", "probability", "lower", "upper", "status", "canonical", "healed"}
     assert (first["character"], first["bytes"]) == ("P", [80]) and first["lower"] <= first["probability"]
+    assert first["status"] in ("certified", "settled", "moving") and out["rest"] == []
+    assert (first["status"] == "certified") == (first["upper"] - first["lower"] <= out["tolerance"])
     assert [r["probability"] for r in out["next"]] == sorted((r["probability"] for r in out["next"]), reverse=True)
     assert set(out["continuation"]) == {"marginal", "canonical", "healed"} and out["continuation"]["marginal"][0] == "P"
     assert cli_main(["next", "pi is 3.14", *SETUP, "--k", "2"]) == 0
