@@ -39,7 +39,10 @@ class ByteStep:
 # What a row's marginal value is worth: its interval within the tolerance; its value stopped
 # moving (by the tolerance, round to round) while its interval is still open; neither yet (Stop or
 # the time budget came first); the rest of a range of characters not resolved (a remainder row).
-CERTIFIED, SETTLED, MOVING, REST = "certified", "settled", "moving", "rest"
+CERTIFIED = "certified"
+SETTLED = "settled"
+MOVING = "moving"
+REST = "rest"
 Candidate = tuple[float, float, float, bool]  # an outcome's (point, lower, upper, settled)
 
 

@@ -10,15 +10,13 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
-import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
 
 from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
+from marginal_core.estimators.generated import generated
 from marginal_core.estimators.next_chars import (
     CERTIFIED,
     MAX_K,
@@ -35,6 +33,7 @@ from marginal_core.estimators.next_chars import (
     key_masses,
     total_variation,
 )
+from marginal_core.estimators.next_prompt import Prompt
 from marginal_core.estimators.prefix_bounds import PrefixMasses, end_probabilities
 from marginal_core.estimators.prefix_kv import KV_BYTES
 from marginal_core.estimators.prefix_memory import PrefixMemory
@@ -47,62 +46,12 @@ from marginal_core.estimators.search_stop import (
     TimeBudget,
     check_time_budget,
 )
-from marginal_core.estimators.token_views import TokenViews, token_probs, token_views
-from marginal_core.ground.errors import ContextWindowError, MarginalError
+from marginal_core.ground.errors import MarginalError
 from marginal_core.ground.progress import Progress, StopCheck
-from marginal_core.lattice.conditioning import context_ids
-from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice, extended, lattice_of
-from marginal_core.lattice.proposal import proposal_of
-from marginal_core.lattice.vocab import Vocabulary, vocabulary
+from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, extended
 from marginal_core.lm.adapter import LM
-from marginal_core.lm.contexts import ContextState
 
 HOWS = ("greedy", "sample")
-
-
-@dataclass
-class _Prompt:
-    """One prompt under one model: its lattice (None when empty), vocabulary and context state;
-    its token views once asked for (``views``)."""
-
-    lm: LM
-    text: str
-    context: str | None
-    lattice: Lattice | None
-    vocab: Vocabulary
-    state: ContextState
-    kept_views: TokenViews | None = None
-
-    @classmethod
-    def of(cls, lm: LM, text: str, context: str | None, ahead: int = 1) -> _Prompt:
-        """The prompt's lattice, refused (ContextWindowError) before any search where its longest
-        tokenization and ``ahead`` tokens more pass the model's window (0: not checked, a
-        continuation's steps, which its start checked for every character to come)."""
-        ids = context_ids(lm.text_tokenizer, context)
-        lattice = lattice_of(text, lm.text_tokenizer) if text else None
-        limit = getattr(lm.config, "max_position_embeddings", None)
-        if ahead and limit is not None:
-            longest = (proposal_of(lattice).max_steps if lattice is not None else 0) + ahead
-            if len(ids) + longest > limit:
-                raise ContextWindowError.of("the prompt's longest tokenization and the tokens after it", longest,
-                                            len(ids), limit, lm.name, "")
-        return cls(lm, text, context, lattice, vocabulary(lm.text_tokenizer), lm.context(ids))
-
-    def views(self, memory: PrefixMemory | None = None) -> TokenViews:
-        """The canonical and healed token views, once: from the distributions a search kept where
-        it has them (``want_views``), else from a forward."""
-        if self.kept_views is None:
-            self.kept_views = token_views(self.lm, self.state, self.canonical(), self.vocab,
-                                          memory.whole if memory is not None else {})
-        return self.kept_views
-
-    def canonical(self) -> tuple[int, ...]:
-        return tuple(self.lattice.canonical) if self.lattice is not None else ()
-
-    def want_views(self, memory: PrefixMemory) -> None:
-        """Ask the search for the next-token distributions the token views read (after the
-        canonical ids and the ids before the last: round 0 scores both)."""
-        memory.wanted.update({self.canonical(), self.canonical()[:-1]})
 
 
 def step_of(masses: PrefixMasses) -> ByteStep:
@@ -158,7 +107,7 @@ class _Settings:
 Steps = Iterator[tuple[ByteStep, PrefixMasses | None]]
 
 
-def byte_steps(p: _Prompt, tail: bytes, s: _Settings) -> Steps:
+def byte_steps(p: Prompt, tail: bytes, s: _Settings) -> Steps:
     """The next byte after the prompt's bytes and ``tail`` (the first bytes of an unfinished
     character) after every round of the search past their end; an empty prompt's first byte is
     its context's own next token (one step, no search)."""
@@ -191,7 +140,7 @@ def _enough(step: ByteStep, masses: PrefixMasses | None, s: _Settings) -> bool:
     return _settled(masses) or (s.top and _top_certified(step))
 
 
-def last_step(p: _Prompt, tail: bytes, s: _Settings) -> ByteStep:
+def last_step(p: Prompt, tail: bytes, s: _Settings) -> ByteStep:
     """A byte step run until its search ends, or with ``settle`` until it is enough."""
     for step, masses in byte_steps(p, tail, s):
         if s.settle and _enough(step, masses, s):
@@ -265,7 +214,7 @@ def _advance(found: _Found, prefix: bytes, steps: Steps, s: _Settings, pause: bo
             return
 
 
-def _search(p: _Prompt, k: int, s: _Settings) -> Iterator[_Found]:
+def _search(p: Prompt, k: int, s: _Settings) -> Iterator[_Found]:
     """What comes next, after every round of every byte step; the last has ``final`` set.
 
     The first step runs until its values settle; then, best first, each prefix among the k most
@@ -312,10 +261,10 @@ def next_characters_stream(lm: LM, prompt: str, context: str | None = None, k: i
     started = time.perf_counter()
     settings = _Settings(tolerance, max_rows, budget, check_time_budget(time_budget), should_stop, progress,
                          PrefixMemory(kv_bytes), started=started)
-    return _characters(_Prompt.of(lm, prompt, context), k, settings, started)
+    return _characters(Prompt.of(lm, prompt, context), k, settings, started)
 
 
-def _characters(p: _Prompt, k: int, s: _Settings, started: float) -> Iterator[NextCharacters]:
+def _characters(p: Prompt, k: int, s: _Settings, started: float) -> Iterator[NextCharacters]:
     """next_characters_stream's results, beside the token views folded by character (on what the
     search's first round kept)."""
     groups = key_groups(p.vocab, p.lm.vocab)
@@ -366,15 +315,15 @@ def continuations_stream(lm: LM, prompt: str, context: str | None = None, chars:
     started = time.perf_counter()
     s = _Settings(tolerance, max_rows, budget, check_time_budget(time_budget), should_stop, progress,
                   PrefixMemory(kv_bytes), settle=True, top=how == "greedy", started=started)
-    first = _Prompt.of(lm, prompt, context, ahead=1 + 4 * chars)  # a character is at most four byte tokens
+    first = Prompt.of(lm, prompt, context, ahead=1 + 4 * chars)  # a character is at most four byte tokens
     return _continued(first, chars, how, seed, s, started)
 
 
-def _continued(first: _Prompt, chars: int, how: str, seed: int | None, s: _Settings,
+def _continued(first: Prompt, chars: int, how: str, seed: int | None, s: _Settings,
                started: float) -> Iterator[Continuations]:
     """continuations_stream's work, once the prompt is checked: the marginal's characters each from
     the search after the prompt and the characters chosen so far."""
-    canonical, healed = _generated(first, chars, how, seed)
+    canonical, healed = generated(first, chars, how, seed)
     s = replace(s, started=time.perf_counter())  # the time budget is the marginal's: generate's time is not in it
     rng = np.random.default_rng(seed)
     text, probs, p, ended = "", list[float](), first, False
@@ -392,18 +341,18 @@ def _continued(first: _Prompt, chars: int, how: str, seed: int | None, s: _Setti
             ended = True
         else:
             text, probs = text + chosen.decode("utf-8", errors="replace"), [*probs, prob]
-            p = _Prompt.of(p.lm, first.text + text, first.context, ahead=0)
+            p = Prompt.of(p.lm, first.text + text, first.context, ahead=0)
         yield now()
 
 
-def _greedy(p: _Prompt, s: _Settings) -> tuple[bytes, float]:
+def _greedy(p: Prompt, s: _Settings) -> tuple[bytes, float]:
     """The most probable next character (b"": no byte) and its probability."""
     chars = deque(_search(p, 1, s), maxlen=1).pop().chars()
     top = max(chars, key=lambda b: chars[b][0])
     return top, chars[top][0]
 
 
-def _sampled(p: _Prompt, rng: np.random.Generator, s: _Settings) -> tuple[bytes, float]:
+def _sampled(p: Prompt, rng: np.random.Generator, s: _Settings) -> tuple[bytes, float]:
     """A next character drawn from the marginal byte by byte (b"": no byte), and its probability."""
     chosen, prob = b"", 1.0
     while (not chosen or not finished(chosen)) and not s.stopped():
@@ -417,83 +366,3 @@ def _sampled(p: _Prompt, rng: np.random.Generator, s: _Settings) -> tuple[bytes,
             return b"", prob
         chosen += bytes([c])
     return chosen, prob
-
-
-def _generated(p: _Prompt, chars: int, how: str, seed: int | None) -> tuple[Continuation, Continuation]:
-    """transformers' generate from the canonical tokens, and from token healing (the last canonical
-    token backed off, the first new token constrained to begin with its bytes), with the same
-    settings, each until its tokens spell ``chars`` characters; each character's probability is
-    that of the tokens that begin inside it."""
-    views = p.views()
-    canonical = list(p.lattice.canonical) if p.lattice is not None else []
-    tail = views.tail
-    sampled = how == "sample"
-    options: dict[str, Any] = {"do_sample": sampled, "max_new_tokens": chars + 8, "repetition_penalty": 1.0}
-    length = len(p.state) + len(canonical)
-    if sampled:
-        options.update(top_k=0, top_p=1.0, temperature=1.0)
-    allowed = p.vocab.ids_beginning(tail) if tail else None
-    out = []
-    for prefix, first in ((canonical, None), (canonical[:-1], allowed)):
-        if seed is not None:
-            torch.manual_seed(seed)
-        extra = {} if first is None else {"prefix_allowed_tokens_fn": _first_of(len(p.state) + len(prefix), first,
-                                                                                 p.lm.vocab)}
-        spelled = _Spelled(p.vocab, length - (first is not None), tail if first is not None else b"", chars)
-        new = p.lm.generate([*p.state.ids, *prefix], **options, **extra,
-                            stopping_criteria=StoppingCriteriaList([spelled]))[0]
-        probs = token_probs(p.lm, p.state, prefix, new)
-        if first is not None and new:
-            probs[0] /= float(views.before[first].sum())
-        out.append(_spelled(p.vocab, new, probs, tail if first is not None else b"", chars))
-    return out[0], out[1]
-
-
-class _Spelled(StoppingCriteria):
-    """generate's stop once the new tokens (ids from ``length`` on) spell ``chars`` characters after
-    ``tail`` (which the first spells again), or one of them writes no byte."""
-
-    def __init__(self, vocab: Vocabulary, length: int, tail: bytes, chars: int) -> None:
-        self.vocab, self.length, self.tail, self.chars = vocab, length, tail, chars
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: object) -> torch.Tensor:
-        return torch.tensor([self._done(row[self.length :].tolist()) for row in input_ids], device=input_ids.device)
-
-    def _done(self, ids: list[int]) -> bool:
-        surfaces = [_written(self.vocab, t) for t in ids]
-        if not all(surfaces):
-            return True
-        return len(b"".join(surfaces)[len(self.tail) :].decode("utf-8", errors="ignore")) >= self.chars  # type: ignore[arg-type]
-
-
-def _written(vocab: Vocabulary, t: int) -> bytes | None:
-    """What a generated token writes; None (or b"") for one that ends a continuation."""
-    return vocab.surfaces[t] if t < vocab.size and t not in vocab.byte_tokens else None
-
-
-def _first_of(length: int, first: list[int], size: int) -> Callable[[int, torch.Tensor], list[int]]:
-    """generate's prefix_allowed_tokens_fn: ``first`` at the first new token, every id after."""
-    every = list(range(size))
-    return lambda _batch, ids: first if len(ids) == length else every
-
-
-def _spelled(vocab: Vocabulary, ids: list[int], probs: list[float], tail: bytes, chars: int) -> Continuation:
-    """New tokens as the characters they write after ``tail`` (which the first spells again), up to
-    ``chars`` of them, each with the product of the probabilities of the tokens that begin inside it;
-    a token that writes no byte ends it."""
-    data, starts, ended = b"", [], False
-    for t, q in zip(ids, probs, strict=True):
-        surface = _written(vocab, t)
-        if not surface:
-            ended = True
-            break
-        starts.append((len(data), q))
-        data += surface
-    data = data[len(tail) :]
-    starts = [(max(0, at - len(tail)), q) for at, q in starts]
-    text = data.decode("utf-8", errors="replace")[:chars]
-    bounds = np.cumsum([0] + [len(ch.encode()) for ch in text])
-    char_probs = []
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        char_probs.append(float(np.prod([q for at, q in starts if a <= at < b] or [1.0])))
-    return Continuation(text, tuple(char_probs), ended and len(text) < chars)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from marginal_core.estimators.next_chars import NextChar, NextCharacters
+from marginal_core.estimators.next_chars import CERTIFIED, NextChar, NextCharacters
 from marginal_core.viz.style import COLORS, MODEL_COLORS, TEXT_FONTS
 from marginal_core.viz.text import with_base
 
@@ -25,13 +25,13 @@ def next_figure(results: Sequence[NextCharacters], *, projector: bool = False) -
 
     fig = go.Figure()
     if results:
-        order = list(dict.fromkeys(r.bytes for res in results for r in res.rows))
-        labels = {r.bytes: with_base(r.shown) for res in results for r in res.rows}  # a mark alone on ◌
+        order = list(dict.fromkeys(r.bytes for res in results for r in res.rows + res.rest))
+        labels = {r.bytes: with_base(r.shown) for res in results for r in res.rows + res.rest}  # a mark alone on ◌
         x = [labels[b] for b in order]
         for res, colour in zip(results, MODEL_COLORS * len(results), strict=False):
-            rows = {r.bytes: r for r in res.rows}
+            rows = {r.bytes: r for r in res.rows + res.rest}
             fig.add_trace(_marginal(res.model, [rows.get(b) for b in order], x, colour))
-        first = {r.bytes: r for r in results[0].rows}
+        first = {r.bytes: r for r in results[0].rows + results[0].rest}
         for view in ("canonical", "healed"):
             fig.add_trace(go.Bar(x=x, y=[getattr(first[b], view) if b in first else None for b in order],
                                  name=f"{view} ({results[0].model})", marker_color=VIEW_COLORS[view],
@@ -46,14 +46,20 @@ def next_figure(results: Sequence[NextCharacters], *, projector: bool = False) -
 
 
 def _marginal(model: str, rows: Sequence[NextChar | None], x: list[str], colour: str) -> go.Bar:
-    """One model's marginal bars with the interval the search certifies (no bar where the model
-    does not list the character)."""
+    """One model's marginal bars (no bar where the model does not list the character): a certified
+    row with its interval, any other with its standing written on it and no whisker (an interval
+    still open to 1 is no range a reader can use)."""
     import plotly.graph_objects as go
 
+    def whisker(r: NextChar | None, value: float) -> float:
+        return value if r is not None and r.status == CERTIFIED else 0.0
+
     y = [r.probability if r is not None else None for r in rows]
-    above = [r.upper - r.probability if r is not None else 0.0 for r in rows]
-    below = [r.probability - r.lower if r is not None else 0.0 for r in rows]
+    above = [whisker(r, r.upper - r.probability) if r is not None else 0.0 for r in rows]
+    below = [whisker(r, r.probability - r.lower) if r is not None else 0.0 for r in rows]
     return go.Bar(x=x, y=y, name=f"marginal ({model})", marker_color=colour,
                   error_y=dict(type="data", array=above, arrayminus=below, visible=True),
-                  customdata=[[r.lower, r.upper] if r is not None else [0, 0] for r in rows],
-                  hovertemplate="%{x}: marginal %{y:.4f} in [%{customdata[0]:.4f}, %{customdata[1]:.4f}]<extra></extra>")
+                  text=[r.status if r is not None and r.status != CERTIFIED else "" for r in rows],
+                  textposition="outside", textangle=-90,
+                  customdata=[[r.interval] if r is not None else [""] for r in rows],
+                  hovertemplate="%{x}: marginal %{y:.4f}, %{customdata[0]}<extra></extra>")

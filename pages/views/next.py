@@ -85,7 +85,8 @@ def page() -> None:
         else:
             failed_spot.empty()
         if views:
-            sentence_spot.markdown(_sentence(views[0].found))
+            sentence_spot.markdown(f"{_sentence(views[0].found)}\n\n<small>{views[0].found.standing()}</small>",
+                                   unsafe_allow_html=True)
         else:
             sentence_spot.empty()  # no sentence over empty bars
         chart_spot.plotly_chart(next_figure([v.found for v in views], projector=projector.on()), key=row.key("bars"))

@@ -20,7 +20,8 @@ from scipy.special import logsumexp
 from marginal_core.api.calls import continue_text, next_characters
 from marginal_core.cli.commands import main as cli_main
 from marginal_core.estimators.next_chars import END, first_key
-from marginal_core.estimators.next_search import _Prompt, next_characters_stream, step_of
+from marginal_core.estimators.next_prompt import Prompt
+from marginal_core.estimators.next_search import next_characters_stream, step_of
 from marginal_core.estimators.prefix_memory import PrefixMemory
 from marginal_core.estimators.prefix_search import prefix_masses
 from marginal_core.ground.errors import ContextWindowError, EmptyTextError, MarginalError
@@ -289,7 +290,7 @@ def test_continuations_beside_generate(smollm_model):
     found = continue_text("The capital of France is ", smollm_model, chars=4, how="greedy")
     assert found.marginal.text.startswith("P") and len(found.marginal.text) == 4
     assert len(found.marginal.probabilities) == 4 and all(0 < p <= 1 for p in found.marginal.probabilities)
-    prompt = _Prompt.of(smollm_model, "The capital of France is ", None)
+    prompt = Prompt.of(smollm_model, "The capital of France is ", None)
     ids = [*prompt.state.ids, *prompt.lattice.canonical]
     new = smollm_model.generate(ids, do_sample=False, max_new_tokens=14, repetition_penalty=1.0)[0]
     spelled = b"".join(prompt.vocab.surfaces[t] or b"" for t in new).decode("utf-8", errors="replace")
