@@ -83,12 +83,22 @@ class Tally:
 
 
 def last_frame(exc: BaseException) -> str:
-    """The traceback's last frame: file:line in function."""
+    """The traceback's last frame (file:line in function), and the last in marginal_core where that
+    is outside it (a crash inside transformers says which of our calls reached it)."""
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return "?"
-    f = frames[-1]
-    return f"{f.filename.split('/marginal_core/')[-1] if '/marginal_core/' in f.filename else f.filename}:{f.lineno} in {f.name}"
+
+    def shown(f: traceback.FrameSummary) -> str:
+        name = f.filename
+        for root in ("/marginal_core/", "/site-packages/"):
+            name = name.split(root, 1)[-1] if root in name else name
+        return f"{'marginal_core/' if '/marginal_core/' in f.filename else ''}{name}:{f.lineno} in {f.name}"
+
+    ours = [f for f in frames if "/marginal_core/" in f.filename]
+    if ours and ours[-1] is not frames[-1]:
+        return f"{shown(frames[-1])} (from {shown(ours[-1])})"
+    return shown(frames[-1])
 
 
 def check(result: Any) -> str:
