@@ -36,8 +36,8 @@ class KeptHead:
 
 
 class PrefixMemory:
-    """Per prefix path: the KV of its last token (``kv``), and its head where closed, else its
-    hidden state; each within its byte budget, kept in the order scored (parents first). The
+    """Per prefix path: the KV of its last token (``kv``), its last hidden state, and its head
+    where closed; each within its byte budget, kept in the order scored (parents first). The
     paths a caller names in ``wanted`` also keep their whole next-token distribution (``whole``:
     the token views read them off the search's own heads)."""
 
@@ -55,21 +55,19 @@ class PrefixMemory:
         return sorted({*self.heads, *self.hidden}, key=len)
 
     def keep(self, path: Path, data: bytes, node: int, tokens: np.ndarray, out: HeadOut, hidden: torch.Tensor) -> None:
-        """An exactly scored prefix at ``node`` of the text ``data``: its head if closed (its hidden
-        state dropped), else its hidden state; nothing past the budget, or kept already."""
-        if path in self.heads:
-            return
+        """An exactly scored prefix at ``node`` of the text ``data``: its hidden state, and its head
+        if closed; nothing past the budget, or kept already. The hidden state serves a later text
+        that does not begin with ``data`` (a character's sibling byte steps): the head alone
+        then, no feed of the decoder."""
+        if path not in self.hidden and self.held + hidden.nbytes <= self.head_bytes:
+            self.hidden[path] = hidden.detach().clone()
+            self.held += hidden.nbytes
         rest = len(data) - node - 1  # the cover index of the tokens that begin with the whole rest
-        if node < len(data) and (rest >= len(out[1]) or not np.isfinite(out[1][rest])):
+        if path not in self.heads and node < len(data) and (rest >= len(out[1]) or not np.isfinite(out[1][rest])):
             head = KeptHead(data, tokens.copy(), (out[0].copy(), out[1].copy(), None if out[2] is None else out[2].copy()))
             if self.held + head.nbytes <= self.head_bytes:
                 self.heads[path] = head
                 self.held += head.nbytes
-                dropped = self.hidden.pop(path, None)
-                self.held -= dropped.nbytes if dropped is not None else 0
-        elif path not in self.hidden and self.held + hidden.nbytes <= self.head_bytes:
-            self.hidden[path] = hidden.detach().clone()
-            self.held += hidden.nbytes
 
     def head(self, path: Path, data: bytes, tokens: np.ndarray) -> HeadOut | None:
         """A kept closed head that holds for the text ``data`` with the arcs ``tokens``, or None."""
