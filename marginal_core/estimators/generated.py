@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
-from marginal_core.estimators.next_chars import Continuation
+from marginal_core.estimators.next_chars import Continuation, healing_ids
 from marginal_core.estimators.next_prompt import Prompt
 from marginal_core.estimators.token_views import token_probs
 from marginal_core.lattice.vocab import Vocabulary
@@ -32,7 +32,7 @@ def generated(p: Prompt, chars: int, how: str, seed: int | None) -> tuple[Contin
     length = len(p.state) + len(canonical)
     if sampled:
         options.update(top_k=0, top_p=1.0, temperature=1.0)
-    allowed = p.vocab.ids_beginning(tail) if tail else None
+    allowed = healing_ids(p.vocab, tail, views.heads) if tail else None
     out = []
     for prefix, first in ((canonical, None), (canonical[:-1], allowed)):
         if seed is not None:

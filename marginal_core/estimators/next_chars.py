@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import html
 import weakref
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -341,7 +342,7 @@ def healed_masses(vocab: Vocabulary, groups: KeyGroups, tail: bytes, before: np.
     token that spells the tail exactly goes on by the next token after it (``heads``)."""
     if not tail:
         return key_masses(before, groups)
-    allowed = vocab.ids_beginning(tail)
+    allowed = healing_ids(vocab, tail, heads)
     total = float(before[allowed].sum())
     out: dict[bytes, float] = {}
     exact = np.zeros(len(groups.keys))
@@ -356,6 +357,14 @@ def healed_masses(vocab: Vocabulary, groups: KeyGroups, tail: bytes, before: np.
         if mass:
             out[key] = out.get(key, 0.0) + mass
     return KeyMasses.of(out)
+
+
+def healing_ids(vocab: Vocabulary, tail: bytes, spelling: Iterable[int]) -> list[int]:
+    """The tokens token healing lets follow the backed-off token's predecessors: every ordinary
+    token that begins with its bytes ``tail``, and the tokens that spell it exactly (``spelling``:
+    the backed-off token itself among them, a byte piece included: after a CJK character Gemma
+    spells in byte pieces no ordinary token begins with its last byte)."""
+    return sorted({*vocab.ids_beginning(tail), *spelling})
 
 
 def total_variation(p: np.ndarray, q: np.ndarray) -> float:

@@ -351,3 +351,14 @@ def test_bad_cli_input_is_one_line_and_exit_status_2(argv, stdin, message, monke
     assert cli_main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_healing_after_a_byte_piece_backs_off_to_the_piece_itself(gemma_model):
+    """Gemma 3 spells the rare 轞 in three byte pieces, and no ordinary token begins with its last
+    byte: healing's constraint is then the piece itself, so the healed view is the canonical one
+    and generate's healed continuation runs (an empty constraint crashed it: issue 65's fuzz)."""
+    found = next_characters("ど轞", gemma_model, k=3, time_budget=1.0)
+    assert found.tokens[-1] == b"\x9e"
+    assert found.total_variation["healed"] == pytest.approx(found.total_variation["canonical"], abs=1e-9)
+    more = continue_text("ど轞", gemma_model, chars=2, time_budget=1.0)
+    assert more.healed.text == more.canonical.text or more.healed.ended
