@@ -81,7 +81,7 @@ def next_summary(found: NextCharacters, more: Continuations | None) -> str:
     sentence on how far they are apart, and the continuations."""
     from marginal_core.lattice.readable import show_piece
 
-    tokens = [show_piece(t.decode("utf-8", errors="replace")) for t in found.tokens]
+    tokens = [show_piece(t.decode("utf-8", errors="backslashreplace")) for t in found.tokens]  # a byte piece as \xe6
     marked = "|".join(tokens[:-1] + [f"[{tokens[-1]}]"]) if tokens else "(none)"
     state = ("every row certified" if found.done else "stopped" if found.cancelled
              else f"ended by the {found.ended or 'time budget'}")

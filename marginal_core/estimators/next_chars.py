@@ -77,6 +77,8 @@ class NextChar:
         it still is beside what the value is worth."""
         if self.status == CERTIFIED:
             return f"[{self.lower:.4f}, {self.upper:.4f}]"
+        if self.status == REST:
+            return "characters not told apart"
         return f"{self.status}, open by {self.upper - self.lower:.2f}"
 
 
