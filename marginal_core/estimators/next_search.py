@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -204,26 +204,32 @@ class _Found:
         return next((b for b in sorted(chars, key=lambda b: -chars[b][0])[:k] if b and not finished(b)), None)
 
 
-def _advance(found: _Found, prefix: bytes, steps: Steps, s: _Settings, pause: bool) -> Iterator[_Found]:
-    """Run one step's search on, a round at a time (``found`` after each), until it ends or the
-    call's seconds are spent, or with ``pause`` until it is enough (it goes on later from there)."""
+Until = Callable[[ByteStep, PrefixMasses | None], bool]  # whether a step may pause after this round
+
+
+def _advance(found: _Found, prefix: bytes, steps: Steps, s: _Settings, until: Until) -> Iterator[_Found]:
+    """Run one step's search on, a round at a time (``found`` after each), until ``until`` says
+    it may pause (it goes on later from there), it ends, or the call's seconds are spent."""
     for step, masses in steps:
         found.add(prefix, step, masses)
         yield found
-        if (pause and _enough(step, masses, s)) or s.late():
+        if until(step, masses) or s.late():
             return
 
 
 def _search(p: Prompt, k: int, s: _Settings) -> Iterator[_Found]:
     """What comes next, after every round of every byte step; the last has ``final`` set.
 
-    The first step runs until its values settle; then, best first, each prefix among the k most
+    The first step runs until its values settle. Then, best first, each prefix among the k most
     probable outcomes that is not a whole character yet takes its byte step (the prompt's
-    lattice extended by it) until that settles, so that the k rows are whole characters early;
-    then each step, the first first, runs on to its end (a continuation's, ``settle``: not), and
-    a prefix that the certificate moves into the k is resolved in turn (docs/design.md,
-    "Characters")."""
+    lattice extended by it) for one round, so that the k rows are whole characters early; then
+    those steps run on until they settle; then every step, the first first, runs on to its end
+    (a continuation's, ``settle``: not), and a prefix that the certificate moves into the k is
+    resolved in turn (docs/design.md, "Characters")."""
     found, paused = _Found(), dict[bytes, Steps]()
+
+    def settled(step: ByteStep, masses: PrefixMasses | None) -> bool:
+        return _enough(step, masses, s)
 
     def over() -> bool:
         return s.stopped() or s.late()
@@ -231,16 +237,19 @@ def _search(p: Prompt, k: int, s: _Settings) -> Iterator[_Found]:
     def resolve() -> Iterator[_Found]:
         while not over() and (prefix := found.unresolved(k)) is not None:
             paused[prefix] = byte_steps(p, prefix, s)
-            yield from _advance(found, prefix, paused[prefix], s, pause=True)
+            yield from _advance(found, prefix, paused[prefix], s, settled if s.settle else lambda *_: True)
+        for prefix in [b for b in paused if b not in found.settled]:
+            if not over():
+                yield from _advance(found, prefix, paused[prefix], s, settled)
 
     paused[b""] = byte_steps(p, b"", s)
-    yield from _advance(found, b"", paused[b""], s, pause=True)
+    yield from _advance(found, b"", paused[b""], s, settled)
     yield from resolve()
     if not s.settle:
         s.settled()
     while paused and not s.settle and not over():
         prefix = next(iter(paused))
-        yield from _advance(found, prefix, paused.pop(prefix), s, pause=False)
+        yield from _advance(found, prefix, paused.pop(prefix), s, lambda *_: False)
         yield from resolve()
     found.final = True
     yield found
