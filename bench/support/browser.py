@@ -167,6 +167,18 @@ def run_button(page, url: str):
     return run
 
 
+def type_prompt(page, prompt: str):
+    """Type a prompt into the sidebar's text box of What comes next and apply it (Ctrl+Enter):
+    once its chips are drawn, the box (a Playwright locator)."""
+    box = page.get_by_label("Text", exact=True)
+    box.wait_for()
+    box.fill(prompt)
+    box.press("Control+Enter")
+    page.locator("span[title*='the boundary']").wait_for()
+    settle(page)
+    return box
+
+
 def settle(page, extra_ms: int = 400) -> None:
     """Wait until the script run is over: Streamlit's app element says its script is not running
     (an action that asks for a rerun changes that at once) and the page shows no skeletons,

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from bench.support.browser import CHROMIUM, HAVE_CHROMIUM, OUTPUT, browser_page, no_traceback, settle, streamlit_server
+from bench.support.browser import (
+    CHROMIUM,
+    HAVE_CHROMIUM,
+    OUTPUT,
+    browser_page,
+    no_traceback,
+    settle,
+    streamlit_server,
+    type_prompt,
+)
 
 SMOL = "smollm2-135m"
 pytestmark = [pytest.mark.browser,
@@ -20,12 +29,7 @@ def test_what_comes_next_keeps_a_typed_trailing_space_and_draws_the_three_views(
     prompt = "The capital of France is "
     with streamlit_server() as server, browser_page(1400, 1600) as page:
         page.goto(f"{server.url}/next?model={SMOL}&dtype=float32&chars=4&k=5")
-        box = page.get_by_label("Text", exact=True)
-        box.wait_for()
-        box.fill(prompt)
-        box.press("Control+Enter")
-        page.locator("span[title*='the boundary']").wait_for()
-        settle(page)
+        box = type_prompt(page, prompt)
         assert box.input_value() == prompt and "text=The+capital+of+France+is+&" in page.url + "&", page.url
         page.reload()  # the link keeps the trailing space
         page.locator("span[title*='the boundary']").wait_for()

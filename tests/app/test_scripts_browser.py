@@ -21,6 +21,7 @@ from bench.support.browser import (
     no_traceback,
     settle,
     streamlit_server,
+    type_prompt,
 )
 
 GEMMA = "gemma3-270m"
@@ -39,12 +40,7 @@ def test_a_japanese_prompt_names_its_next_character_and_every_script_draws_its_g
     prompt = "日本の首"
     with streamlit_server() as server, browser_page(1400, 1600) as page:
         page.goto(f"{server.url}/next?model={GEMMA}&dtype=float32&chars=2&k=5")
-        box = page.get_by_label("Text", exact=True)
-        box.wait_for()
-        box.fill(prompt)
-        box.press("Control+Enter")
-        page.locator("span[title*='the boundary']").wait_for()
-        settle(page)
+        type_prompt(page, prompt)
         page.locator(".st-key-run button").first.click()
         page.get_by_text("Done:").wait_for()
         settle(page)
