@@ -7,13 +7,15 @@ marks, Devanagari with combining signs, Thai, Cyrillic, Greek, emoji with ZWJ se
 tones, combining accents, ASCII, mixed, and strings that end inside a grapheme cluster (after a
 ZWJ, before a combining mark, inside an emoji sequence, on a lone regional indicator), 1 to 6
 code points each; the same strings under every model. Each string gets
-``next_characters(s, lm, k=3, time_budget=--budget)``; every 10th (--every) also
+``next_characters(s, lm, k=3, time_budget=--budget)``; one in 10 (--every) also
 ``continue_text(s, lm, chars=2, time_budget=--budget)`` and ``surprisal(s, lm,
-time_budget=--budget)``. A call that raises ``MarginalError`` with a message is a **refusal** (the
-distinct messages are listed); any other exception, or a MarginalError without a message, is a
-**crash** (the string's repr, the model, the call and the traceback's last frame and line). Each
-next_characters result is **checked**: its rows' probabilities sum to at most 1 + 1e-6, and each
-row has lower ≤ probability ≤ upper (within 1e-9); a failure is listed like a crash.
+time_budget=--budget)``: every 10th round of the kinds, so that each kind gets them (the strings
+take the kinds in turn, and every 10th string would miss the odd kinds). A call that raises
+``MarginalError`` with a message is a **refusal** (the distinct messages are listed); any other
+exception, or a MarginalError without a message, is a **crash** (the string's repr, the model,
+the call and the traceback's last frame and line). Each next_characters result is **checked**:
+its rows' probabilities sum to at most 1 + 1e-6, and each row has lower ≤ probability ≤ upper
+(within 1e-9); a failure is listed like a crash.
 
 The bad inputs: through the library a lone surrogate "\\ud800", a prompt of combining marks only
 "\\u0301\\u0301" and one that ends inside an emoji sequence "👩\\u200d" (each call above), and
@@ -156,12 +158,17 @@ def calls(lm: LM, text: str, budget: float, full: bool) -> list[tuple[str, Calla
     return out
 
 
+def full(i: int, every: int) -> bool:
+    """Whether the i-th string gets every call: the strings of every ``every``-th round of the kinds."""
+    return (i // len(KINDS)) % every == 0
+
+
 def fuzz(lm: LM, strings: list[tuple[str, str]], tally: Tally, budget: float, every: int) -> None:
     """Every string through the calls, counted in the tally (a progress line every 100)."""
     started = time.perf_counter()
     try:
         for i, (kind, text) in enumerate(strings):
-            for call, run in calls(lm, text, budget, i % every == 0):
+            for call, run in calls(lm, text, budget, full(i, every)):
                 attempt(tally, call, kind, text, run)
             tally.strings += 1
             tally.kinds[kind] += 1
@@ -216,7 +223,7 @@ def cli_invalid_utf8(model: str, budget: float) -> str:
 def report(tallies: list[Tally], bad: list[str], budget: float, every: int) -> None:
     """The tables: per model counts, the refusals' messages, the crashes, the failed checks, the bad inputs."""
     print(f"\n## Crash bench (next_characters k=3, time_budget {budget} s; continue_text chars=2 and surprisal "
-          f"on every {every}th string)\n")
+          f"on one string in {every}: every {every}th round of the {len(KINDS)} kinds)\n")
     print("| model | strings | calls | refusals | crashes | failed checks | seconds |\n|---|---|---|---|---|---|---|")
     for t in tallies:
         print(f"| {t.model} | {t.strings} | {t.calls} | {sum(t.refusals.values())} | {len(t.crashes)} | "
@@ -273,7 +280,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--models", default="gemma3-270m,smollm2-135m")
     parser.add_argument("--budget", type=float, default=0.3, help="each call's time_budget, seconds")
-    parser.add_argument("--every", type=int, default=10, help="continue_text and surprisal on every Nth string")
+    parser.add_argument("--every", type=int, default=10,
+                        help="continue_text and surprisal on one string in N (every Nth round of the kinds)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--overrun", type=float, default=10.0, help="count the calls that take longer (seconds)")

@@ -104,3 +104,11 @@ def test_whole_characters_and_the_views_top_against_a_range():
     assert differs(b"\xe6", run) and differs("字".encode(), run)
     assert char_verdict(rows[0], 0.41, 0.01, 0.02) == "yes" and char_verdict(rows[0], 0.43, 0.01, 0.02) == "no"
     assert char_verdict(rows[3], 0.05, 0.01, 0.02) == "open"
+
+
+def test_the_fuzz_bench_gives_every_kind_all_three_calls():
+    from bench.next_fuzz import full
+
+    strings = fuzz_strings(1000, seed=0)
+    chosen = [k for i, (k, _) in enumerate(strings) if full(i, 10)]
+    assert set(chosen) == set(KINDS) and 80 <= len(chosen) <= 120
