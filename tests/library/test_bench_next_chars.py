@@ -1,11 +1,19 @@
-"""bench/next_chars.py's pure helpers: when a stream's values settle and certify, the widths it
+"""bench/next_chars/measures.py: the pure helpers: when a stream's values settle and certify, the widths it
 reached by a time, and how a disagreement with genlm-bytes is told by our certificate."""
 
 from __future__ import annotations
 
 from pytest import approx
 
-from bench.next_chars import by_first_byte, certified_at, settled_at, top_bytes, verdict, width_at
+from bench.next_chars.measures import (
+    by_first_byte,
+    certified_at,
+    settled_at,
+    top_bytes,
+    verdict,
+    whole_settled_at,
+    width_at,
+)
 from marginal_core.estimators.next_chars import CERTIFIED, END, NextChar, NextCharacters
 
 
@@ -42,3 +50,12 @@ def test_the_verdict_is_told_by_the_interval():
     assert verdict((0.5, 0.3, 0.7), 0.1, 0.01) == "ours wider than tol"
     assert "below our lower bound" in verdict((0.5, 0.495, 0.503), 0.45, 0.01)
     assert "above our upper bound" in verdict((0.5, 0.495, 0.503), 0.55, 0.01)
+
+
+def test_whole_characters_settle_when_the_last_top_five_are_whole_and_near():
+    """issue 65's speed: the first result listing the last result's top characters, whole, each
+    within tol of its last value."""
+    xue = "学".encode()
+    stream = [result(0.3, [(b"", 0.9, 0.0, 1.0), (xue, 0.05, 0.0, 1.0)]), result(1.1, [(xue, 0.41, 0.0, 1.0)]),
+              result(2.0, [(xue, 0.423, 0.42, 0.43)])]
+    assert whole_settled_at(stream, 0.02) == 1.1 and whole_settled_at(stream, 0.001) == 2.0

@@ -90,7 +90,8 @@ def next_char(character: str, b: bytes, p: float, lower: float, upper: float):
 
 
 def test_whole_characters_and_the_views_top_against_a_range():
-    from bench.next_chars import Run, char_verdict, compared_rows, differs, whole_character
+    from bench.next_chars.measures import char_verdict, compared_rows, differs, whole_character
+    from bench.next_chars.runs import Run
     from marginal_core.estimators.next_chars import END, NextCharacters
 
     assert whole_character("学".encode()) and whole_character(b"a") and not whole_character(b"")
