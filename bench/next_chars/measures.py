@@ -126,18 +126,21 @@ def char_verdict(row: NextChar, theirs: float, tol: float, agree: float) -> str:
     return "yes" if abs(row.probability - theirs) <= agree else "no"
 
 
-def differs(view_top: bytes, run: Run) -> bool:
-    """Whether a view's most probable next character is not the marginal's: where either is only the
-    first bytes of a character (the marginal's a lead byte's range, the view's a token that stops
-    inside the character), whether the other does not begin with them."""
+def differs(view_top: bytes, run: Run) -> bool | None:
+    """Whether a view's most probable next character is not the marginal's. Where either is only the
+    first bytes of a character (the marginal's a lead byte's range; the view's the tokens that stop
+    inside a character, which the view groups by the bytes they have), the two agree when the
+    other begins with those bytes, and otherwise the answer is undetermined (None): a group of
+    characters weighed against one character says nothing about which character is the view's top
+    (SmolLM2's byte-level tokens put its views' top on such groups in CJK, Korean and Arabic)."""
     top = run.final.rows[0].bytes if run.final.rows else b""
-    if top and not whole_character(top) and len(top) < len(view_top):
-        return not view_top.startswith(top)
-    if view_top and not whole_character(view_top) and len(view_top) < len(top):  # a token that stops inside it
-        return not top.startswith(view_top)
+    for part, whole in ((top, view_top), (view_top, top)):
+        if part and not whole_character(part):
+            return False if whole.startswith(part) or (whole and part.startswith(whole)) else None
     return view_top != top
 
 
 def healing_wrong(run: Run) -> bool:
-    """Token healing's most probable next character is not the marginal's, or its total variation passes 0.1."""
-    return differs(run.healed_top, run) or run.final.total_variation["healed"] > 0.1
+    """Token healing's most probable next character is not the marginal's (where that is
+    determined: ``differs``), or its total variation passes 0.1."""
+    return differs(run.healed_top, run) is True or run.final.total_variation["healed"] > 0.1

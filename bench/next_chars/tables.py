@@ -158,7 +158,7 @@ def finding(runs: Sequence[Run], groups: Callable[[Sequence[Run]], list[tuple[st
     """Mean total variation of each view from the marginal per model and group of prompts (the
     lesson's, the bench's, all; or each script, all), and healing's failures."""
     lines = ["| model | prompts | TV canonical (mean) | TV healed (mean) | canonical top ≠ marginal's | "
-             "healing wrong |", "|---|---|---|---|---|---|"]
+             "healing wrong | top undetermined: canonical, healed |", "|---|---|---|---|---|---|---|"]
     wrong = []
     for model in dict.fromkeys(r.model for r in runs):
         for name, chosen in groups([r for r in runs if r.model == model]):
@@ -166,14 +166,18 @@ def finding(runs: Sequence[Run], groups: Callable[[Sequence[Run]], list[tuple[st
                 continue
             tv_c = np.mean([r.final.total_variation["canonical"] for r in chosen])
             tv_h = np.mean([r.final.total_variation["healed"] for r in chosen])
-            wrong_c = sum(differs(r.canonical_top, r) for r in chosen)
+            wrong_c = sum(differs(r.canonical_top, r) is True for r in chosen)
+            open_c, open_h = (sum(differs(getattr(r, view), r) is None for r in chosen)
+                              for view in ("canonical_top", "healed_top"))
             lines.append(f"| {model} | {name} ({len(chosen)}) | {tv_c:.3f} | {tv_h:.3f} | {wrong_c} | "
-                         f"{sum(map(healing_wrong, chosen))} |")
+                         f"{sum(map(healing_wrong, chosen))} | {open_c}, {open_h} |")
         wrong += [r for r in runs if r.model == model and healing_wrong(r)]
     lines += ["", "The total variation is over the next byte: where the characters a view and the marginal favour "
               "share their first byte (Thai's and Devanagari's characters all begin with 0xE0), it is near 0 while "
               "their top characters differ; the per-prompt table gives each view's probability of the marginal's "
-              "top character.", "", "Healing wrong (its top is not the marginal's, or its TV passes 0.1):", ""]
+              "top character. A view's top is undetermined where it is the tokens that stop inside a character "
+              "(shown as their bytes, e8…) and the marginal's top does not begin with them.", "",
+              "Healing wrong (its top is not the marginal's, or its TV passes 0.1):", ""]
     lines += [f"- {r.model} {r.kind} {r.prompt!r}: marginal {char_cell(r.final.rows[0].bytes) if r.final.rows else '—'}"
               f", healed {char_cell(r.healed_top)}, TV healed {r.final.total_variation['healed']:.3f}" for r in wrong]
     lines += ["", "Per prompt (healing wrong marked **):", "",
