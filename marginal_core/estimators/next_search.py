@@ -191,17 +191,19 @@ class _Found:
             for c in (lo + np.flatnonzero(step.point[lo:hi] > 0)).tolist():
                 b = prefix + bytes([c])
                 value = (point * float(step.point[c]), lower * float(step.lower[c]), min(1.0, upper * float(step.upper[c])))
-                if finished(b) or b not in self.steps:
-                    out[b] = (*value, settled)
+                after = self.steps.get(b)
+                if finished(b) or after is None or not after.point[0x80:0xC0].any():
+                    out[b] = (*value, settled)  # a prefix whose step found no continuation yet stays a range
                 else:
                     todo.append((b, *value, settled and b in self.settled))
         return out
 
     def unresolved(self, k: int) -> bytes | None:
-        """The most probable of the k most probable outcomes that is not a whole character yet
-        (None: the k are whole)."""
+        """The most probable of the k most probable outcomes that is not a whole character yet and
+        has no byte step (None: the k are whole, or their steps are under way)."""
         chars = self.chars()
-        return next((b for b in sorted(chars, key=lambda b: -chars[b][0])[:k] if b and not finished(b)), None)
+        return next((b for b in sorted(chars, key=lambda b: -chars[b][0])[:k]
+                     if b and not finished(b) and b not in self.steps), None)
 
 
 Until = Callable[[ByteStep, PrefixMasses | None], bool]  # whether a step may pause after this round
