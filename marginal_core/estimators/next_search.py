@@ -85,13 +85,13 @@ class _Settings:
 
     def late(self) -> bool:
         """Whether the call's seconds are spent: an explicit budget, or the default stop's (its
-        cap, and the certificate's share once the rows settled: ``settled``)."""
+        cap, and the certificate's share once the rows settled: ``certify_from_now``)."""
         now = time.perf_counter() - self.started
         if self.time_budget == AUTO:
             return now > min(AUTO_CAP_S, self.certify_until)
         return isinstance(self.time_budget, float) and now > self.time_budget
 
-    def settled(self) -> None:
+    def certify_from_now(self) -> None:
         """The k rows are whole and their values settled: under the default stop the certificate
         gets its share of the seconds so far, as one search's does (``search_stop``)."""
         now = time.perf_counter() - self.started
@@ -230,7 +230,7 @@ def _search(p: Prompt, k: int, s: _Settings) -> Iterator[_Found]:
     resolved in turn (docs/design.md, "Characters")."""
     found, paused = _Found(), dict[bytes, Steps]()
 
-    def settled(step: ByteStep, masses: PrefixMasses | None) -> bool:
+    def enough(step: ByteStep, masses: PrefixMasses | None) -> bool:
         return _enough(step, masses, s)
 
     def over() -> bool:
@@ -239,16 +239,16 @@ def _search(p: Prompt, k: int, s: _Settings) -> Iterator[_Found]:
     def resolve() -> Iterator[_Found]:
         while not over() and (prefix := found.unresolved(k)) is not None:
             paused[prefix] = byte_steps(p, prefix, s)
-            yield from _advance(found, prefix, paused[prefix], s, settled if s.settle else lambda *_: True)
+            yield from _advance(found, prefix, paused[prefix], s, enough if s.settle else lambda *_: True)
         for prefix in [b for b in paused if b not in found.settled]:
             if not over():
-                yield from _advance(found, prefix, paused[prefix], s, settled)
+                yield from _advance(found, prefix, paused[prefix], s, enough)
 
     paused[b""] = byte_steps(p, b"", s)
-    yield from _advance(found, b"", paused[b""], s, settled)
+    yield from _advance(found, b"", paused[b""], s, enough)
     yield from resolve()
     if not s.settle:
-        s.settled()
+        s.certify_from_now()
     while paused and not s.settle and not over():
         prefix = next(iter(paused))
         yield from _advance(found, prefix, paused.pop(prefix), s, lambda *_: False)
