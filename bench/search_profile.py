@@ -16,9 +16,9 @@ import time
 
 from bench.surprisal import WARM_UP, machine
 from marginal_core.estimators.marginalizer import Marginalizer
-from marginal_core.estimators.prefix_kv import KV_BYTES
-from marginal_core.estimators.prefix_search import prefix_masses
 from marginal_core.models import load_model
+from marginal_core.search.rounds import Regions, search_rounds
+from marginal_core.search.settings import KV_BYTES, SearchSettings
 
 TEXT = "We shared a café au lait and a crème brûlée at the corner bistro."
 
@@ -40,7 +40,7 @@ def main() -> None:
     profile = cProfile.Profile()
     started = time.perf_counter()
     profile.enable()
-    *_, last = prefix_masses(lm, m.lattice, state, boundaries=cuts, budget=args.prefixes, kv_bytes=args.kv_bytes)
+    *_, last = search_rounds(lm, m.lattice, state, SearchSettings(budget=args.prefixes, kv_bytes=args.kv_bytes), Regions(cuts))
     profile.disable()
     print(f"{args.model}, {args.text!r}: {time.perf_counter() - started:.1f} s, {last.scored:,} prefixes, "
           f"{last.rounds} rounds, ended {last.ended}, KV peak {last.kv_peak_bytes / 2**20:.1f} MiB")

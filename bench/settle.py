@@ -23,8 +23,8 @@ import numpy as np
 
 from bench.surprisal import WARM_UP, machine
 from marginal_core.estimators.marginalizer import Marginalizer
-from marginal_core.estimators.surprisal_run import surprisal_stream
 from marginal_core.models import load_model
+from marginal_core.search.surprisal.stream import surprisal_stream
 
 PARAGRAPH = Path(__file__).with_name("paragraph.txt")
 

@@ -32,11 +32,11 @@ import numpy as np
 
 from bench.peers.genlm_peer import GenlmPeer
 from marginal_core.estimators.marginalizer import Marginalizer
-from marginal_core.estimators.prefix_kv import KV_BYTES
-from marginal_core.estimators.surprisal_result import intervals
-from marginal_core.estimators.surprisal_run import surprisal_stream
 from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
+from marginal_core.search.masses import intervals
+from marginal_core.search.settings import KV_BYTES
+from marginal_core.search.surprisal.stream import surprisal_stream
 
 SENTENCES = Path(__file__).with_name("compare_sentences.txt")
 WALK_RUNNER = Path(__file__).parent / "peers" / "walk_runner.py"

@@ -33,10 +33,10 @@ import numpy as np
 
 from bench.peers.minicons_peer import MiniconsPeer, PeerWords
 from bench.surprisal import label, machine
-from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
 from marginal_core.estimators.marginalizer import Marginalizer
 from marginal_core.lm.adapter import LM
 from marginal_core.models import load_model
+from marginal_core.search.settings import DEFAULT_TOLERANCE
 
 SENTENCES = Path(__file__).with_name("compare_sentences.txt")
 MATCH = 1e-3  # nats: the target for minicons against our canonical prefix row

@@ -9,11 +9,13 @@
     mc.scan("texts.txt", models="gemma3-270m,smollm2-135m")  # a file of texts: the tidy DataFrame
     mc.surprisal(text, "gemma3-270m", unit="word")  # where in the text: surprisal by region, marginal and canonical
     mc.next_characters("The capital of Fra", "gemma3-270m")  # what comes next: over every tokenization, certified
+    p = mc.prefix("The capital of", "gemma3-270m")  # a text as a prefix: p.logp_next(), p + " Fra", p.log_prob()
     mc.load_model(name, device=None, dtype="auto")  # a loaded model, kept for later calls
     mc.Method, mc.EstimateOptions, mc.Estimate, mc.Lattice, mc.MarginalError and the other errors
 
 The package is the pipeline's stages as folders: ``lattice/`` (no model), ``scoring/`` (batched
-passes), ``estimators/`` (the marginal by each method) and ``serving/`` (a room on one machine),
+passes), ``search/`` (the prefix search: a text as a prefix, its surprisal, what comes next),
+``estimators/`` (the marginal by each method) and ``serving/`` (a room on one machine),
 beside ``models/``, ``lm/``, ``viz/``, ``tasks/``, ``harness/`` and ``cli/`` (docs/design.md,
 "Architecture"). The names below are the public ones, the app's pages included.
 
@@ -58,29 +60,35 @@ _LAZY = {
     "TASK_METHODS": "marginal_core.estimators.methods",
     "DEFAULT_BEAM_WIDTH": "marginal_core.estimators.beam_width",
     "MAX_BEAM_WIDTH": "marginal_core.estimators.beam_width",
-    "DEFAULT_TOLERANCE": "marginal_core.estimators.beam_width",
+    "DEFAULT_TOLERANCE": "marginal_core.search.settings",
     "auto_widths": "marginal_core.estimators.beam_width",
     "describe_rounds": "marginal_core.estimators.beam_width",
     "PROXY_BATCH_SIZE": "marginal_core.estimators.proxy",
     "on_one_scorer": "marginal_core.estimators.shared_scores",
     # where in the text
-    "Surprisal": "marginal_core.estimators.surprisal_result",
-    "Region": "marginal_core.estimators.surprisal_result",
-    "UNITS": "marginal_core.estimators.surprisal_result",
-    "SPACES": "marginal_core.estimators.surprisal_result",
-    "SURPRISAL_METHODS": "marginal_core.estimators.surprisal_result",
-    "region_spans": "marginal_core.estimators.surprisal_result",
-    "surprisal_stream": "marginal_core.estimators.surprisal_run",
+    "Surprisal": "marginal_core.search.surprisal.result",
+    "Region": "marginal_core.search.surprisal.result",
+    "UNITS": "marginal_core.search.surprisal.result",
+    "SPACES": "marginal_core.search.surprisal.result",
+    "SURPRISAL_METHODS": "marginal_core.search.surprisal.result",
+    "region_spans": "marginal_core.search.surprisal.result",
+    "surprisal_stream": "marginal_core.search.surprisal.stream",
     # what comes next
-    "NextCharacters": "marginal_core.estimators.next_chars",
-    "Continuations": "marginal_core.estimators.next_chars",
-    "next_characters_stream": "marginal_core.estimators.next_search",
-    "continuations_stream": "marginal_core.estimators.next_search",
+    "NextCharacters": "marginal_core.search.next.results",
+    "Continuations": "marginal_core.search.next.results",
+    "next_characters_stream": "marginal_core.search.prefix",
+    "Prefix": "marginal_core.search.prefix",
+    "ByteLogProbs": "marginal_core.search.prefix",
+    "LogProb": "marginal_core.search.prefix",
+    "SearchSettings": "marginal_core.search.settings",
+    "Ended": "marginal_core.search.ending",
+    "continuations_stream": "marginal_core.search.prefix",
     # one call each
     "estimate": "marginal_core.api.calls",
     "scan": "marginal_core.api.calls",
     "surprisal": "marginal_core.api.calls",
     "next_characters": "marginal_core.api.calls",
+    "prefix": "marginal_core.api.calls",
     "continue_text": "marginal_core.api.calls",
     "compare": "marginal_core.api.comparison",
 }

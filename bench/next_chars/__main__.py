@@ -65,8 +65,8 @@ from bench.next_chars.tables import (
     summary,
 )
 from bench.surprisal import machine
-from marginal_core.estimators.next_search import next_characters_stream
 from marginal_core.models import load_model
+from marginal_core.search.prefix import next_characters_stream
 
 # (kind, prompt): the lesson's kinds, then sentences of bench/compare_sentences.txt cut mid-word
 # or after a space

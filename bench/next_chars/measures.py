@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bench.next_chars.runs import TOP, Run
-from marginal_core.estimators.next_chars import END, NextChar, NextCharacters
 from marginal_core.lattice.readable import show_piece
+from marginal_core.search.next.results import END, NextChar, NextCharacters
 
 # (kind, prompt): the lesson's kinds, then sentences of bench/compare_sentences.txt cut mid-word
 # or after a space

@@ -13,13 +13,14 @@ import numpy as np
 
 from bench.peers.genlm_peer import GenlmPeer, PeerNext
 from bench.support.scripts import script_prompts
-from marginal_core.estimators.next_chars import NextCharacters, healed_masses, key_groups, key_masses
-from marginal_core.estimators.next_search import next_characters_stream
-from marginal_core.estimators.token_views import token_views
 from marginal_core.lattice.conditioning import context_ids
 from marginal_core.lattice.graph import lattice_of
 from marginal_core.lattice.vocab import vocabulary
 from marginal_core.lm.adapter import LM
+from marginal_core.search.char_keys import healed_masses, key_groups, key_masses
+from marginal_core.search.next.results import NextCharacters
+from marginal_core.search.prefix import next_characters_stream
+from marginal_core.search.token_views import token_views
 
 # (kind, prompt): the lesson's kinds, then sentences of bench/compare_sentences.txt cut mid-word
 # or after a space

@@ -18,12 +18,13 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from marginal_core.estimators.estimate_result import Estimate
-    from marginal_core.estimators.next_chars import Continuations, NextCharacters
-    from marginal_core.estimators.surprisal_result import Surprisal
     from marginal_core.lattice.graph import Lattice
     from marginal_core.lattice.tokenizer import TokenizerLike
     from marginal_core.lattice.vocab import ByteFallback
     from marginal_core.lm.adapter import LM
+    from marginal_core.search.next.results import Continuations, NextCharacters
+    from marginal_core.search.prefix import Prefix
+    from marginal_core.search.surprisal.result import Surprisal
 
 
 def build_lattice(text: str, tokenizer: TokenizerLike | str = DEFAULT_MODEL, *,
@@ -65,6 +66,19 @@ def surprisal(text: str, model: str | LM = DEFAULT_MODEL, context: str | None = 
     return Marginalizer(model, text, context, device=device, dtype=dtype).surprisal(unit, space, method, **settings)
 
 
+def prefix(text: str, model: str | LM = DEFAULT_MODEL, context: str | None = None, *, device: str | None = None,
+           dtype: str | None = None, **settings: Any) -> Prefix:
+    """The text as a prefix under the model, a state to ask and extend: ``logp_next()`` (the next
+    byte, 257 log probabilities with their intervals), ``log_prob()``, ``next_characters(k)``,
+    ``surprisal(unit)``, ``continue_text(chars)`` and ``p + "more"``. ``model``, ``device`` and
+    ``dtype`` as :func:`estimate`'s; settings: tolerance, time_budget, max_rows, budget,
+    kv_bytes, should_stop, progress (``SearchSettings``)."""
+    from marginal_core.estimators.marginalizer import model_of
+    from marginal_core.search.prefix import prefix_of
+
+    return prefix_of(model_of(model, device, dtype), text, context, **settings)
+
+
 def next_characters(prompt: str, model: str | LM = DEFAULT_MODEL, context: str | None = None, k: int = 10, *,
                     device: str | None = None, dtype: str | None = None, **settings: Any) -> NextCharacters:
     """The k most probable next characters after the prompt (its trailing whitespace included),
@@ -73,7 +87,7 @@ def next_characters(prompt: str, model: str | LM = DEFAULT_MODEL, context: str |
     ``to_pandas()``). ``model``, ``device`` and ``dtype`` as :func:`estimate`'s; settings:
     tolerance, time_budget, should_stop, progress."""
     from marginal_core.estimators.marginalizer import model_of
-    from marginal_core.estimators.next_search import next_characters_stream
+    from marginal_core.search.prefix import next_characters_stream
 
     stream = next_characters_stream(model_of(model, device, dtype), prompt, context, k, **settings)
     return deque(stream, maxlen=1).pop()
@@ -86,7 +100,7 @@ def continue_text(prompt: str, model: str | LM = DEFAULT_MODEL, context: str | N
     ``seed``), beside transformers' generate from the canonical tokens and from token healing with
     the same settings, each character with its probability."""
     from marginal_core.estimators.marginalizer import model_of
-    from marginal_core.estimators.next_search import continuations_stream
+    from marginal_core.search.prefix import continuations_stream
 
     stream = continuations_stream(model_of(model, device, dtype), prompt, context, chars, how, seed, **settings)
     return deque(stream, maxlen=1).pop()

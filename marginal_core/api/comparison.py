@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from marginal_core.corpus.scan_compare import flips, moves
 from marginal_core.estimators.methods import Method, parse_methods
-from marginal_core.estimators.surprisal_result import bits_per_byte
 from marginal_core.ground.errors import MarginalError
+from marginal_core.search.surprisal.result import bits_per_byte
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -94,7 +94,7 @@ class Figures:
 
     def as_json(self) -> dict[str, Any]:
         """JSON-safe: the count as a decimal string, infinities as null."""
-        from marginal_core.estimators.jsonsafe import json_float
+        from marginal_core.ground.jsonsafe import json_float
 
         return {"canonical_tokens": list(self.canonical_tokens), "num_paths": str(self.num_paths),
                 "log_p_canonical": json_float(self.log_p_canonical), "log_p_text": json_float(self.log_p_text),
@@ -164,7 +164,7 @@ class Difference:
 
     def as_json(self) -> dict[str, Any]:
         """JSON-safe, with the sentence."""
-        from marginal_core.estimators.jsonsafe import json_float
+        from marginal_core.ground.jsonsafe import json_float
 
         return {"a": self.a, "b": self.b, "canonical": json_float(self.canonical), "marginal": json_float(self.marginal),
                 "moved": json_float(self.moved), "flips": self.flips, "sentence": self.sentence()}

@@ -23,7 +23,7 @@ from marginal_core.cli.surprisal_command import add_command as add_surprisal_com
 from marginal_core.cli.task_commands import add_commands as add_task_commands
 from marginal_core.cli.task_commands import task_summary
 from marginal_core.cli.text_input import read_text
-from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE, Round, describe_rounds, parse_width
+from marginal_core.estimators.beam_width import Round, describe_rounds, parse_width
 from marginal_core.estimators.methods import METHODS, Method, parse_methods
 from marginal_core.ground.errors import MarginalError, run_cli
 from marginal_core.ground.progress import Progress, tqdm_progress
@@ -31,6 +31,7 @@ from marginal_core.lattice.graph import DEFAULT_LENGTH_MARGIN, Lattice, lattice_
 from marginal_core.lattice.sampling import lattice_samples, num_candidates
 from marginal_core.lattice.vocab import vocabulary
 from marginal_core.models import DEFAULT_MODEL, load_text_tokenizer
+from marginal_core.search.settings import DEFAULT_TOLERANCE
 
 if TYPE_CHECKING:  # the estimators import torch: only the commands that run a model import them
     from marginal_core.estimators.estimate_options import EstimateOptions

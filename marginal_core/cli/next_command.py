@@ -16,21 +16,21 @@ from typing import TYPE_CHECKING, Any
 from marginal_core.cli.model_commands import add_device_arguments
 from marginal_core.cli.surprisal_command import add_time_budget
 from marginal_core.cli.text_input import read_text
-from marginal_core.estimators.next_chars import MAX_K
-from marginal_core.estimators.search_stop import parse_time_budget
 from marginal_core.ground.errors import MarginalError
 from marginal_core.ground.progress import tqdm_bar
 from marginal_core.models import DEFAULT_MODEL
+from marginal_core.search.next.results import MAX_K, VIEWS
+from marginal_core.search.settings import parse_time_budget
 
 if TYPE_CHECKING:
-    from marginal_core.estimators.next_chars import Continuations, NextCharacters
+    from marginal_core.search.next.results import Continuations, NextCharacters
 
 
 def next_command(args: argparse.Namespace) -> tuple[NextCharacters, Continuations | None]:
     """The next characters (a bar counting the search's rounds; Ctrl-C exits 130), then the
     continuations where asked for."""
-    from marginal_core.estimators.next_search import continuations_stream, next_characters_stream
     from marginal_core.models import load_model
+    from marginal_core.search.prefix import continuations_stream, next_characters_stream
 
     prompt = read_text(args.prompt, exact=True)
     context = read_text(args.context) if args.context is not None else None
@@ -84,7 +84,7 @@ def next_summary(found: NextCharacters, more: Continuations | None) -> str:
     tokens = [show_piece(t.decode("utf-8", errors="backslashreplace")) for t in found.tokens]  # a byte piece as \xe6
     marked = "|".join(tokens[:-1] + [f"[{tokens[-1]}]"]) if tokens else "(none)"
     state = ("every row certified" if found.done else "stopped" if found.cancelled
-             else f"ended by the {found.ended or 'time budget'}")
+             else f"ended: {found.ended.meaning if found.ended else 'under way'}")
     lines = [f"{found.model}, {'no context' if not found.context else f'context {found.context!r}'}; prompt "
              f"{found.prompt!r}", f"canonical tokens: {marked}  ([...]: the last token, the boundary the canonical "
              f"view conditions on)", f"search: {found.rounds} rounds, {found.scored:,} prefixes, "
@@ -102,7 +102,7 @@ def next_summary(found: NextCharacters, more: Continuations | None) -> str:
     if more is not None:
         lines += ["", f"continued ({more.how}{'' if more.seed is None else f', seed {more.seed}'}):"]
         lines += [f"  {view:<9} {show_piece(getattr(more, view).text)}{'  (end)' if getattr(more, view).ended else ''}"
-                  for view in more.views]
+                  for view in VIEWS]
     return "\n".join(lines)
 
 

@@ -15,22 +15,22 @@ from typing import TYPE_CHECKING, Any
 
 from marginal_core.cli.model_commands import add_device_arguments
 from marginal_core.cli.text_input import read_text
-from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
-from marginal_core.estimators.search_stop import AUTO, AUTO_CAP_S, CERTIFY_FLOOR_S, CERTIFY_SHARE, parse_time_budget
-from marginal_core.estimators.surprisal_result import SPACES, SURPRISAL_METHODS, UNITS, check_choice, region_spans
 from marginal_core.ground.progress import tqdm_bar
 from marginal_core.models import DEFAULT_MODEL
+from marginal_core.search.clock import AUTO_CAP_S, CERTIFY_FLOOR_S, CERTIFY_SHARE
+from marginal_core.search.settings import AUTO, DEFAULT_TOLERANCE, parse_time_budget
+from marginal_core.search.surprisal.result import SPACES, SURPRISAL_METHODS, UNITS, check_choice, region_spans
 
 if TYPE_CHECKING:
-    from marginal_core.estimators.surprisal_result import Surprisal
+    from marginal_core.search.surprisal.result import Surprisal
 
 
 def surprisal_command(args: argparse.Namespace) -> Surprisal:
     """The text's surprisal by region under the model, a bar counting the search's rounds (Ctrl-C
     ends it as it ends estimate: exit 130)."""
     from marginal_core.estimators.marginalizer import Marginalizer
-    from marginal_core.estimators.surprisal_run import surprisal_stream
     from marginal_core.models import load_model
+    from marginal_core.search.surprisal.stream import surprisal_stream
 
     text = read_text(args.text)
     context = read_text(args.context) if args.context is not None else None

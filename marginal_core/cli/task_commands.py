@@ -64,7 +64,7 @@ def scan_command(args: argparse.Namespace) -> dict[str, Any]:
     """Score every text of a file under each model; export the tidy tables (Ctrl-C keeps what is done)."""
     from marginal_core.corpus.scan import parse_models, parse_shard, run_scan
     from marginal_core.corpus.scan_surprisal import Cut
-    from marginal_core.estimators.search_stop import parse_time_budget
+    from marginal_core.search.settings import parse_time_budget
 
     cut = Cut(args.surprisal, args.space, args.bits) if args.surprisal else None  # checked before any work
     found, report, stopped = run_scan(args.file, args.out, parse_models(args.models), _options(args),

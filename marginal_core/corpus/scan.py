@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from marginal_core.corpus.scan_ranks import Ranks, join
-from marginal_core.estimators.search_stop import TimeBudget, check_time_budget
 from marginal_core.ground.errors import MarginalError
+from marginal_core.search.settings import TimeBudget, check_time_budget
 from marginal_core.tasks.datafiles import dataset_file, read_json_records
 from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.task import Request, Task

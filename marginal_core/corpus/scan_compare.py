@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from marginal_core.corpus.gains import TOP, best_rows, short_text
-from marginal_core.estimators.jsonsafe import json_float
+from marginal_core.ground.jsonsafe import json_float
 from marginal_core.tasks import markdown
 
 PER_MODEL = ("log_p_canonical", "log_p_text", "gain_nats", "method")  # a model's columns, suffixed _a / _b

@@ -21,7 +21,7 @@ import pandas as pd
 from marginal_core.corpus.gains import TOP, best_rows, gains, short_text
 from marginal_core.corpus.scan_compare import comparisons
 from marginal_core.corpus.scan_surprisal import Cut, surprisal_markdown, surprisal_table
-from marginal_core.estimators.surprisal_result import bits_per_byte
+from marginal_core.search.surprisal.result import bits_per_byte
 from marginal_core.tasks import markdown, store
 from marginal_core.tasks.report import complete_items, load_rows, methods_present, task_report
 

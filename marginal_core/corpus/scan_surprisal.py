@@ -29,12 +29,12 @@ import numpy as np
 import pandas as pd
 
 from marginal_core.corpus.gains import short_text
-from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
-from marginal_core.estimators.jsonsafe import json_float
-from marginal_core.estimators.next_bytes import NextBytes
-from marginal_core.estimators.search_stop import TimeBudget
-from marginal_core.estimators.surprisal_result import SPACES, UNITS, Surprisal, check_choice
+from marginal_core.ground.jsonsafe import json_float
 from marginal_core.ground.progress import tqdm_bar
+from marginal_core.search.ending import Ended
+from marginal_core.search.settings import DEFAULT_TOLERANCE, TimeBudget
+from marginal_core.search.surprisal.next_bytes import NextBytes
+from marginal_core.search.surprisal.result import SPACES, UNITS, Surprisal, check_choice
 from marginal_core.tasks import markdown, store
 from marginal_core.tasks.writer import RunLock
 
@@ -99,7 +99,7 @@ def record(text_id: str, s: Surprisal) -> dict[str, Any]:
             "next_entropy": floats(s.next.entropy), "next_rank": s.next.rank.tolist(),
             "log_p_text": json_float(s.log_p_text), "seconds": s.seconds, "rounds": s.rounds, "scored": s.scored,
             "tolerance": s.tolerance, "settled": s.settled_at, "certified": s.certified, "regions": len(s.regions),
-            "ended": s.ended}
+            "ended": s.ended or ""}
 
 
 def surprisal_of(rec: dict[str, Any], unit: str = "word", space: str = "trailing") -> Surprisal:
@@ -117,7 +117,7 @@ def surprisal_of(rec: dict[str, Any], unit: str = "word", space: str = "trailing
                      tuple((u, v) for u, v in rec["canonical_spans"]), array(rec["canonical_log_p"], -np.inf),
                      -np.inf if rec["log_p_text"] is None else rec["log_p_text"], rec["seconds"], prefix, nxt,
                      rec.get("rounds", 0), rec.get("scored", 0), tolerance=rec.get("tolerance", DEFAULT_TOLERANCE),
-                     settled_at=rec.get("settled"), ended=rec.get("ended", ""))
+                     settled_at=rec.get("settled"), ended=Ended(rec["ended"]) if rec.get("ended") else None)
 
 
 def searched(folder: Path) -> set[str]:

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from marginal_core.estimators.beam_width import AUTO_WIDTHS, DEFAULT_TOLERANCE, Round, check_width
-from marginal_core.estimators.proxy import Tables, extend
+from marginal_core.estimators.beam_width import AUTO_WIDTHS, Round, check_width
+from marginal_core.estimators.proxy import extend
 from marginal_core.estimators.run_state import Completion
 from marginal_core.ground.errors import MarginalError, is_oom
 from marginal_core.ground.progress import Progress, StopCheck, round_hook, steps_only
@@ -39,6 +39,8 @@ from marginal_core.lattice.paths import PathBatch
 from marginal_core.lattice.proposal import proposal_of
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
+from marginal_core.scoring.tables import Tables
+from marginal_core.search.settings import DEFAULT_TOLERANCE
 
 
 @dataclass(frozen=True, eq=False)

@@ -12,7 +12,7 @@ from marginal_core.ground.errors import MarginalError
 
 DEFAULT_BEAM_WIDTH = 32
 MAX_BEAM_WIDTH = 1024
-DEFAULT_TOLERANCE = 0.01  # nats: a widening that adds less ends the anytime beam
+
 AUTO_WIDTHS = (16, 64, 256, 1024)  # the anytime beam's rounds: each four times the last
 # A round whose pruned prefixes could hold at most this many nats more is described by that bound.
 CERTIFIED_NATS = 1.0

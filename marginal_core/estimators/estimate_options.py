@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, DEFAULT_TOLERANCE, MAX_BEAM_WIDTH, check_width
+from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, MAX_BEAM_WIDTH, check_width
 from marginal_core.ground.errors import MarginalError
 from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET
+from marginal_core.search.settings import DEFAULT_TOLERANCE
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from marginal_core.estimators.beam_width import Round
-from marginal_core.estimators.jsonsafe import json_float
 from marginal_core.estimators.methods import Method
 from marginal_core.estimators.run_state import BeamRun, RunState
 from marginal_core.ground.errors import MarginalError
+from marginal_core.ground.jsonsafe import json_float
 from marginal_core.lattice.graph import Lattice
 from marginal_core.lattice.paths import PathBatch
 

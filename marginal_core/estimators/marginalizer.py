@@ -36,7 +36,6 @@ from marginal_core.estimators.estimate_result import Estimate, Source
 from marginal_core.estimators.methods import Method
 from marginal_core.estimators.proxy import ProxyResult, proxy_stream
 from marginal_core.estimators.run_state import BeamRun, Checkpoints, Completion, RunState
-from marginal_core.estimators.surprisal_result import Surprisal
 from marginal_core.ground import hooks as serving_hooks
 from marginal_core.ground.errors import ContextWindowError, MarginalError
 from marginal_core.ground.progress import Progress, StopCheck
@@ -50,6 +49,7 @@ from marginal_core.lm.contexts import ContextState
 from marginal_core.models import dtype_name, load_model
 from marginal_core.scoring.score_stats import ScoreStats
 from marginal_core.scoring.trie_scoring import score_paths
+from marginal_core.search.surprisal.result import Surprisal
 
 __all__ = ["CanonicalScore", "Marginalizer", "by_context"]
 
@@ -140,7 +140,7 @@ class Marginalizer:
 
     def window_room(self) -> int | None:
         """The most tokens a tokenization may have after the context (None: no limit known)."""
-        limit = getattr(self.lm.config, "max_position_embeddings", None)
+        limit = self.lm.max_positions
         return None if limit is None else limit - len(self.context_ids)
 
     def canonical_score(self, progress: Progress | None = None) -> CanonicalScore:
@@ -415,7 +415,7 @@ class Marginalizer:
                   ) -> Surprisal:
         """The text's marginal surprisal by region beside the canonical one (``surprisal_run``;
         settings: max_rows, tolerance, time_budget, budget, should_stop, progress)."""
-        from marginal_core.estimators.surprisal_run import surprisal_stream
+        from marginal_core.search.surprisal.stream import surprisal_stream
 
         *_, last = surprisal_stream(self, unit, space, method, **settings)
         return last

@@ -42,10 +42,11 @@ from marginal_core.ground import hooks as serving_hooks
 from marginal_core.ground.progress import Progress, StopCheck
 from marginal_core.lattice.graph import Lattice
 from marginal_core.lattice.paths import PathBatch
-from marginal_core.lattice.proposal import Proposal, proposal_of
+from marginal_core.lattice.proposal import proposal_of
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 from marginal_core.lm.oom import halved
+from marginal_core.scoring.tables import Tables
 
 PROXY_BATCH_SIZE = 1024  # samples per batch: more share more prefixes
 
@@ -95,21 +96,6 @@ class ProxyResult:
 
 # --------------------------------------------------------------------------------------------
 # Sampling
-
-
-@dataclass
-class Tables:
-    """The proposal's arrays as tensors on the model's device."""
-
-    tokens: torch.Tensor
-    next_state: torch.Tensor
-    width: torch.Tensor
-    final: torch.Tensor
-
-    @classmethod
-    def of(cls, proposal: Proposal, device: torch.device) -> Tables:
-        t = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
-        return cls(t(proposal.tokens), t(proposal.next_state), t(proposal.width), t(proposal.final))
 
 
 @dataclass

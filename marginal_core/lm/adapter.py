@@ -96,6 +96,12 @@ class LM:
     # ---------------------------------------------------------------- sizes and checks
 
     @property
+    def max_positions(self) -> int | None:
+        """The most positions the model takes, context and text together (its context window; None
+        where its config does not say)."""
+        return getattr(self.config, "max_position_embeddings", None)
+
+    @property
     def window(self) -> int | None:
         """The sliding-attention window, read from the config on each use (it may be changed)."""
         return getattr(self.config, "sliding_window", None)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH
-from marginal_core.estimators.jsonsafe import json_float
 from marginal_core.ground import hooks as serving_hooks
+from marginal_core.ground.jsonsafe import json_float
 from marginal_core.ground.progress import StopCheck, tqdm_bar
 from marginal_core.tasks.options import EvalOptions
 from marginal_core.tasks.store import ResultStore, done_keys, read_items

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from marginal_core.estimators.jsonsafe import json_float
 from marginal_core.estimators.methods import TASK_METHODS
 from marginal_core.ground.errors import MarginalError, run_cli
+from marginal_core.ground.jsonsafe import json_float
 from marginal_core.tasks import store
 from marginal_core.tasks.report_tables import mt_markdown, qa_markdown
 

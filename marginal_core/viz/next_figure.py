@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from marginal_core.estimators.next_chars import CERTIFIED, NextChar, NextCharacters
+from marginal_core.search.next.results import CERTIFIED, NextChar, NextCharacters
 from marginal_core.viz.style import COLORS, MODEL_COLORS, TEXT_FONTS
 from marginal_core.viz.text import with_base
 

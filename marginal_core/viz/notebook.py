@@ -116,4 +116,4 @@ def register_formatters(shell: Any) -> None:
     formatter = shell.display_formatter.formatters["text/html"]
     formatter.for_type_by_name("marginal_core.lattice.graph", "Lattice", lattice_html)
     formatter.for_type_by_name("marginal_core.estimators.estimate_result", "Estimate", estimate_html)
-    formatter.for_type_by_name("marginal_core.estimators.surprisal_result", "Surprisal", lambda s: strip_html([s]))
+    formatter.for_type_by_name("marginal_core.search.surprisal.result", "Surprisal", lambda s: strip_html([s]))

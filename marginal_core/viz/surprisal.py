@@ -12,9 +12,9 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from marginal_core.estimators.next_bytes import gltr_bin
-from marginal_core.estimators.surprisal_result import Region, Surprisal
 from marginal_core.lattice.readable import show_piece
+from marginal_core.search.surprisal.next_bytes import gltr_bin
+from marginal_core.search.surprisal.result import Region, Surprisal
 from marginal_core.viz.style import COLORS, MODEL_COLORS, MONO_FONTS, TEXT_FONTS
 from marginal_core.viz.text import direction
 

@@ -91,13 +91,7 @@ def page() -> None:
             sentence_spot.empty()  # no sentence over empty bars
         chart_spot.plotly_chart(next_figure([v.found for v in views], projector=projector.on()), key=row.key("bars"))
         if views and views[0].more is not None:
-            more = views[0].more
-            more_spot.html("<table>" + "".join(
-                f"<tr><th style='text-align:left;padding-right:1em'>{view}</th>"
-                f"<td dir='auto' style='unicode-bidi:isolate;font-family:{MONO_FONTS};font-size:1.15em'>"
-                f"{more.html(view)}</td></tr>"
-                for view in more.views) + "</table><small>Each character on red as deep as it was improbable "
-                "under the view that chose it (hover for its probability).</small>")
+            more_spot.html(views[0].more.table(MONO_FONTS))
         else:
             more_spot.empty()
 

@@ -74,7 +74,7 @@ def test_a_step_that_fails_keeps_what_the_steps_before_found_with_the_reason(mon
     with that round's characters drawn (sentence and bars agree), the error beside them and no
     traceback; the status says it ended; a later run of the page still draws them with the reason,
     as a stopped run's (nothing was shared as finished)."""
-    from marginal_core.estimators import next_search
+    from marginal_core.search import prefix as next_search
 
     stream = next_search.next_characters_stream
 

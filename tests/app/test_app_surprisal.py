@@ -131,7 +131,7 @@ def test_stop_keeps_the_rounds_scored_and_says_so(monkeypatch):
     its first round, with intervals, and says it was stopped (the session keeps one stopped search)."""
     import streamlit as st
 
-    from marginal_core.estimators import surprisal_run
+    from marginal_core.search.surprisal import stream as surprisal_run
 
     stream = surprisal_run.surprisal_stream
 

@@ -203,7 +203,7 @@ def test_a_later_longer_prefix_takes_its_rank_at_a_state():
     import torch
 
     from marginal_core.estimators.beam import _Beam, _choose, _log_sum
-    from marginal_core.estimators.proxy import Tables
+    from marginal_core.scoring.tables import Tables
 
     # states 0 (start), 1, 2, 3 (final); token 10: 0 -> 1, token 11: 0 -> 2, token 12: 1 -> 2, token 13: 2 -> 3
     tables = Tables(tokens=torch.tensor([[10, 11], [12, 0], [13, 0], [0, 0]]),

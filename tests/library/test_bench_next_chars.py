@@ -14,7 +14,7 @@ from bench.next_chars.measures import (
     whole_settled_at,
     width_at,
 )
-from marginal_core.estimators.next_chars import CERTIFIED, END, NextChar, NextCharacters
+from marginal_core.search.next.results import CERTIFIED, END, NextChar, NextCharacters
 
 
 def result(seconds: float, rows: list[tuple[bytes, float, float, float]]) -> NextCharacters:

@@ -83,7 +83,7 @@ def next_char(character: str, b: bytes, p: float, lower: float, upper: float):
     """A NextChar (with a status where the class has one)."""
     from dataclasses import fields
 
-    from marginal_core.estimators.next_chars import NextChar
+    from marginal_core.search.next.results import NextChar
 
     extra = {"status": "certified"} if "status" in {f.name for f in fields(NextChar)} else {}
     return NextChar(character, b, p, lower, upper, 0.0, 0.0, **extra)
@@ -92,7 +92,7 @@ def next_char(character: str, b: bytes, p: float, lower: float, upper: float):
 def test_whole_characters_and_the_views_top_against_a_range():
     from bench.next_chars.measures import char_verdict, compared_rows, differs, whole_character
     from bench.next_chars.runs import Run
-    from marginal_core.estimators.next_chars import END, NextCharacters
+    from marginal_core.search.next.results import END, NextCharacters
 
     assert whole_character("学".encode()) and whole_character(b"a") and not whole_character(b"")
     assert not whole_character(b"\xe5") and not whole_character("学a".encode())

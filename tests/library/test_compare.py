@@ -12,8 +12,8 @@ import pytest
 from marginal_core.api.comparison import Difference, Side, compare, difference, figures, labels, parse_sides
 from marginal_core.cli.commands import main as cli_main
 from marginal_core.estimators.marginalizer import Marginalizer
-from marginal_core.estimators.surprisal_result import bits_per_byte
 from marginal_core.ground.errors import MarginalError
+from marginal_core.search.surprisal.result import bits_per_byte
 from tests.conftest import GEMMA, SMOL
 
 TEXT = " flooded roads"

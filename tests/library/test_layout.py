@@ -2,7 +2,7 @@
 statement (lazy ones inside functions and TYPE_CHECKING ones too: either way two modules that
 import each other know each other's insides), and no Python module of the project over 450
 lines (one idea a module: a longer one holds several), and no module named like a public name.
-The tree shows the pipeline: at most 15 modules at the top of marginal_core (a stage package
+The tree shows the pipeline: at most 16 modules at the top of marginal_core (a stage package
 counts once), each name defined in one module and imported from that module, and no package
 importing one later in docs/design.md's order of the stages."""
 
@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "marginal_core"
 MAX_LINES = 450
-MAX_TOP_LEVEL = 15
+MAX_TOP_LEVEL = 16
 
 
 def modules(folder: str = PACKAGE) -> dict[str, Path]:
@@ -91,7 +91,7 @@ def test_no_public_name_is_shadowed_by_a_module():
     assert not shadowed, f"modules named like public names: {shadowed}"
 
 
-def test_the_top_level_holds_at_most_15_modules():
+def test_the_top_level_holds_at_most_16_modules():
     """The stages are folders (lattice, scoring, estimators, serving, ...); what stays beside them is
     the public API, its errors and the few pieces every stage shares."""
     top = sorted(p.name for p in (ROOT / PACKAGE).iterdir()

@@ -44,7 +44,7 @@ print(_json.dumps({{"heavy": _heavy, **result}}))
         "marginal_core.lattice.sampling",
         "marginal_core.lattice.conditioning",
         "marginal_core.lattice.tokenizer_snapshot",
-        "marginal_core.estimators.surprisal_result",
+        "marginal_core.search.surprisal.result",
         "marginal_core.viz.surprisal",
     ],
 )

@@ -19,14 +19,17 @@ from scipy.special import logsumexp
 
 from marginal_core.api.calls import continue_text, next_characters
 from marginal_core.cli.commands import main as cli_main
-from marginal_core.estimators.next_chars import END, first_key
-from marginal_core.estimators.next_prompt import Prompt
-from marginal_core.estimators.next_search import next_characters_stream, step_of
-from marginal_core.estimators.prefix_memory import HEAD_BYTES, PrefixMemory
-from marginal_core.estimators.prefix_search import prefix_masses
 from marginal_core.ground.errors import ContextWindowError, EmptyTextError, MarginalError
 from marginal_core.lattice.conditioning import context_ids
 from marginal_core.lattice.graph import extended, lattice_of
+from marginal_core.search.char_keys import first_key
+from marginal_core.search.masses import ByteStep
+from marginal_core.search.memory import HEAD_BYTES, PrefixMemory
+from marginal_core.search.next.results import END
+from marginal_core.search.prefix import Prefix, next_characters_stream
+from marginal_core.search.rounds import NextByte, search_rounds
+from marginal_core.search.settings import SearchSettings
+from marginal_core.search.state import PrefixState
 from tests.brute_force import float64_lm, forget_float64, next_token_log_probs, path_log_prob
 
 PROMPTS = ["is ", "Fra", "3.1", "Né"]
@@ -93,8 +96,8 @@ def brute_next_bytes(lm64, lattice, context: list[int]) -> np.ndarray:
 
 def _exact_step(lm64, lattice, context):
     state = lm64.context(context)
-    *_, masses = prefix_masses(lm64, lattice, state, exact=True, past_end=True)
-    return step_of(masses)
+    *_, masses = search_rounds(lm64, lattice, state, SearchSettings(), NextByte(exact=True))
+    return ByteStep.past_end(masses)
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
@@ -150,29 +153,29 @@ def test_a_search_on_what_a_shorter_texts_search_kept_equals_brute_force(lm, pro
     context = context_ids(lm64.text_tokenizer, None)
     state = lm64.context(context)
     memory = PrefixMemory()
-    deque(prefix_masses(lm64, lattice_of(prompt, lm64.text_tokenizer), state, exact=True, past_end=True,
-                        memory=memory), maxlen=0)
+    shorter = lattice_of(prompt, lm64.text_tokenizer)
+    deque(search_rounds(lm64, shorter, state, SearchSettings(), NextByte(exact=True), memory), maxlen=0)
     assert memory.heads or memory.hidden
     longer = lattice_of(prompt + more, lm64.text_tokenizer)
     expected = brute_next_bytes(lm64, longer, context)
     fed, hook = _fed_tokens(lm64)
     try:
-        *_, kept = prefix_masses(lm64, longer, state, exact=True, past_end=True, memory=memory)
+        *_, kept = search_rounds(lm64, longer, state, SearchSettings(), NextByte(exact=True), memory)
         with_memory = fed[0]
-        *_, fresh = prefix_masses(lm64, longer, state, exact=True, past_end=True)
+        *_, fresh = search_rounds(lm64, longer, state, SearchSettings(), NextByte(exact=True))
         without = fed[0] - with_memory
     finally:
         hook.remove()
-    np.testing.assert_allclose(step_of(kept).point, expected, atol=1e-6, rtol=0)
-    np.testing.assert_allclose(step_of(kept).point, step_of(fresh).point, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(ByteStep.past_end(kept).point, expected, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(ByteStep.past_end(kept).point, ByteStep.past_end(fresh).point, atol=1e-12, rtol=0)
     assert with_memory < without
-    *_, searched = prefix_masses(lm64, longer, state, past_end=True, memory=memory)  # the default search, its ways on
-    bounds = step_of(searched)
+    *_, searched = search_rounds(lm64, longer, state, SearchSettings(), NextByte(), memory)  # the default search, its ways on
+    bounds = ByteStep.past_end(searched)
     assert np.all(bounds.lower <= expected + 1e-9) and np.all(expected <= bounds.upper + 1e-9)
     if len(more.encode()) > 1:  # the byte step after the lead byte, on what both searches kept
         lead = extended(lattice_of(prompt, lm64.text_tokenizer), more.encode()[:1], longer.vocab)
-        *_, step = prefix_masses(lm64, lead, state, exact=True, past_end=True, memory=memory)
-        np.testing.assert_allclose(step_of(step).point, brute_next_bytes(lm64, lead, context), atol=1e-6, rtol=0)
+        *_, step = search_rounds(lm64, lead, state, SearchSettings(), NextByte(exact=True), memory)
+        np.testing.assert_allclose(ByteStep.past_end(step).point, brute_next_bytes(lm64, lead, context), atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize(("prompt", "first", "second", "head_bytes"), [
@@ -189,8 +192,8 @@ def test_sibling_byte_steps_on_one_memory_equal_brute_force(lm, prompt, first, s
     base = lattice_of(prompt, lm64.text_tokenizer)
     for tail in (b"", first, second):
         lattice = extended(base, tail, base.vocab) if tail else base
-        *_, masses = prefix_masses(lm64, lattice, state, exact=True, past_end=True, memory=memory)
-        np.testing.assert_allclose(step_of(masses).point, brute_next_bytes(lm64, lattice, context), atol=1e-6, rtol=0)
+        *_, masses = search_rounds(lm64, lattice, state, SearchSettings(), NextByte(exact=True), memory)
+        np.testing.assert_allclose(ByteStep.past_end(masses).point, brute_next_bytes(lm64, lattice, context), atol=1e-6, rtol=0)
 
 
 def _folded(probs: np.ndarray, vocab, prefix: bytes) -> float:
@@ -292,7 +295,7 @@ def test_continuations_beside_generate(smollm_model):
     found = continue_text("The capital of France is ", smollm_model, chars=4, how="greedy")
     assert found.marginal.text.startswith("P") and len(found.marginal.text) == 4
     assert len(found.marginal.probabilities) == 4 and all(0 < p <= 1 for p in found.marginal.probabilities)
-    prompt = Prompt.of(smollm_model, "The capital of France is ", None)
+    prompt = PrefixState.of(smollm_model, "The capital of France is ", None)
     ids = [*prompt.state.ids, *prompt.lattice.canonical]
     new = smollm_model.generate(ids, do_sample=False, max_new_tokens=14, repetition_penalty=1.0)[0]
     spelled = b"".join(prompt.vocab.surfaces[t] or b"" for t in new).decode("utf-8", errors="replace")
@@ -362,3 +365,28 @@ def test_healing_after_a_byte_piece_backs_off_to_the_piece_itself(gemma_model):
     assert found.total_variation["healed"] == pytest.approx(found.total_variation["canonical"], abs=1e-9)
     more = continue_text("ど轞", gemma_model, chars=2, time_budget=1.0)
     assert more.healed.text == more.canonical.text or more.healed.ended
+
+
+@pytest.mark.parametrize(("prompt", "more"), [("Fr", "a"), ("N", "\u00e9")])
+def test_a_prefix_state_and_its_extension_equal_brute_force_and_a_fresh_search(lm, prompt, more):
+    """``mc.prefix``'s state: ``logp_next()`` of the text and of ``p + more`` equal enumeration in
+    float64 within 1e-6 (257 values, each inside its interval); ``p + more`` equals a fresh state of
+    the longer text within 1e-12 while feeding the model fewer tokens; ``log_prob()`` is the
+    exact search's P(text as a prefix)."""
+    lm64 = float64_lm(lm)
+    context = context_ids(lm64.text_tokenizer, None)
+    settings = SearchSettings(tolerance=1e-12)
+    p = Prefix.of(lm64, prompt, None, settings)
+    longer = p + more
+    fresh = Prefix.of(lm64, prompt + more, None, settings)
+    for state in (p, longer):
+        lp = state.logp_next()
+        assert len(lp) == 257 and lp.EOS == 256
+        expected = brute_next_bytes(lm64, state.lattice, context)
+        np.testing.assert_allclose(np.exp(np.asarray(lp)), expected, atol=1e-6, rtol=0)
+        assert np.all(lp.lower <= lp.logp + 1e-12) and np.all(lp.logp <= lp.upper + 1e-12)
+    np.testing.assert_allclose(np.exp(longer.logp_next().logp), np.exp(fresh.logp_next().logp), atol=1e-12, rtol=0)
+    assert longer.last_step()[1].fed < fresh.last_step()[1].fed
+    *_, exact = search_rounds(lm64, fresh.lattice, fresh.state, SearchSettings(), NextByte(exact=True))
+    assert fresh.log_prob().value == pytest.approx(float(exact.lower[-1]), abs=1e-9)
+    assert fresh.log_prob().lower <= fresh.log_prob().upper + 1e-12

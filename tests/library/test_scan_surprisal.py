@@ -16,8 +16,8 @@ from marginal_core.corpus.scan import model_folder
 from marginal_core.corpus.scan_surprisal import CSV_COLUMNS as COLUMNS
 from marginal_core.corpus.scan_surprisal import FILE, surprisal_of
 from marginal_core.estimators.marginalizer import Marginalizer
-from marginal_core.estimators.surprisal_result import bits_per_byte
 from marginal_core.ground.errors import MarginalError
+from marginal_core.search.surprisal.result import bits_per_byte
 from tests.app.test_scan import run
 from tests.conftest import SMOL
 

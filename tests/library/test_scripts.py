@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from marginal_core.api.calls import continue_text, next_characters, surprisal
-from marginal_core.estimators.next_chars import END, REST, finished
 from marginal_core.ground.errors import MarginalError
 from marginal_core.lattice.conditioning import context_ids
 from marginal_core.lattice.graph import extended, lattice_of
+from marginal_core.search.next.results import END, REST, finished
 from tests.brute_force import float64_lm, forget_float64
 from tests.library.test_next_characters import _exact_step, _paths, brute_next_bytes
 

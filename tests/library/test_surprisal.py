@@ -14,9 +14,6 @@ import torch
 from scipy.special import logsumexp
 
 from marginal_core.estimators.marginalizer import Marginalizer
-from marginal_core.estimators.prefix_choice import check_exact
-from marginal_core.estimators.prefix_search import prefix_masses
-from marginal_core.estimators.surprisal_result import COLUMNS, region_spans
 from marginal_core.ground.errors import (
     ContextWindowError,
     EmptyTextError,
@@ -25,6 +22,10 @@ from marginal_core.ground.errors import (
     UnrepresentableTextError,
 )
 from marginal_core.lm.adapter import LM
+from marginal_core.search.counts import check_exact
+from marginal_core.search.rounds import Regions, search_rounds
+from marginal_core.search.settings import SearchSettings
+from marginal_core.search.surprisal.result import COLUMNS, region_spans
 from tests.brute_force import float64_lm, forget_float64, next_token_log_probs, path_log_prob
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
@@ -181,7 +182,7 @@ def test_every_round_certifies_brute_force(lm, text):
     m = Marginalizer(lm64, text)
     brute = brute_force(lm64, m.lattice, m.context_ids)
     expected = brute.prefix
-    from marginal_core.estimators.surprisal_run import surprisal_stream
+    from marginal_core.search.surprisal.stream import surprisal_stream
 
     rounds = list(surprisal_stream(m, "char", tolerance=1e-9))
     assert len(rounds) > 1 and not rounds[0].exact
@@ -207,9 +208,9 @@ def test_kv_kept_across_rounds_equals_recomputation_bit_for_bit(lm):
     lm64 = float64_lm(lm)
     m = Marginalizer(lm64, "The cat sat.")
     state = m.context_state()
-    fed_again = list(prefix_masses(lm64, m.lattice, state, tolerance=1e-6, kv_bytes=0))
+    fed_again = list(search_rounds(lm64, m.lattice, state, SearchSettings(tolerance=1e-6, kv_bytes=0)))
     for kv_bytes in (256 << 20, 200_000):
-        kept = list(prefix_masses(lm64, m.lattice, state, tolerance=1e-6, kv_bytes=kv_bytes))
+        kept = list(search_rounds(lm64, m.lattice, state, SearchSettings(tolerance=1e-6, kv_bytes=kv_bytes)))
         assert [k.scored for k in kept] == [f.scored for f in fed_again] and len(kept) >= 3
         for k, f in zip(kept, fed_again, strict=True):
             assert np.array_equal(k.lower, f.lower) and np.array_equal(k.upper, f.upper)
@@ -227,7 +228,7 @@ def test_bounding_heads_keep_the_certificate(lm):
     m = Marginalizer(lm64, "rain.")
     brute = brute_force(lm64, m.lattice, m.context_ids)
     expected, following = brute.prefix, np.exp(brute.next - brute.prefix[:-1, None])
-    rounds = list(prefix_masses(lm64, m.lattice, m.context_state(), tolerance=1e-9, bound_below=1.0))
+    rounds = list(search_rounds(lm64, m.lattice, m.context_state(), SearchSettings(tolerance=1e-9), Regions(bound_below=1.0)))
     assert len(rounds) > 1
     for r in rounds:
         assert np.all(r.lower <= expected + 1e-9) and np.all(r.upper >= expected - 1e-9)
@@ -266,7 +267,7 @@ def test_a_stopped_search_keeps_valid_bounds(smollm_model):
 def test_a_servers_cap_bounds_every_round_after_round_zero(smollm_model):
     """max_rows (a server's cap on the beam width) bounds the prefixes each round scores after
     round 0; the bounds still certify the exact values."""
-    from marginal_core.estimators.surprisal_run import surprisal_stream
+    from marginal_core.search.surprisal.stream import surprisal_stream
 
     m = Marginalizer(smollm_model, "The cat sat.")
     exact = m.surprisal(unit="byte", method="exact")
@@ -282,7 +283,7 @@ def test_the_time_budget_ends_after_round_zero(smollm_model):
     """A spent time budget ends the search after its first round (the canonical tokenization and
     its one-token splits), not cancelled, with valid bounds."""
     m = Marginalizer(smollm_model, "The cat sat.")
-    *_, last = prefix_masses(smollm_model, m.lattice, m.context_state(), time_budget=0.0)
+    *_, last = search_rounds(smollm_model, m.lattice, m.context_state(), SearchSettings(time_budget=0.0))
     assert last.done and not last.cancelled and last.rounds == 1 and last.exits > 0
 
 
@@ -290,7 +291,7 @@ def test_the_default_stop_ends_once_the_values_settle_and_names_the_open_words(s
     """time_budget="auto" with no time for the certificate after the values settle (the floor and
     the share at 0) ends on the round that sees them settled: the regions left open keep their
     intervals around their values. An explicit budget replaces the default stop and runs on."""
-    from marginal_core.estimators import search_stop
+    from marginal_core.search import clock as search_stop
 
     monkeypatch.setattr(search_stop, "CERTIFY_FLOOR_S", 0.0)
     monkeypatch.setattr(search_stop, "CERTIFY_SHARE", 0.0)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from marginal_core.cli.commands import main as cli_main
-from marginal_core.estimators.surprisal_result import COLUMNS, bits_per_byte
+from marginal_core.search.surprisal.result import COLUMNS, bits_per_byte
 from tests.conftest import SMOL
 
 TEXT = "The cat sat on the mat."

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marginal_core.estimators.proxy import Tables
 from marginal_core.lattice.graph import Lattice
 from marginal_core.lattice.vocab import Vocabulary, key_range
 from marginal_core.lm.adapter import LM
+from marginal_core.scoring.tables import Tables
 
 SUM_COLUMNS = 1 << 14  # vocabulary columns summed by first byte at a time, in float64
 TOP_TOKENS = 16  # a full head's most probable ids, which bounding heads read beside the text's tokens

@@ -1,7 +1,8 @@
 """What the model's own token view expects after a prompt (docs/design.md, "What comes next"): the
 next token after the prompt's canonical tokens (what ``generate`` samples from) and token
 healing's (the last canonical token backed off, the next token constrained to begin with its
-bytes, as Guidance does), both as probabilities over the vocabulary's ids, from plain forwards.
+bytes, as Guidance does), both as probabilities over the vocabulary's ids, from plain forwards
+(``char_keys`` folds them by character).
 """
 
 from __future__ import annotations

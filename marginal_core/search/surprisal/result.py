@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
-from marginal_core.estimators.next_bytes import NextBytes, NextCharacter
 from marginal_core.ground.errors import EmptyTextError, MarginalError, UnrepresentableTextError
+from marginal_core.search.ending import Ended
+from marginal_core.search.masses import intervals
+from marginal_core.search.settings import DEFAULT_TOLERANCE
+from marginal_core.search.surprisal.next_bytes import NextBytes, NextCharacter
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,11 +38,6 @@ UNITS: tuple[str, ...] = ("byte", "char", "word")
 SPACES: tuple[str, ...] = ("trailing", "leading")
 SURPRISAL_METHODS: tuple[str, ...] = ("search", "exact")
 UNIT_NAMES = {"byte": "bytes", "char": "characters", "word": "words"}
-ENDED = {"certified": "every region within the tolerance",
-         "stalled": "a round narrowed no open interval by the tolerance, or by half of what it was over",
-         "prefix budget": "the budget of prefixes spent", "time budget": "the time budget spent",
-         "default stop": "the default stop (the values settled and the certificate had its share of time)",
-         "stopped": "stopped", "exits scored": "every prefix that matters scored", "exact": "every prefix scored"}
 COLUMNS = ("index", "start_byte", "end_byte", "text", "surprisal", "surprisal_canonical", "surprisal_canonical_prefix",
            "lower", "upper", "exact", "entropy", "rank")
 NATS_COLUMNS = ("surprisal", "surprisal_canonical", "surprisal_canonical_prefix", "lower", "upper", "entropy")
@@ -136,7 +133,7 @@ class Surprisal:
     ``log_p_text`` is the text's marginal (tokenizations that end exactly at its end) found.
     The search's two measures of progress (``search_stop``): ``settled_at``, the seconds at which
     its values settled (None: not yet), and ``certified``, the regions within ``tolerance``;
-    ``ends_at``: the latest end its time budget allowed, ``ended``: why it ended ("" while it runs);
+    ``ends_at``: the latest end its time budget allowed, ``ended``: why it ended (None while it runs);
     ``kv_peak_bytes``: the most its KV store held."""
 
     text: str
@@ -162,7 +159,7 @@ class Surprisal:
     tolerance: float = DEFAULT_TOLERANCE
     settled_at: float | None = None
     ends_at: float | None = None
-    ended: str = ""
+    ended: Ended | None = None
     kv_peak_bytes: int = 0
 
     def __repr__(self) -> str:
@@ -221,7 +218,7 @@ class Surprisal:
     @property
     def ended_reason(self) -> str:
         """Why the search ended, in words ('' while it runs)."""
-        return ENDED.get(self.ended, self.ended)
+        return self.ended.meaning if self.ended is not None else ""
 
     @property
     def fraction(self) -> float:
@@ -273,7 +270,7 @@ class Surprisal:
     def as_dict(self, seconds: float | None = None, next: int = 0) -> dict[str, object]:
         """The JSON object of ``marginal surprisal --json`` (non-finite floats as None); ``next``:
         each region's k most probable next characters at its first byte, as a list ``next``."""
-        from marginal_core.estimators.jsonsafe import json_float
+        from marginal_core.ground.jsonsafe import json_float
 
         regions = [{k: (json_float(v) if isinstance(v, float) else v) for k, v in r.as_dict().items()}
                    for r in self.regions]
@@ -289,36 +286,13 @@ class Surprisal:
                 "exact": self.exact, "seconds": self.seconds if seconds is None else seconds,
                 "tolerance": self.tolerance, "settled": self.settled_at, "certified": self.certified,
                 "open": [{"index": r.index, "text": r.text, "lower": json_float(r.lower), "upper": json_float(r.upper)}
-                         for r in self.open_regions], "ended": self.ended}
+                         for r in self.open_regions], "ended": self.ended or ""}
 
 
 def bits_per_byte(log_p: float, text: str) -> float:
     """-log2 p per byte of the text's UTF-8 bytes (inf where no mass was found)."""
     size = len(text.encode("utf-8"))
     return -log_p / math.log(2) / size if size and math.isfinite(log_p) else math.inf
-
-
-def intervals(lower: np.ndarray, upper: np.ndarray, a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The surprisal intervals of regions [a, c) (lattice bytes, a < c) from the bounds on
-    log P(s<j). The top is log up(a) - log lo(c). The bottom couples the two ends: the mass
-    unscored before a, Y at a, is at most Y at c too, so the surprisal is at least the smaller of
-    log lo(a) - log(lo(c) + the mass unscored in [a, c)) and log up(a) - log up(c) (the ends of
-    Y's range), and at least 0 (docs/design.md, "Surprisal")."""
-    lo_a, up_a, lo_c, up_c = lower[a], upper[a], lower[c], upper[c]
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        top = np.fmax(np.fmax(up_c, up_a), lo_a)
-        safe = np.where(np.isfinite(top), top, 0.0)
-        # lo(c) + the mass unscored in [a, c) = up(c) - (up(a) - lo(a))
-        rest = np.exp(up_c - safe) - np.exp(up_a - safe) + np.exp(lo_a - safe)
-        inside = np.fmax(lo_c, np.where(rest > 0, safe + np.log(np.where(rest > 0, rest, 1.0)), -np.inf))
-        bottom = np.fmax(np.fmin(lo_a - inside, up_a - up_c), 0.0)
-        return np.where(np.isnan(bottom), 0.0, bottom), up_a - lo_c
-
-
-def interval_widths(lower: np.ndarray, upper: np.ndarray, cuts: np.ndarray) -> np.ndarray:
-    """The width of each region's interval between consecutive cuts (lattice bytes, in order)."""
-    bottom, top = intervals(lower, upper, cuts[:-1], cuts[1:])
-    return top - bottom
 
 
 def _regions(s: Surprisal) -> tuple[Region, ...]:

@@ -6,35 +6,20 @@ tokens write first, and the results a notebook, the CLI and the page show.
 
 from __future__ import annotations
 
-import bisect
 import html
-import weakref
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from marginal_core.estimators.next_bytes import label
 from marginal_core.lattice.readable import show_piece
-from marginal_core.lattice.vocab import Vocabulary
+from marginal_core.search.char_keys import KeyMasses, char_length
+from marginal_core.search.ending import Ended
+from marginal_core.search.surprisal.next_bytes import label
 
 if TYPE_CHECKING:
     import pandas as pd
 
 END = "end"  # the outcome that writes no byte: end of string, special tokens, byte pieces
-NO_BYTE = 256  # its column in a step's 257 outcomes
 MAX_K = 256  # the most characters one call lists
-
-
-@dataclass(frozen=True)
-class ByteStep:
-    """P(next byte = c | the bytes so far) for c = 0..255 and the outcome of no byte (256): the
-    mass the search found (``point``) and the interval it certifies (``lower``, ``upper``)."""
-
-    point: np.ndarray
-    lower: np.ndarray
-    upper: np.ndarray
 
 
 # What a row's marginal value is worth: its interval within the tolerance; its value stopped
@@ -105,10 +90,10 @@ class NextCharacters:
     """The k most probable next characters after ``prompt`` (``rows``, whole characters, most
     probable first; ``rest``: remainder rows for ranges of characters the search did not resolve
     before it ended), what the search did (rounds and prefixes scored over every byte step,
-    seconds; ``done``: every row certified; ``cancelled``: Stop; ``ended``: why it ended, as
-    ``search_stop.why_ended`` says; ``settled_at``: when the first byte's values settled), the
-    prompt's canonical tokens (``tokens``, their surfaces) and the total variation distance from
-    the marginal over the next byte of each view."""
+    seconds; ``done``: every row certified; ``cancelled``: Stop; ``ended``: why it ended
+    (``Ended``); ``settled_at``: when the first byte's values settled), the prompt's canonical
+    tokens (``tokens``, their surfaces) and the total variation distance from the marginal over
+    the next byte of each view."""
 
     prompt: str
     model: str
@@ -122,7 +107,7 @@ class NextCharacters:
     done: bool
     cancelled: bool = False
     tolerance: float = 0.01
-    ended: str = ""
+    ended: Ended | None = None
     settled_at: float | None = None
     rest: tuple[NextChar, ...] = ()
 
@@ -164,7 +149,7 @@ class NextCharacters:
 
         return {"prompt": self.prompt, "model": self.model, "context": self.context, "seconds": round(self.seconds, 3),
                 "rounds": self.rounds, "scored": self.scored, "done": self.done, "cancelled": self.cancelled,
-                "ended": self.ended, "settled": self.settled_at, "tolerance": self.tolerance,
+                "ended": self.ended or "", "settled": self.settled_at, "tolerance": self.tolerance,
                 "total_variation": self.total_variation, "next": [row(r) for r in self.rows],
                 "rest": [row(r) for r in self.rest]}
 
@@ -206,6 +191,9 @@ class Continuation:
     ended: bool = False
 
 
+VIEWS = ("marginal", "canonical", "healed")  # a continuation's three views, in the order shown
+
+
 @dataclass(frozen=True)
 class Continuations:
     """A prompt continued by the marginal, by ``generate`` from the canonical tokens and from
@@ -220,16 +208,23 @@ class Continuations:
     healed: Continuation
     seconds: float = 0.0
     cancelled: bool = False
-    views: tuple[str, ...] = field(default=("marginal", "canonical", "healed"), repr=False)
 
     def to_json(self) -> dict[str, str]:
         """The three continuations' texts, by view."""
-        return {v: getattr(self, v).text for v in self.views}
+        return {v: getattr(self, v).text for v in VIEWS}
 
     def _repr_html_(self) -> str:
         """Each continuation's characters coloured by their probability."""
-        rows = "".join(f"<tr><th>{v}</th><td>{self.html(v)}</td></tr>" for v in self.views)
-        return f"<p>{html.escape(repr(self.prompt))} continued ({self.how}):</p><table>{rows}</table>"
+        return f"<p>{html.escape(repr(self.prompt))} continued ({self.how}):</p>{self.table()}"
+
+    def table(self, font: str = "monospace") -> str:
+        """The three continuations as an HTML table, one row a view, in ``font``, each cell in
+        its own writing direction, with a line on what the colours say."""
+        rows = "".join(f"<tr><th style='text-align:left;padding-right:1em'>{v}</th>"
+                       f"<td dir='auto' style='unicode-bidi:isolate;font-family:{font};font-size:1.15em'>"
+                       f"{self.html(v)}</td></tr>" for v in VIEWS)
+        return (f"<table>{rows}</table><small>Each character on red as deep as it was improbable under the view "
+                "that chose it (hover for its probability).</small>")
 
     def html(self, view: str) -> str:
         """One view's continuation as HTML: each character on red as deep as it was improbable."""
@@ -246,11 +241,6 @@ def _quoted(row: NextChar) -> str:
     return row.character if row.character == END else f"“{row.shown}”"
 
 
-def char_length(lead: int) -> int:
-    """How many bytes the UTF-8 character a lead byte begins has (1 for ASCII and invalid leads)."""
-    return 2 if 0xC2 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF5 else 1
-
-
 def finished(prefix: bytes) -> bool:
     """Whether a character's bytes so far are a whole character (or a byte no character needs more of)."""
     return len(prefix) >= char_length(prefix[0])
@@ -264,111 +254,3 @@ def character_of(prefix: bytes) -> str:
         except UnicodeDecodeError:
             return "".join(f"\\x{b:02x}" for b in prefix)
     return label(prefix[:-1], len(prefix) - 1, prefix[-1])
-
-
-# ------------------------------------------------------------------- the token views, folded
-
-_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def first_key(surface: bytes | None) -> bytes:
-    """The first character a surface writes (its bytes; the rest of the surface where it stops
-    inside one), or b"" for none."""
-    if not surface:
-        return b""
-    return surface[: char_length(surface[0])]
-
-
-@dataclass(frozen=True)
-class KeyGroups:
-    """A head's ids by the first character they write: the characters, sorted (b"": none), and
-    each id's index among them."""
-
-    keys: tuple[bytes, ...]
-    label: np.ndarray
-
-
-@dataclass(frozen=True)
-class KeyMasses:
-    """A distribution over first characters: the characters, sorted, and their masses."""
-
-    keys: tuple[bytes, ...]
-    masses: np.ndarray
-
-    @classmethod
-    def of(cls, masses: dict[bytes, float]) -> KeyMasses:
-        keys = tuple(sorted(masses))
-        return cls(keys, np.array([masses[k] for k in keys], dtype=np.float64))
-
-    def mass_of(self, prefix: bytes) -> float:
-        """The mass of the first characters that begin with prefix (b"": of no byte); they are
-        neighbours in sorted order (a character has at most four bytes)."""
-        lo = bisect.bisect_left(self.keys, prefix)
-        if not prefix:
-            return float(self.masses[0]) if self.keys and self.keys[0] == b"" else 0.0
-        return float(self.masses[lo : bisect.bisect_right(self.keys, prefix + b"\xff" * 4)].sum())
-
-    def top(self) -> bytes:
-        """The most probable first character (b"": none)."""
-        return self.keys[int(np.argmax(self.masses))]
-
-    def by_byte(self) -> np.ndarray:
-        """The mass by first byte (256: no byte)."""
-        first = np.array([k[0] if k else NO_BYTE for k in self.keys], dtype=np.int64)
-        return np.bincount(first, weights=self.masses, minlength=257)
-
-
-def key_groups(vocab: Vocabulary, size: int) -> KeyGroups:
-    """A head of ``size`` rows' ids by the first character they write (b"": none: special tokens,
-    byte pieces, empty surfaces, ids past the tokenizer), built once per vocabulary."""
-    cache = _KEYS.setdefault(vocab, {})
-    if size not in cache:
-        pieces = {t for t in vocab.byte_tokens if t is not None}
-        first = [b"" if v in pieces or v >= vocab.size else first_key(vocab.surfaces[v]) for v in range(size)]
-        keys = tuple(sorted(set(first)))
-        index = {k: i for i, k in enumerate(keys)}
-        cache[size] = KeyGroups(keys, np.array([index[k] for k in first], dtype=np.int64))
-    return cache[size]  # type: ignore[no-any-return]
-
-
-def key_masses(probs: np.ndarray, groups: KeyGroups) -> KeyMasses:
-    """A next-token distribution as the mass of each first character."""
-    return KeyMasses(groups.keys, np.bincount(groups.label, weights=probs[: len(groups.label)],
-                                              minlength=len(groups.keys)))
-
-
-def healed_masses(vocab: Vocabulary, groups: KeyGroups, tail: bytes, before: np.ndarray,
-                  heads: dict[int, np.ndarray]) -> KeyMasses:
-    """Token healing as the mass of each first character after the tail: the next token after the
-    backed-off one's predecessors, constrained to begin with its bytes ``tail``, renormalized; a
-    token that spells the tail exactly goes on by the next token after it (``heads``)."""
-    if not tail:
-        return key_masses(before, groups)
-    allowed = healing_ids(vocab, tail, heads)
-    total = float(before[allowed].sum())
-    out: dict[bytes, float] = {}
-    exact = np.zeros(len(groups.keys))
-    for v in allowed:
-        rest = (vocab.surfaces[v] or b"")[len(tail) :]
-        if rest:
-            key = first_key(rest)
-            out[key] = out.get(key, 0.0) + float(before[v]) / total
-        else:
-            exact += float(before[v]) / total * key_masses(heads[v], groups).masses
-    for key, mass in zip(groups.keys, exact.tolist(), strict=True):
-        if mass:
-            out[key] = out.get(key, 0.0) + mass
-    return KeyMasses.of(out)
-
-
-def healing_ids(vocab: Vocabulary, tail: bytes, spelling: Iterable[int]) -> list[int]:
-    """The tokens token healing lets follow the backed-off token's predecessors: every ordinary
-    token that begins with its bytes ``tail``, and the tokens that spell it exactly (``spelling``:
-    the backed-off token itself among them, a byte piece included: after a CJK character Gemma
-    spells in byte pieces no ordinary token begins with its last byte)."""
-    return sorted({*vocab.ids_beginning(tail), *spelling})
-
-
-def total_variation(p: np.ndarray, q: np.ndarray) -> float:
-    """Half the L1 distance between two distributions over the same outcomes."""
-    return 0.5 * float(np.abs(np.asarray(p) - np.asarray(q)).sum())

@@ -13,13 +13,14 @@ import numpy as np
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
-from marginal_core.estimators.next_chars import Continuation, healing_ids
-from marginal_core.estimators.next_prompt import Prompt
-from marginal_core.estimators.token_views import token_probs
 from marginal_core.lattice.vocab import Vocabulary
+from marginal_core.search.char_keys import healing_ids
+from marginal_core.search.next.results import Continuation
+from marginal_core.search.state import PrefixState
+from marginal_core.search.token_views import token_probs
 
 
-def generated(p: Prompt, chars: int, how: str, seed: int | None) -> tuple[Continuation, Continuation]:
+def generated(p: PrefixState, chars: int, how: str, seed: int | None) -> tuple[Continuation, Continuation]:
     """transformers' generate from the canonical tokens, and from token healing (the last canonical
     token backed off, the first new token constrained to begin with its bytes), with the same
     settings, each until its tokens spell ``chars`` characters; each character's probability is

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marginal_core.estimators.prefix_kv import KV_BYTES, KeptKV
 from marginal_core.lattice.paths import Path
+from marginal_core.search.kv import KeptKV
+from marginal_core.search.settings import KV_BYTES
 
 HEAD_BYTES = 32 << 20  # what one memory keeps of heads and hidden states (a head: a few KB of next-byte masses)
 HeadOut = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # a prefix's arc log p, covering and next-byte masses
@@ -68,6 +69,10 @@ class PrefixMemory:
             if self.held + head.nbytes <= self.head_bytes:
                 self.heads[path] = head
                 self.held += head.nbytes
+
+    def take_whole(self, distributions: dict[Path, np.ndarray]) -> None:
+        """The whole next-token distributions of wanted paths, as a search's heads found them."""
+        self.whole.update(distributions)
 
     def head(self, path: Path, data: bytes, tokens: np.ndarray) -> HeadOut | None:
         """A kept closed head that holds for the text ``data`` with the arcs ``tokens``, or None."""

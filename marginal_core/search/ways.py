@@ -1,53 +1,14 @@
-"""Which prefixes the prefix search scores (docs/design.md, "Surprisal" and "What comes next"):
-how many an exact search has, whether bounding heads pay on a model, and past the end each chosen
-exit's way on to the end of the text.
-"""
+"""Past a text's end, each chosen exit's way on to the end of the text (docs/design.md, "Ways on"):
+the prefixes the search scores after an exit, along the tokenizer's own tokenization of the rest."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from marginal_core.ground.errors import TooManyPathsError
-from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice, canonical_ids
+from marginal_core.lattice.graph import Lattice, canonical_ids
 from marginal_core.lattice.tokenizer import TokenizerLike
 
-if TYPE_CHECKING:
-    from marginal_core.lm.adapter import LM
-
 Step = tuple[int, int]  # a prefix as (its parent prefix, the column of its arc in the parent's node)
-
-
-def prefix_counts(lattice: Lattice) -> dict[int, int]:
-    """The number of paths from byte 0 to each node (exact integers)."""
-    counts = dict.fromkeys(lattice.nodes.tolist(), 0)
-    counts[0] = 1
-    for node in lattice.nodes.tolist():
-        arcs = lattice.out_arcs(node)
-        for end in lattice.arc_end[arcs.start : arcs.stop].tolist():
-            counts[end] += counts[node]
-    return counts
-
-
-def bounding_pays(lm: LM) -> bool:
-    """Whether bounding heads save time on this model: its head holds more weights than the rest
-    (Gemma 3 270M: 168M against 100M), so a prefix's full head costs more than its decoder pass.
-    Where the decoder dominates (SmolLM2: 28M against 107M) their looser bounds cost more
-    prefixes than the heads they save."""
-    head = sum(p.numel() for p in lm.head.parameters())
-    return head > sum(p.numel() for p in lm.model.parameters()) - head
-
-
-def check_exact(lattice: Lattice, budget: int = DEFAULT_ENUMERATION_BUDGET) -> int:
-    """The prefixes an exact search scores (every path to a node before the end);
-    TooManyPathsError past the budget."""
-    counts = prefix_counts(lattice)
-    prefixes = sum(c for n, c in counts.items() if n < lattice.end)
-    if prefixes > budget:
-        raise TooManyPathsError(f"the text has {prefixes:,} prefixes to score, over the budget of {budget:,}; "
-                                "use the search's bounds (method='search')")
-    return prefixes
 
 
 class Ways:

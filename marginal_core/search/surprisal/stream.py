@@ -11,14 +11,6 @@ from typing import Protocol
 
 import numpy as np
 
-from marginal_core.estimators.beam_width import DEFAULT_TOLERANCE
-from marginal_core.estimators.next_bytes import NextBytes
-from marginal_core.estimators.prefix_bounds import PrefixMasses
-from marginal_core.estimators.prefix_choice import check_exact
-from marginal_core.estimators.prefix_kv import KV_BYTES
-from marginal_core.estimators.prefix_search import MAX_ROWS, prefix_masses
-from marginal_core.estimators.search_stop import TimeBudget, check_time_budget
-from marginal_core.estimators.surprisal_result import SURPRISAL_METHODS, Surprisal, check_choice, region_spans
 from marginal_core.ground import hooks as serving_hooks
 from marginal_core.ground.progress import Progress, StopCheck
 from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
@@ -26,6 +18,13 @@ from marginal_core.lattice.proposal import proposal_of
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
 from marginal_core.models import dtype_name
+from marginal_core.search.counts import check_exact
+from marginal_core.search.masses import PrefixMasses
+from marginal_core.search.memory import PrefixMemory
+from marginal_core.search.rounds import Regions, search_rounds
+from marginal_core.search.settings import DEFAULT_TOLERANCE, KV_BYTES, MAX_ROWS, SearchSettings, TimeBudget
+from marginal_core.search.surprisal.next_bytes import NextBytes
+from marginal_core.search.surprisal.result import SURPRISAL_METHODS, Surprisal, check_choice, region_spans
 
 
 class OneText(Protocol):
@@ -50,26 +49,38 @@ def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", me
     ``search``: rounds of at most ``max_rows`` prefixes (a server's cap) until every ``unit``
     region's interval is within ``tolerance`` nats, a round narrows none enough, ``budget``
     prefixes are scored, the time budget runs out (seconds; "auto": the default stop, a share of
-    time for the certificate once the values settled, ``search_stop``), or should_stop;
+    time for the certificate once the values settled, ``clock``), or should_stop;
     ``exact``: every prefix (TooManyPathsError past ``budget``).
     ``kv_bytes``: what the search keeps of its prefixes' keys and values across rounds (0: none).
     progress hears each round's passes (tokens fed, of the round's)."""
+    settings = SearchSettings(tolerance, time_budget, max_rows, budget, kv_bytes, progress, should_stop)
+    return regions_stream(m, unit, space, method, settings)
+
+
+def regions_stream(m: OneText, unit: str, space: str, method: str, settings: SearchSettings,
+                   memory: PrefixMemory | None = None) -> Iterator[Surprisal]:
+    """surprisal_stream under one settings object (``memory``: what searches of texts this one
+    begins with kept); bad choices are refused before any work."""
     region_spans(m.text, unit, space)  # the choices and the text, checked before any work
     check_choice(method, SURPRISAL_METHODS, "surprisal method")
-    check_time_budget(time_budget)
     if method == "exact":
-        check_exact(m.lattice, budget)
+        check_exact(m.lattice, settings.budget)
     m.require_fits(proposal_of(m.lattice).max_steps, "the longest tokenization of the text")
+    return _regions(m, unit, space, method, settings, memory)
+
+
+def _regions(m: OneText, unit: str, space: str, method: str, settings: SearchSettings,
+             memory: PrefixMemory | None) -> Iterator[Surprisal]:
+    """regions_stream's work, once its input is checked."""
     started = time.perf_counter()
     state = m.context_state()
     nodes = m.lattice.canonical_nodes
     offset = len(m.lattice.data) - len(m.text.encode("utf-8"))
     base = Surprisal(m.text, m.lm.name, m.context, dtype_name(m.lm.dtype), str(m.lm.device), method, unit, space,
                      offset, np.zeros(1), np.zeros(1), tuple(zip(nodes[:-1], nodes[1:])), np.zeros(0), -np.inf, 0.0,
-                     tolerance=tolerance)
-    for masses in prefix_masses(m.lm, m.lattice, state, boundaries=base.cuts, exact=method == "exact", max_rows=max_rows,
-                                tolerance=tolerance, time_budget=time_budget, progress=progress,
-                                should_stop=should_stop, budget=budget, kv_bytes=kv_bytes):
+                     tolerance=settings.tolerance)
+    goal = Regions(base.cuts, exact=method == "exact")
+    for masses in search_rounds(m.lm, m.lattice, state, settings, goal, memory):
         serving_hooks.checkpoint()
         yield _with(base, masses, m.lattice.data, time.perf_counter() - started)
 

@@ -23,8 +23,7 @@ from marginal_core.scoring.pass_budget import DEFAULT_ROW_TOKENS, pass_bytes, pa
 from marginal_core.scoring.score_stats import ScoreStats
 from marginal_core.scoring.trie import Pass, Trie
 from marginal_core.scoring.trie_run import Carried, pass_states, run_carried
-
-KV_BYTES = 256 << 20  # what one search keeps of its prefixes' keys and values (SmolLM2: 46 KB a prefix in float32)
+from marginal_core.search.settings import KV_BYTES
 
 
 class KeptKV:
