@@ -5,6 +5,8 @@ prefixes go through a bounding head over a few columns (``heads``)."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import numpy as np
 import torch
 
@@ -17,7 +19,7 @@ from marginal_core.scoring.score_stats import ScoreStats
 from marginal_core.scoring.tables import Tables
 from marginal_core.scoring.trie import build_trie
 from marginal_core.scoring.trie_run import TrieRun
-from marginal_core.search.heads import Columns, bound_chunk, covers, score_chunk
+from marginal_core.search.heads import Columns, HeadBuffers, bound_chunk, covers, score_chunk
 from marginal_core.search.kv import KeptKV, feed_kept, keeper, kept_rows, node_paths
 from marginal_core.search.memory import HeadOut, PrefixMemory
 from marginal_core.search.tree import ScoredTree
@@ -84,13 +86,13 @@ class HeadFeeder:
         if plan is None:
             return self._trie_heads(pids, progress)
         out: dict[int, HeadOut] = {}
-        pid_of = {path: p for path, p in zip(paths, pids, strict=True)}
+        pid_of: dict[Hashable, int] = {path: p for path, p in zip(paths, pids, strict=True)}
 
-        def head(hidden: torch.Tensor, fed: list[tuple[int, ...]]) -> None:
+        def head(hidden: torch.Tensor, fed: list[Hashable]) -> None:
             asked = [i for i, path in enumerate(fed) if path in pid_of]  # not an ancestor fed again
             self._head_rows(hidden[asked], np.array([pid_of[fed[i]] for i in asked], dtype=np.int64), out)
 
-        feed_kept(self.lm, self.ctx, self.kv, trie, key, *plan, self.stats, progress, head)
+        feed_kept(self.lm, self.ctx, self.kv, trie, plan, self.stats, progress, head)
         return out
 
     def _head_rows(self, hidden: torch.Tensor, pids: np.ndarray, out: dict[int, HeadOut]) -> None:
@@ -149,7 +151,7 @@ class HeadFeeder:
             found = torch.empty((len(at), self.cover.depth + 1, 257), dtype=torch.float64, device=device)
             wanted = self.memory.wanted if self.memory is not None else set()
             whole = [i for i, p in enumerate(pids.tolist()) if tree.path[p] in wanted]
-            top, distributions = score_chunk(self.lm, rows, state, tok, self.cover, allowed, cover, found, whole)
+            top, distributions = score_chunk(self.lm, rows, state, tok, self.cover, HeadBuffers(allowed, cover, found), whole)
             self.probable.update(top.unique().tolist())
             if self.memory is not None:
                 self.memory.take_whole({tree.path[int(pids[i])]: d for i, d in distributions.items()})

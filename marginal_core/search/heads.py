@@ -145,14 +145,24 @@ def covers(lattice: Lattice, vocab_size: int, device: torch.device) -> Cover:
                  depth)
 
 
-def score_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.Tensor, cover: Cover,
-                allowed: torch.Tensor, covers: torch.Tensor, levels: torch.Tensor,
+@dataclass(frozen=True)
+class HeadBuffers:
+    """Where a chunk of full heads writes: its rows' arcs' log p (``allowed``), covering masses
+    (``covers``) and next-byte masses (``levels``)."""
+
+    allowed: torch.Tensor
+    covers: torch.Tensor
+    levels: torch.Tensor
+
+
+def score_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.Tensor, cover: Cover, out: HeadBuffers,
                 whole: Sequence[int] = ()) -> tuple[torch.Tensor, dict[int, np.ndarray]]:
     """One head chunk of rows, exactly: the allowed tokens' and deeper covering tokens' log p
     picked from the logits, then each row's mass by first byte (summed over the vocabulary in
     place) and its next-byte masses (``levels``, see :func:`next_levels`). Returns each row's
     TOP_TOKENS most probable ids (what a bounding head reads), and the rows ``whole`` asks for
     as whole next-token distributions (float64, on the CPU)."""
+    allowed, covers = out.allowed, out.covers
     n, device = len(hidden), hidden.device
     row_of, where = _deep(state, cover)
     logits = lm.head_logits(hidden, {})
@@ -173,8 +183,8 @@ def score_chunk(lm: LM, hidden: torch.Tensor, state: torch.Tensor, tok: torch.Te
     covers[:, 0] = torch.logaddexp(first, torch.where(cover.fallback[state] >= 0, fallback - lse, -math.inf))
     _shells(cover, row_of, where, deep - lse[row_of], covers)
     seconds = _second_bytes(probs, cover, cover.first[state])
-    next_levels(cover, state, mass.log() - norm[:, None], seconds.log() - norm[:, None], row_of, where,
-                deep - lse[row_of], covers, levels)
+    next_levels(cover, state, mass.log() - norm[:, None], seconds.log() - norm[:, None], (row_of, where),
+                deep - lse[row_of], out)
     return probs.topk(min(TOP_TOKENS, probs.shape[1]), dim=1).indices, distributions
 
 
@@ -196,13 +206,14 @@ def _second_bytes(probs: torch.Tensor, cover: Cover, first: torch.Tensor) -> tor
     return out
 
 
-def next_levels(cover: Cover, state: torch.Tensor, first: torch.Tensor, second: torch.Tensor, row_of: torch.Tensor,
-                where: torch.Tensor, deep: torch.Tensor, covers: torch.Tensor, levels: torch.Tensor) -> None:
+def next_levels(cover: Cover, state: torch.Tensor, first: torch.Tensor, second: torch.Tensor,
+                deep_at: tuple[torch.Tensor, torch.Tensor], deep: torch.Tensor, out: HeadBuffers) -> None:
     """levels[r, d, c]: the log p of the tokens whose surface begins with the text's bytes m..m+d
     and then byte c, for the row at node m (column 256 and bytes past the text are scratch). At the
     byte the text has there it is the covering mass to m + d + 1, as the prefix bounds count it;
     elsewhere: d = 0 the first-byte classes, d = 1 the second bytes, deeper the deep covering
-    tokens whose match stops at d."""
+    tokens whose match stops at d (``deep_at``: their rows and places, ``_deep``)."""
+    (row_of, where), covers, levels = deep_at, out.covers, out.levels
     levels.fill_(-math.inf)
     ahead = cover.ahead[state]
     levels[:, 0] = first

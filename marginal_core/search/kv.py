@@ -10,6 +10,7 @@ a continuation's searches share one store (``prefix_memory``).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -120,8 +121,16 @@ def keeper(kv: KeptKV, node_key: Sequence[Hashable]) -> Callable[[Pass, DynamicC
     return keep
 
 
-def kept_rows(trie: Trie, key: Sequence[Hashable], kv: KeptKV,
-              again: frozenset[int] = frozenset()) -> tuple[list[list[int]], list[list[int]]] | None:
+class FeedPlan(NamedTuple):
+    """How ``feed_kept`` feeds a trie: each node's path (``key``), the rows of nodes to feed and,
+    for each row, the kept ancestors it carries (``chains``)."""
+
+    key: Sequence[Hashable]
+    rows: list[list[int]]
+    chains: list[list[int]]
+
+
+def kept_rows(trie: Trie, key: Sequence[Hashable], kv: KeptKV, again: frozenset[int] = frozenset()) -> FeedPlan | None:
     """How to feed a trie's nodes whose KV is not kept (``key``: each node's path), and the nodes
     ``again`` whose KV is kept but whose hidden state is wanted, on the kept ones: rows of whole
     subtrees of them (a node sees its ancestors among its row's), neighbouring in preorder up to
@@ -139,16 +148,15 @@ def kept_rows(trie: Trie, key: Sequence[Hashable], kv: KeptKV,
     if any(len(r) > DEFAULT_ROW_TOKENS for r in rows):
         return None
     chains = [sorted({a for n in row for a in trie.ancestors(n) if key[a] in kv} - set(row)) for row in rows]
-    return rows, chains
+    return FeedPlan(key, rows, chains)
 
 
-def feed_kept(lm: LM, ctx: ContextState, kv: KeptKV, trie: Trie, key: Sequence[tuple[int, ...]],
-              rows: list[list[int]], chains: list[list[int]], stats: ScoreStats, progress: Progress | None,
-              head: Callable[[torch.Tensor, list[tuple[int, ...]]], None]) -> None:
-    """Feed the rows of ``kept_rows`` in passes whose rows carry their kept ancestors' KV
+def feed_kept(lm: LM, ctx: ContextState, kv: KeptKV, trie: Trie, plan: FeedPlan, stats: ScoreStats,
+              progress: Progress | None, head: Callable[[torch.Tensor, list[Hashable]], None]) -> None:
+    """Feed the rows of ``kept_rows``' plan in passes whose rows carry their kept ancestors' KV
     (``trie_run.run_carried``), as many rows a pass as the trie scorer's budgets allow; ``head``
-    hears each pass's hidden states with their nodes' paths (``key``: each trie node's), and their KV
-    is kept in turn."""
+    hears each pass's hidden states with their nodes' paths, and their KV is kept in turn."""
+    key, rows, chains = plan
     tokens, pairs, max_bytes = pass_tokens(lm, None), pass_pairs(lm), pass_bytes(lm, None)
     keep, done, at, total = keeper(kv, key), 0, 0, sum(map(len, rows))
     while at < len(rows):
@@ -162,8 +170,8 @@ def feed_kept(lm: LM, ctx: ContextState, kv: KeptKV, trie: Trie, key: Sequence[t
         queries = rows[at : at + take]
         with serving_hooks.unit(), torch.inference_mode():
             states = kv.gather([[key[n] for n in c] for c in chains[at : at + take]])
-            hidden, cache, plan = run_carried(lm, trie, ctx, chains[at : at + take], queries, states)
-            keep(plan, cache)
+            hidden, cache, passed = run_carried(lm, trie, ctx, chains[at : at + take], queries, states)
+            keep(passed, cache)
             fed = torch.cat([h[: len(q)] for h, q in zip(hidden, queries, strict=True)])
             head(fed, [key[n] for q in queries for n in q])
         stats.forward_passes += 1

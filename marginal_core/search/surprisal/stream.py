@@ -7,13 +7,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from marginal_core.ground import hooks as serving_hooks
-from marginal_core.ground.progress import Progress, StopCheck
-from marginal_core.lattice.graph import DEFAULT_ENUMERATION_BUDGET, Lattice
+from marginal_core.lattice.graph import Lattice
 from marginal_core.lattice.proposal import proposal_of
 from marginal_core.lm.adapter import LM
 from marginal_core.lm.contexts import ContextState
@@ -22,7 +21,7 @@ from marginal_core.search.counts import check_exact
 from marginal_core.search.masses import PrefixMasses
 from marginal_core.search.memory import PrefixMemory
 from marginal_core.search.rounds import Regions, search_rounds
-from marginal_core.search.settings import DEFAULT_TOLERANCE, KV_BYTES, MAX_ROWS, SearchSettings, TimeBudget
+from marginal_core.search.settings import SearchSettings
 from marginal_core.search.surprisal.next_bytes import NextBytes
 from marginal_core.search.surprisal.result import SURPRISAL_METHODS, Surprisal, check_choice, region_spans
 
@@ -41,20 +40,17 @@ class OneText(Protocol):
     def require_fits(self, tokens: int, what: str = ..., hint: str = ...) -> None: ...
 
 
-def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", method: str = "search", *,
-                     max_rows: int = MAX_ROWS, tolerance: float = DEFAULT_TOLERANCE, time_budget: TimeBudget = None,
-                     budget: int = DEFAULT_ENUMERATION_BUDGET, should_stop: StopCheck | None = None,
-                     progress: Progress | None = None, kv_bytes: int = KV_BYTES) -> Iterator[Surprisal]:
+def surprisal_stream(m: OneText, unit: str = "word", space: str = "trailing", method: str = "search",
+                     **settings: Any) -> Iterator[Surprisal]:
     """The text's surprisal after every round of the prefix search; the last is the result.
     ``search``: rounds of at most ``max_rows`` prefixes (a server's cap) until every ``unit``
     region's interval is within ``tolerance`` nats, a round narrows none enough, ``budget``
     prefixes are scored, the time budget runs out (seconds; "auto": the default stop, a share of
     time for the certificate once the values settled, ``clock``), or should_stop;
-    ``exact``: every prefix (TooManyPathsError past ``budget``).
-    ``kv_bytes``: what the search keeps of its prefixes' keys and values across rounds (0: none).
-    progress hears each round's passes (tokens fed, of the round's)."""
-    settings = SearchSettings(tolerance, time_budget, max_rows, budget, kv_bytes, progress, should_stop)
-    return regions_stream(m, unit, space, method, settings)
+    ``exact``: every prefix (TooManyPathsError past ``budget``). ``kv_bytes``: what the search
+    keeps of its prefixes' keys and values across rounds (0: none). progress hears each round's
+    passes (tokens fed, of the round's). Settings: ``SearchSettings``' fields."""
+    return regions_stream(m, unit, space, method, SearchSettings(**settings))
 
 
 def regions_stream(m: OneText, unit: str, space: str, method: str, settings: SearchSettings,
