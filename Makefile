@@ -1,6 +1,6 @@
 # marginal: `make app` runs the Streamlit app, `make serve-class` serves it to a class (on every
 # interface, in class mode: pages/_app/runtime/server.py), `make test` runs ruff, mypy and the test suite (`make test-fast`
-# its quick tier, `make typecheck` mypy). They set up the
+# its quick tier, `make typecheck` mypy), `make docs` builds the docs' site and API reference. They set up the
 # environment first (idempotent, and quick when nothing changed):
 #   * a virtualenv in .venv with requirements.txt, the --no-deps packages and this project
 #     (editable), reinstalled only when requirements.txt, pyproject.toml or NO_DEPS change;
@@ -21,7 +21,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8501
 PYTEST_ARGS ?=
 
-.PHONY: setup python-deps system-deps warm app serve-class test test-fast typecheck bench paper-tables
+.PHONY: setup python-deps system-deps warm app serve-class test test-fast typecheck docs bench paper-tables
 
 setup: python-deps system-deps warm
 
@@ -100,6 +100,13 @@ test-fast: setup
 
 typecheck: python-deps
 	$(PY) -m mypy
+
+# The docs as a site, with the API reference generated from the docstrings (mkdocs and mkdocstrings:
+# docs/mkdocs/mkdocs.yml; docs/README.md says how it is laid out), built in strict mode into site/
+# (ignored; open site/index.html): a `:::` reference that does not resolve, a docstring it cannot
+# read, a missing anchor or a page left out of the nav fails it. CI builds it after the tests.
+docs: python-deps
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet --config-file docs/mkdocs/mkdocs.yml
 
 # Every bench, each as a module (python -m bench.NAME): a module at the top of bench/ (bench/NAME.py)
 # or a package with a __main__.py (bench/NAME/__main__.py) is a command, and nothing else is; what
