@@ -63,7 +63,7 @@ def test_run_draws_the_strip_the_bars_and_the_totals():
     # the search's two measures of progress, and why it ended (every word within the tolerance)
     (said,) = [c.value for c in at.caption if c.value.startswith(f"{SMOL}: values ")]
     assert re.fullmatch(rf"{SMOL}: values settled at \d+\.\d s; certified: 3 of 3 words within 0\.01 nats; "
-                        r"ended after \d+\.\d s: every region within the tolerance", said), said
+                        r"ended after \d+\.\d s: every interval within the tolerance", said), said
 
 
 def test_the_unit_and_the_space_rule_come_from_the_url():
