@@ -96,7 +96,7 @@ def summary(s: Surprisal, bits: bool = False, next: int = 0) -> str:
     for r, piece in zip(regions, shown, strict=True):
         interval = "exact" if r.exact else f"[{r.lower * scale:.3f}, {r.upper * scale:.3f}]"
         expected = "  " + "  ".join(f"{show_piece(c.label)} {c.probability:.2f}"
-                                    for c in s.next_characters(r.start_byte, next)) if next else ""
+                                    for c in s.expected_bytes(r.start_byte, next)) if next else ""
         lines.append(f"{r.index:>4}  {f'{r.start_byte}-{r.end_byte}':>9}  {piece:<{wide}}  "
                      f"{r.surprisal * scale:>9.3f}  {interval:>19}  {r.surprisal_canonical_prefix * scale:>9.3f}  "
                      f"{r.surprisal_canonical * scale:>9.3f}  {r.entropy * scale:>7.3f}  {r.rank:>4}{expected}")

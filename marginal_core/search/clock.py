@@ -26,7 +26,7 @@ import numpy as np
 from marginal_core.search.ending import Ended
 from marginal_core.search.settings import AUTO, TimeBudget
 
-# The default stop (measured on bench/paragraph.txt under both models: docs/results.md).
+# The default stop (measured on bench/paragraph.txt under both models: docs/history/2026-12-07-figures-from-the-design-notes.md).
 CERTIFY_SHARE = 3.0  # after the values settle, the certificate gets this many times their seconds
 CERTIFY_FLOOR_S = 8.0  # ... but at least this long (a sentence certifies within it)
 AUTO_CAP_S = 45.0  # and the whole work at most this long (values that never settle)

@@ -57,7 +57,7 @@ def expected_note(s: Surprisal, region: Region, k: int = 5) -> str:
     characters, the rank of the one that came and the entropy (empty without the sums)."""
     if s.next is None or s.next.lower is None or region.rank <= 0:
         return ""
-    found = s.next_characters(region.start_byte, k)
+    found = s.expected_bytes(region.start_byte, k)
     came = show_piece(region.text[:1])
     listed = ", ".join(f"{show_piece(c.label)} {c.probability:.3f}" for c in found)
     byte = " (a character of several bytes: by its first byte)" if region.text[:1] and ord(region.text[0]) > 127 else ""

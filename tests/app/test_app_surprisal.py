@@ -46,7 +46,7 @@ def test_run_draws_the_strip_the_bars_and_the_totals():
     assert html.count("title='naive canonical · smollm2-135m") == 3 and html.count("title='smollm2-135m") == 3
     assert html.count("title='canonical prefix · smollm2-135m") == 3 and "whitespace convention" in html
     assert "href='lattice?" in html and "first=3&amp;span=2" in html  # nice. -> ␣nice and .
-    first = expected.next_characters(0, 5)[0]  # " Paris ": what SmolLM2 expected at its first byte
+    first = expected.expected_bytes(0, 5)[0]  # " Paris ": what SmolLM2 expected at its first byte
     assert f"next character expected: {first.label} {first.probability:.3f}" in html
     assert f"came at rank {expected.regions[0].rank}" in html
     (bars,) = plotly(at)

@@ -148,7 +148,7 @@ def test_prefix_probabilities_equal_brute_force(lm, text, context):
     total = np.exp(np.logaddexp.reduce(exact.next.lower, axis=1) - given[:, 0]) + np.exp(brute.rest - given[:, 0])
     np.testing.assert_allclose(total, 1.0, atol=1e-9)
     for j in range(len(text.encode())):  # an exact search's certified intervals are points
-        for c in exact.next_characters(j, k=3):
+        for c in exact.expected_bytes(j, k=3):
             assert c.lower == pytest.approx(c.probability, abs=1e-9) == pytest.approx(c.upper, abs=1e-9)
     float32 = Marginalizer(lm, text, context).surprisal(unit="byte", method="exact")
     np.testing.assert_allclose(float32.prefix_lower, expected, atol=1e-4, rtol=0)
@@ -375,7 +375,7 @@ def test_the_frame_the_json_and_the_notebook_strip(smollm_model):
     shown = s.to_pandas(next=2)
     assert tuple(shown.columns) == (*COLUMNS, "next_1", "p_next_1", "next_2", "p_next_2")
     assert shown["p_next_1"].ge(shown["p_next_2"]).all() and shown["rank"].ge(1).all()
-    assert shown.loc[1, "next_1"] == s.next_characters(4, 1)[0].label  # "cat" starts at byte 4
+    assert shown.loc[1, "next_1"] == s.expected_bytes(4, 1)[0].label  # "cat" starts at byte 4
     assert frame["surprisal"].sum() == pytest.approx(s.total)
     assert (s.to_pandas(bits=True)["surprisal"] * math.log(2)).tolist() == pytest.approx(frame["surprisal"].tolist())
     data = s.as_dict()

@@ -17,10 +17,10 @@ GLTR_BINS: tuple[int, ...] = (1, 3, 10)  # GLTR's rank bins: top 1, top 3, top 1
 
 
 @dataclass(frozen=True)
-class NextCharacter:
-    """One candidate for the byte at j: the byte, the character it is or begins (``label``), its
-    probability given s<j from what the search scored (``probability``) and the interval the
-    search certifies for it."""
+class ExpectedByte:
+    """One candidate for the byte at j of a text, as its Surprisal expected it: the byte, the
+    character it is or begins (``label``), its probability given s<j from what the search scored
+    (``probability``) and the interval the search certifies for it."""
 
     byte: int
     label: str
@@ -55,7 +55,7 @@ class NextBytes:
         reached = np.isfinite(prefix_lower[: len(lower)])
         return cls(data, np.where(reached, terms, np.nan), np.where(reached, rank, 0), lower, open_mass)
 
-    def characters(self, j: int, prefix_lower: np.ndarray, prefix_upper: np.ndarray, k: int = 5) -> list[NextCharacter]:
+    def expected(self, j: int, prefix_lower: np.ndarray, prefix_upper: np.ndarray, k: int = 5) -> list[ExpectedByte]:
         """The k most probable next bytes at lattice byte j, most probable first, each with the
         interval [its scored mass over upper P(s<j), its mass with all that is open over lower P(s<j)]."""
         if self.lower is None or self.open is None:
@@ -66,14 +66,14 @@ class NextBytes:
         p = point(self.lower[j : j + 1], prefix_lower[j : j + 1])[0]
         order = np.argsort(-p, kind="stable")[:k]
         low, high = self.intervals(j, prefix_lower, prefix_upper)
-        return [NextCharacter(int(c), label(self.data, j, int(c)), float(p[c]), float(low[c]), float(high[c]))
+        return [ExpectedByte(int(c), label(self.data, j, int(c)), float(p[c]), float(low[c]), float(high[c]))
                 for c in order.tolist() if p[c] > 0]
 
 
     def intervals(self, j: int, prefix_lower: np.ndarray, prefix_upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For all 256 bytes c, the interval P(next byte = c | s<j) lies in: the scored mass over
         the upper bound on P(s<j), and the scored and open mass over its lower bound (at most 1)."""
-        assert self.lower is not None and self.open is not None  # characters() checked
+        assert self.lower is not None and self.open is not None  # expected() checked
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             low = np.nan_to_num(np.exp(self.lower[j] - prefix_upper[j]), nan=0.0)
             high = np.minimum(np.exp(np.logaddexp(self.lower[j], self.open[j]) - prefix_lower[j]), 1.0)

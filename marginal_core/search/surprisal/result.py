@@ -27,7 +27,7 @@ from marginal_core.ground.errors import EmptyTextError, MarginalError, Unreprese
 from marginal_core.search.ending import Ended
 from marginal_core.search.masses import intervals
 from marginal_core.search.settings import DEFAULT_TOLERANCE
-from marginal_core.search.surprisal.next_bytes import NextBytes, NextCharacter
+from marginal_core.search.surprisal.next_bytes import NextBytes, ExpectedByte
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -239,11 +239,13 @@ class Surprisal:
         """-log2 p(text) per byte of the text: a scale on which models of different vocabularies compare."""
         return bits_per_byte(self.log_p_text, self.text)
 
-    def next_characters(self, j: int, k: int = 5) -> list[NextCharacter]:
-        """The k most probable next characters at byte j of the text (0 to len - 1), most probable
-        first: P(next byte = c | the text's first j bytes), summed over tokenizations, with the
-        interval the search certifies (a character of several bytes by its first byte's mass)."""
-        return self._next().characters(j + self.offset, self.prefix_lower, self.prefix_upper, k)
+    def expected_bytes(self, j: int, k: int = 5) -> list[ExpectedByte]:
+        """The k most probable next bytes at byte j of the text (0 to len - 1), most probable
+        first, each labelled by the character it writes or begins: P(next byte = c | the text's
+        first j bytes), summed over tokenizations, with the interval the search certifies (a
+        character of several bytes by its first byte's mass; whole characters after a prompt:
+        ``mc.prefix(text[:j]).next_characters``)."""
+        return self._next().expected(j + self.offset, self.prefix_lower, self.prefix_upper, k)
 
     def _next(self) -> NextBytes:
         if self.next is None:
@@ -261,7 +263,7 @@ class Surprisal:
         if bits:
             for column in NATS_COLUMNS:
                 frame[column] = frame[column] / math.log(2)
-        found = [self.next_characters(r.start_byte, next) for r in self.regions] if next else []
+        found = [self.expected_bytes(r.start_byte, next) for r in self.regions] if next else []
         for i in range(next):
             frame[f"next_{i + 1}"] = [f[i].label if i < len(f) else None for f in found]
             frame[f"p_next_{i + 1}"] = [f[i].probability if i < len(f) else None for f in found]
@@ -278,7 +280,7 @@ class Surprisal:
             if next:
                 region["next"] = [{"character": c.label, "byte": c.byte, "probability": c.probability,
                                    "lower": c.lower, "upper": c.upper}
-                                  for c in self.next_characters(r.start_byte, next)]
+                                  for c in self.expected_bytes(r.start_byte, next)]
         return {"text": self.text, "model": self.model, "context": self.context, "unit": self.unit,
                 "space": self.space, "method": self.method, "dtype": self.dtype, "device": self.device,
                 "regions": regions, "log_prefix_probability": json_float(self.log_prefix_probability),

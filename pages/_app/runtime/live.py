@@ -45,7 +45,7 @@ _UNFINISHED = "_unfinished_runs"
 # Seconds between redraws of a progress bar from within a chunk (each redraw is sent to the
 # browser, and is where Streamlit can end a script run). Each redraw also costs the browser and
 # the server's script thread a share of a small machine's cores, which the estimate then lacks
-# (the Running page against the CLI at 0.25 s and 0.5 s: docs/results.md, issue 44).
+# (the Running page against the CLI at 0.25 s and 0.5 s: docs/history/2026-11-27-fast-from-the-first-click.md).
 REDRAW_S = 0.5
 # Samples in a live lattice or exact run's first chunk; later chunks are live_chunk(k), grown to
 # hold about CHUNK_S seconds of work at the rate of the chunk before (the library's chunk_seconds).
