@@ -10,6 +10,7 @@
     mc.surprisal(text, "gemma3-270m", unit="word")  # where in the text: surprisal by region, marginal and canonical
     mc.next_characters("The capital of Fra", "gemma3-270m")  # what comes next: over every tokenization, certified
     p = mc.prefix("The capital of", "gemma3-270m")  # a text as a prefix: p.logp_next(), p + " Fra", p.log_prob()
+    mc.score_continuations("The capital of France is", [" Paris", " Lyon"])  # each candidate beside lm-eval's score
     mc.load_model(name, device=None, dtype="auto")  # a loaded model, kept for later calls
     mc.Method, mc.EstimateOptions, mc.Estimate, mc.Lattice, mc.MarginalError and the other errors
 
@@ -83,6 +84,9 @@ _LAZY = {
     "SearchSettings": "marginal_core.search.settings",
     "Ended": "marginal_core.search.ending",
     "continuations_stream": "marginal_core.search.prefix",
+    "ContinuationScores": "marginal_core.search.next.candidate_table",
+    "ContinuationScore": "marginal_core.search.next.candidate_table",
+    "MAX_CANDIDATES": "marginal_core.search.next.candidate_table",
     # one call each
     "estimate": "marginal_core.api.calls",
     "scan": "marginal_core.api.calls",
@@ -90,6 +94,7 @@ _LAZY = {
     "next_characters": "marginal_core.api.calls",
     "prefix": "marginal_core.api.calls",
     "continue_text": "marginal_core.api.calls",
+    "score_continuations": "marginal_core.api.calls",
     "compare": "marginal_core.api.comparison",
 }
 

@@ -58,3 +58,44 @@ def next_token_log_probs(lm64: LM, context: list[int], paths: list[tuple[int, ..
 def path_log_prob(rows: torch.Tensor, path: tuple[int, ...]) -> float:
     """log p(path | context) from its next_token_log_probs rows."""
     return sum(float(rows[i, t]) for i, t in enumerate(path))
+
+
+def lattice_paths(lattice) -> list[tuple[int, tuple[int, ...]]]:
+    """Every (node, path from byte 0 to it), the empty path and the complete paths included."""
+    found, stack = [], [(0, ())]
+    while stack:
+        node, path = stack.pop()
+        found.append((node, path))
+        if node < lattice.end:
+            arcs = lattice.out_arcs(node)
+            stack.extend((int(lattice.arc_end[a]), path + (int(lattice.arc_token[a]),)) for a in arcs)
+    return found
+
+
+def ordinary_tokens(lattice) -> tuple[list[tuple[int, bytes]], set[tuple[int, int]]]:
+    """The (id, surface) of every token that writes bytes (byte pieces aside), and the lattice's
+    byte-fallback arcs as (start, id)."""
+    vocab = lattice.vocab
+    pieces = {t for t in vocab.byte_tokens if t is not None}
+    ordinary = [(v, s) for v, s in enumerate(vocab.surfaces) if s and v not in pieces]
+    fallback = {(int(lattice.arc_start[a]), int(lattice.arc_token[a])) for a in range(lattice.num_arcs)
+                if int(lattice.arc_token[a]) in pieces}
+    return ordinary, fallback
+
+
+def covering_tokens(lattice, ordinary: list[tuple[int, bytes]], fallback: set[tuple[int, int]]) -> dict[int, list[int]]:
+    """Node m < end -> the tokens that begin with the bytes from m to the end (docs/design.md point
+    13's covering tokens; the byte-fallback piece where the lattice has it at the last byte)."""
+    data, n = lattice.data, lattice.end
+    return {m: [v for v, s in ordinary if s.startswith(data[m:])] + [t for at, t in fallback if at == m == n - 1]
+            for m in range(n)}
+
+
+def brute_prefix_log_prob(lm64: LM, lattice, context: list[int]) -> float:
+    """log P(the lattice's bytes as a prefix) by enumeration (point 13): every path to a node m
+    before the end, times the mass of the tokens that cover the bytes from m to the end."""
+    covering = covering_tokens(lattice, *ordinary_tokens(lattice))
+    heads = [(m, path) for m, path in lattice_paths(lattice) if m < lattice.end]
+    terms = [path_log_prob(rows, path) + float(torch.logsumexp(rows[-1, covering[m]], 0))
+             for (m, path), rows in zip(heads, next_token_log_probs(lm64, context, [p for _, p in heads]), strict=True)]
+    return float(torch.logsumexp(torch.tensor(terms, dtype=torch.float64), 0))

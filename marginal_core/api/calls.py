@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from marginal_core.lattice.tokenizer import TokenizerLike
     from marginal_core.lattice.vocab import ByteFallback
     from marginal_core.lm.adapter import LM
+    from marginal_core.search.next.candidate_table import ContinuationScores
     from marginal_core.search.next.results import Continuations, NextCharacters
     from marginal_core.search.prefix import Prefix
     from marginal_core.search.surprisal.result import Surprisal
@@ -91,6 +92,24 @@ def next_characters(prompt: str, model: str | LM = DEFAULT_MODEL, context: str |
 
     stream = next_characters_stream(model_of(model, device, dtype), prompt, context, k, **settings)
     return deque(stream, maxlen=1).pop()
+
+
+def score_continuations(prompt: str, candidates: Sequence[str], model: str | LM = DEFAULT_MODEL,
+                        context: str | None = None, *, device: str | None = None, dtype: str | None = None,
+                        **settings: Any) -> ContinuationScores:
+    """How likely each candidate continuation is after the prompt (at most 100, none empty,
+    whitespace kept): the marginal log P(candidate | prompt) over every tokenization of prompt +
+    candidate, with its certified interval, beside lm-eval ``hf``'s score of the pair (which cuts
+    the joined encoding at the prompt's token count, and fails where that leaves no tokens), each
+    candidate's rank under both and where a token crosses the seam (a table in a notebook;
+    ``to_pandas()``, ``to_json()``). The candidates share the prompt's search. ``model``,
+    ``device`` and ``dtype`` as :func:`estimate`'s; settings as :func:`prefix`'s."""
+    from marginal_core.estimators.marginalizer import model_of
+    from marginal_core.search.next.candidate_table import check_candidates
+    from marginal_core.search.prefix import prefix_of
+
+    check_candidates(candidates)  # before the model loads
+    return prefix_of(model_of(model, device, dtype), prompt, context, **settings).score_continuations(candidates)
 
 
 def continue_text(prompt: str, model: str | LM = DEFAULT_MODEL, context: str | None = None, chars: int = 20,

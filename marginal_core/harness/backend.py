@@ -30,6 +30,7 @@ from tqdm import tqdm
 from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.estimators.methods import TASK_METHODS
 from marginal_core.ground.errors import MarginalError
+from marginal_core.lattice.conditioning import context_ids, split_pair
 from marginal_core.tasks.options import EvalOptions
 
 MODEL_ARGS = ("model", "method", "samples", "beam_width", "max_len", "seed", "dtype", "device")
@@ -37,13 +38,6 @@ MODEL_ARGS = ("model", "method", "samples", "beam_width", "max_len", "seed", "dt
 HARNESS_ARGS = ("batch_size", "max_batch_size")
 """What lm-eval itself passes to every model; the estimators batch by context, so unused."""
 DEFAULT_GEN_TOKENS = 256
-
-
-def split_pair(context: str, continuation: str) -> tuple[str | None, str]:
-    """lm-eval's (context, continuation) split: trailing whitespace of the context moves to the
-    continuation; an empty context is None (conditioned on BOS alone)."""
-    stripped = context.rstrip()
-    return (stripped or None), context[len(stripped):] + continuation
 
 
 @register_model("marginal")
@@ -189,8 +183,6 @@ class MarginalLM(HarnessLM):
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
         """Greedy continuations through the LM adapter, cut at the first stop string (``until``)
         and at ``max_gen_toks`` tokens; sampling options are refused."""
-        from marginal_core.lattice.conditioning import context_ids
-
         lm = self.lm
         out = []
         for req in tqdm(requests, desc="marginal generate_until", disable=disable_tqdm or self.rank != 0):

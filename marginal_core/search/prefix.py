@@ -2,12 +2,13 @@
 prefix search is read from (docs/library.md, "A text as a prefix"). Like genlm-bytes' byte LMs it
 gives the next byte's log probabilities (``logp_next``) and extends (``p + "more"``, on what it
 scored); over every tokenization, with certified intervals, it also gives the text's own
-probability, its surprisal by region, the next characters and continuations."""
+probability, its surprisal by region, the next characters, continuations and how likely each of
+a list of candidate continuations is."""
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -16,6 +17,8 @@ import numpy as np
 from marginal_core.ground.errors import MarginalError
 from marginal_core.lm.adapter import LM
 from marginal_core.search.masses import NO_BYTE
+from marginal_core.search.next.candidate_table import ContinuationScores
+from marginal_core.search.next.candidates import continuation_scores_stream
 from marginal_core.search.next.characters import characters_stream
 from marginal_core.search.next.continuations import check_continuation, continuations_of
 from marginal_core.search.next.results import MAX_K, Continuations, NextCharacters
@@ -99,6 +102,17 @@ class Prefix(PrefixState):
         check_continuation(chars, how)
         self.require_fits(self.longest() + 1 + 4 * chars, "the prompt's longest tokenization and the tokens after it")
         return continuations_of(self, chars, how, seed)
+
+    def score_continuations(self, candidates: Sequence[str]) -> ContinuationScores:
+        """How likely each candidate is after the text: log P(candidate | text) over every
+        tokenization of the joined text, with its interval, beside lm-eval's score of the pair
+        (``ContinuationScores``); each candidate's state is ``self + candidate``."""
+        return deque(self.score_continuations_stream(candidates), maxlen=1).pop()
+
+    def score_continuations_stream(self, candidates: Sequence[str]) -> Iterator[ContinuationScores]:
+        """score_continuations after each candidate's search; the last is the result. Bad input
+        is refused before any work."""
+        return continuation_scores_stream(self, candidates)
 
     def surprisal(self, unit: str = "word", space: str = "trailing", method: str = "search") -> Surprisal:
         """The text's surprisal by region (``Surprisal``), on what this prefix's searches kept."""

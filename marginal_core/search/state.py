@@ -96,10 +96,11 @@ class PrefixState:
         for masses in search_rounds(self.lm, lattice, self.state, self.settings, NextByte(), self.memory, deadline):
             yield ByteStep.past_end(masses), masses
 
-    def last_step(self) -> tuple[ByteStep, PrefixMasses | None]:
-        """The byte step after the text, its search run to its end (once: kept)."""
+    def last_step(self, deadline: Deadline | None = None) -> tuple[ByteStep, PrefixMasses | None]:
+        """The byte step after the text, its search run to its end (once: kept), within
+        ``deadline`` (a call's that runs several searches; default the search's own)."""
         if self.finished is None:
-            self.finished = deque(self.steps(), maxlen=1).pop()
+            self.finished = deque(self.steps(deadline=deadline), maxlen=1).pop()
         return self.finished
 
     def log_prob_bounds(self) -> tuple[float, float]:

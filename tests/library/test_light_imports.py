@@ -45,6 +45,7 @@ print(_json.dumps({{"heavy": _heavy, **result}}))
         "marginal_core.lattice.conditioning",
         "marginal_core.lattice.tokenizer_snapshot",
         "marginal_core.search.surprisal.result",
+        "marginal_core.search.next.candidate_table",
         "marginal_core.viz.surprisal",
     ],
 )

@@ -30,7 +30,15 @@ from marginal_core.search.prefix import Prefix, next_characters_stream
 from marginal_core.search.rounds import NextByte, search_rounds
 from marginal_core.search.settings import SearchSettings
 from marginal_core.search.state import PrefixState
-from tests.brute_force import float64_lm, forget_float64, next_token_log_probs, path_log_prob
+from tests.brute_force import (
+    covering_tokens,
+    float64_lm,
+    forget_float64,
+    lattice_paths,
+    next_token_log_probs,
+    ordinary_tokens,
+    path_log_prob,
+)
 
 PROMPTS = ["is ", "Fra", "3.1", "Né"]
 
@@ -41,29 +49,14 @@ def _float64_copies_end_with_the_module():
     forget_float64()
 
 
-def _paths(lattice) -> list[tuple[int, tuple[int, ...]]]:
-    """Every (node, path from byte 0 to it), the empty path and the complete paths included."""
-    found, stack = [], [(0, ())]
-    while stack:
-        node, path = stack.pop()
-        found.append((node, path))
-        if node < lattice.end:
-            arcs = lattice.out_arcs(node)
-            stack.extend((int(lattice.arc_end[a]), path + (int(lattice.arc_token[a]),)) for a in arcs)
-    return found
-
-
 def brute_next_bytes(lm64, lattice, context: list[int]) -> np.ndarray:
     """P(next byte = c | the lattice's bytes) for c = 0..255 and no byte (256), by enumeration: a
     path to m < len adds the tokens that begin with the bytes from m to the end and then c (the
     byte-fallback piece where the lattice has it only covers); a complete path adds its next
     token by first byte (byte pieces and special tokens write none)."""
-    vocab, data, n = lattice.vocab, lattice.data, lattice.end
-    pieces = {t for t in vocab.byte_tokens if t is not None}
-    ordinary = [(v, s) for v, s in enumerate(vocab.surfaces) if s and v not in pieces]
-    fallback = {(int(lattice.arc_start[a]), int(lattice.arc_token[a])) for a in range(lattice.num_arcs)
-                if int(lattice.arc_token[a]) in pieces}
-    nodes_paths = _paths(lattice)
+    data, n = lattice.data, lattice.end
+    ordinary, fallback = ordinary_tokens(lattice)
+    nodes_paths = lattice_paths(lattice)
     found = np.full(257, -math.inf)
     total = -math.inf
     by_first: dict[int, list[int]] = {}
@@ -71,11 +64,10 @@ def brute_next_bytes(lm64, lattice, context: list[int]) -> np.ndarray:
         by_first.setdefault(s[0], []).append(v)
     writes = {v for v, _ in ordinary}
     nothing = [v for v in range(lm64.vocab) if v not in writes]
-    covering: dict[int, list[int]] = {}  # node m -> the tokens that begin with the bytes from m to the end
-    then: dict[int, dict[int, list[int]]] = {}  # node m -> byte c -> those that go on with c
+    covering = covering_tokens(lattice, ordinary, fallback)
+    then: dict[int, dict[int, list[int]]] = {}  # node m -> byte c -> the covering tokens that go on with c
     for m in range(n):
         rest = data[m:]
-        covering[m] = [v for v, s in ordinary if s.startswith(rest)] + [t for at, t in fallback if at == m == n - 1]
         then[m] = {}
         for v, s in ordinary:
             if len(s) > len(rest) and s.startswith(rest):
