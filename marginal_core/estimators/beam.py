@@ -10,7 +10,8 @@ state (a byte offset, off or on the canonical path): a prefix that reaches a sta
 when it ranks within the W most probable of all the prefixes that state has extended so far,
 this step's included, whatever their length. Prefixes with fewer tokens reach a state first; a
 longer one that arrives later still takes its place among the W best if it is more probable (a
-budget of the first W arrivals dropped the mass-carrying paths of some sentences: docs/history/2026-12-07-figures-from-the-design-notes.md).
+budget of the first W arrivals dropped the mass-carrying paths of some sentences:
+docs/history/2026-12-07-figures-from-the-design-notes.md).
 
 Every complete path is a distinct tokenization with its exact log p, so the log-sum-exp of those
 found so far is a lower bound on the non-canonical marginal at every step, growing with W and

@@ -27,7 +27,7 @@ from marginal_core.ground.errors import EmptyTextError, MarginalError, Unreprese
 from marginal_core.search.ending import Ended
 from marginal_core.search.masses import intervals
 from marginal_core.search.settings import DEFAULT_TOLERANCE
-from marginal_core.search.surprisal.next_bytes import NextBytes, ExpectedByte
+from marginal_core.search.surprisal.next_bytes import ExpectedByte, NextBytes
 
 if TYPE_CHECKING:
     import pandas as pd
