@@ -1,7 +1,8 @@
 """What comes next: the next characters after the sidebar's text as a prompt (its trailing space or
 newline kept), over every tokenization and certified, beside the canonical tokens' view (what
-``generate`` samples from) and token healing's, a second model's marginal on the same axis, and
-the prompt continued by each view, every character coloured by its probability."""
+``generate`` samples from) and token healing's, a second model's marginal on the same axis, the
+prompt continued by each view, every character coloured by its probability, and the candidates
+typed in scored after the prompt, beside lm-eval's score."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
     from streamlit.delta_generator import DeltaGenerator
 
-    from marginal_core import Continuations, NextCharacters
+    from marginal_core import Continuations, ContinuationScores, NextCharacters
 
 ABOUT = (
     "A prompt that ends with a space, inside a word or inside a URL ends on a **token boundary the text does not "
@@ -46,15 +47,16 @@ class NextView:
 
     found: NextCharacters
     more: Continuations | None = None
+    scores: ContinuationScores | None = None
     failed: str = ""
 
     @property
     def seconds(self) -> float:
-        return self.found.seconds + (self.more.seconds if self.more is not None else 0.0)
+        return self.found.seconds + sum(x.seconds for x in (self.more, self.scores) if x is not None)
 
     @property
     def cancelled(self) -> bool:
-        return self.found.cancelled or (self.more is not None and self.more.cancelled)
+        return self.found.cancelled or any(x.cancelled for x in (self.more, self.scores) if x is not None)
 
 
 def page() -> None:
@@ -63,6 +65,7 @@ def page() -> None:
     figure, settings = projector.figure_first()
     with settings:
         k, chars, how, seed, name_b = _settings()
+        candidates = _candidates()
     sides = [inp, *_second(inp, name_b)]
     with figure:
         _chips(inp)
@@ -71,7 +74,7 @@ def page() -> None:
         row = live_page.LiveRow(help="Search what comes next under each model (one after the other), then "
                                      "continue the prompt.")
         errors = st.container()
-        failed_spot, sentence_spot, chart_spot, more_spot = st.empty(), st.empty(), st.empty(), st.empty()
+        failed_spot, sentence_spot, chart_spot, more_spot, scores_spot = (st.empty() for _ in range(5))
 
     def draw(shown: dict[str, NextView]) -> None:
         """The sentence, the bars and the continuations of the runs so far; beside them, why a run
@@ -94,8 +97,13 @@ def page() -> None:
             more_spot.html(views[0].more.table(MONO_FONTS))
         else:
             more_spot.empty()
+        if views and views[0].scores is not None:
+            scores_spot.html(views[0].scores._repr_html_())
+        else:
+            scores_spot.empty()
 
-    jobs = [_job(side, k, chars if i == 0 else 0, how, seed, errors) for i, side in enumerate(sides)]
+    jobs = [_job(side, k, chars if i == 0 else 0, how, seed, candidates if i == 0 else (), errors)
+            for i, side in enumerate(sides)]
     row.run(jobs, draw, doing="searching what comes next",
             idle="Press Run to search what comes next after the text; the bars are drawn after every round.")
     st.caption("The prompt is the sidebar's text exactly, a trailing space or newline included; an empty text asks "
@@ -119,6 +127,22 @@ def _settings() -> tuple[int, int, str, int, str | None]:
     seed = c[3].number_input("Seed", 0, 2**31 - 1, 0, key="seed", bind="query-params")
     name_b = inputs.model_box(c[4], server.policy(), "Second model (optional)", "model_b", index=None)
     return int(k), int(chars), str(how), int(seed), name_b
+
+
+def _candidates() -> tuple[str, ...]:
+    """The Candidates box: continuations to score after the prompt, one a line, kept exactly (a
+    leading space is part of a candidate); blank lines are skipped, and past MAX_CANDIDATES the
+    rest are left out, said in a line."""
+    from marginal_core import MAX_CANDIDATES
+
+    box = st.text_area("Candidates (one per line)", key="candidates", bind="query-params", height=90,
+                       help="Continuations to score after the prompt, each over every tokenization of the prompt "
+                            "and it joined, beside lm-eval's score of the pair. A leading space is part of a "
+                            "candidate (shown as ␣ in the table).")
+    lines = tuple(line for line in (box or "").split("\n") if line.strip())
+    if len(lines) > MAX_CANDIDATES:
+        st.caption(f"The first {MAX_CANDIDATES} candidates are scored; the other {len(lines) - MAX_CANDIDATES} are left out.")
+    return lines[:MAX_CANDIDATES]
 
 
 def _chips(inp: inputs.Inputs) -> None:
@@ -163,20 +187,21 @@ def _found_so_far(view: NextView) -> str:
     return said
 
 
-def _job(side: inputs.Inputs, k: int, chars: int, how: str, seed: int,
+def _job(side: inputs.Inputs, k: int, chars: int, how: str, seed: int, candidates: tuple[str, ...],
          errors: DeltaGenerator) -> live_page.Job[NextView]:
     """One model's run, live; what a stopped run, or one that failed, kept still shows."""
-    key = side.key("next", k, chars, how, seed)
+    key = side.key("next", k, chars, how, seed, candidates)
     kept: NextView | None = _KEPT.get(key)
     said = (None if kept is None else f"{side.model}: the search failed after {_found_so_far(kept)}" if kept.failed
             else "the search kept the characters and continuation it had found")
-    return live_page.Job(side.model, key, lambda update: _run(side, key, k, chars, how, seed, update, errors), kept,
-                         said)
+    return live_page.Job(side.model, key, lambda update: _run(side, key, (k, chars, how, seed, candidates), update,
+                                                              errors), kept, said)
 
 
-def _run(side: inputs.Inputs, key: tuple, k: int, chars: int, how: str, seed: int,
+def _run(side: inputs.Inputs, key: tuple, asked: tuple[int, int, str, int, tuple[str, ...]],
          update: Callable[[NextView], None], errors: DeltaGenerator) -> NextView | None:
-    """The search under a bar that says each round, then the continuations character by character.
+    """The search under a bar that says each round, then the continuations character by character,
+    then the candidates (``asked``: k, the continuation's length, how, the seed, the candidates).
     A step that fails ends the run with what the steps before found, its error kept with it (drawn
     beside it, and kept in the session as a stopped run is, never shared as finished); an error
     before any step said in one message in errors (the other model's row still shows)."""
@@ -191,23 +216,30 @@ def _run(side: inputs.Inputs, key: tuple, k: int, chars: int, how: str, seed: in
 
     try:
         lm = loaders.model(side.model, side.device, side.dtype)  # the search's modules import once it is loaded
-        from marginal_core import continuations_stream, next_characters_stream
+        from marginal_core import continuations_stream, prefix
 
+        k, chars, how, seed, candidates = asked
         bar = live.Bar(f"{side.model}: what comes next", "rounds")
         cap = server.policy().cap_beam_width(1024)
         settings = dict(max_rows=cap, budget=APP_SEARCH_BUDGET, kv_bytes=APP_KV_BYTES, should_stop=bar.should_stop)
         context = side.context or None
+        p = prefix(side.text, lm, context, time_budget="auto", **settings)  # the candidates' searches begin with it
 
         def steps() -> Iterator[NextView]:
-            for found in next_characters_stream(lm, side.text, context, k, time_budget="auto", **settings):
-                bar.update(0.5 if chars else 0.9, f"{side.model}: round {found.rounds}, {found.scored:,} prefixes "
-                           f"in {found.seconds:.1f} s")
+            more = None
+            for found in p.next_characters_stream(k):
+                bar.update(0.5 if chars or candidates else 0.9, f"{side.model}: round {found.rounds}, "
+                           f"{found.scored:,} prefixes in {found.seconds:.1f} s")
                 yield NextView(found)
             for more in continuations_stream(lm, side.text, context, chars, how, seed, time_budget=APP_NEXT_SECONDS,
                                              **settings) if chars else ():
-                bar.update(0.5 + 0.5 * len(more.marginal.text) / max(chars, 1),
+                bar.update(0.5 + 0.3 * len(more.marginal.text) / max(chars, 1),
                            f"{side.model}: continuing, {len(more.marginal.text)} of {chars} characters")
                 yield NextView(found, more)
+            for scores in p.score_continuations_stream(candidates) if candidates else ():
+                bar.update(0.8 + 0.2 * len(scores.rows) / len(candidates),
+                           f"{side.model}: candidate {len(scores.rows)} of {len(candidates)}")
+                yield NextView(found, more, scores)
 
         return live.follow(key, steps(), bar, show, lambda v: _KEPT.keep(key, v), lambda v: v.cancelled)
     except Exception as exc:  # noqa: BLE001 -- the other model's row still shows

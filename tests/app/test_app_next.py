@@ -5,6 +5,8 @@ Surprisal in the lesson."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bench.support.apptest import app
@@ -74,17 +76,17 @@ def test_a_step_that_fails_keeps_what_the_steps_before_found_with_the_reason(mon
     with that round's characters drawn (sentence and bars agree), the error beside them and no
     traceback; the status says it ended; a later run of the page still draws them with the reason,
     as a stopped run's (nothing was shared as finished)."""
-    from marginal_core.search import prefix as next_search
+    from marginal_core.search.prefix import Prefix
 
-    stream = next_search.next_characters_stream
+    stream = Prefix.next_characters_stream
 
-    def first_round_then_fail(*args, **kwargs):
-        steps = stream(*args, **kwargs)
+    def first_round_then_fail(self, *args, **kwargs):
+        steps = stream(self, *args, **kwargs)
         yield next(steps)
         steps.close()
         raise KeyError(8)
 
-    monkeypatch.setattr(next_search, "next_characters_stream", first_round_then_fail)
+    monkeypatch.setattr(Prefix, "next_characters_stream", first_round_then_fail)
     at = app("pages/views/next.py", **{**LINK, "chars": "0", "k": "3"})  # walked by no other test: nothing cached
     click(at, "run")
     (ended,) = [w.value for w in at.warning]
@@ -100,3 +102,22 @@ def test_a_step_that_fails_keeps_what_the_steps_before_found_with_the_reason(mon
         if run == 0:
             at.run()
     assert any(w.value.startswith(f"Stopped: {SMOL}: the search failed") for w in at.warning)
+
+
+def test_candidates_are_scored_beside_lm_evals_score():
+    """Issue 67: the Candidates box, one a line (a leading space kept, shown as ␣): after the next
+    characters, each candidate's probability over every tokenization of the prompt and it joined,
+    with its interval, beside lm-eval's score and both ranks."""
+    from marginal_core import score_continuations
+    from marginal_core.models import load_model
+
+    prompt = "The capital of France is"
+    at = app("pages/views/next.py", **{**LINK, "text": prompt, "chars": "0", "k": "3", "candidates": " Paris\n Rome"})
+    assert at.text_area(key="candidates").value == " Paris\n Rome"
+    click(at, "run")
+    assert_clean(at)
+    (table,) = [e.proto.body for e in at.get("html") if "lm-eval rank" in e.proto.body]
+    assert "␣Paris" in table and "␣Rome" in table and "marginal [certified]" in table
+    expected = score_continuations(prompt, [" Paris", " Rome"], load_model(SMOL, dtype="float32"), time_budget="auto")
+    drawn = [float(v) for v in re.findall(r"<td>([0-9.e+-]+) <small>\[", table)]
+    assert drawn == pytest.approx([r.probability for r in expected.rows], rel=1e-2)

@@ -6,12 +6,14 @@ input."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 
 import pytest
 
 from marginal_core.api.calls import score_continuations
+from marginal_core.cli.commands import main as cli_main
 from marginal_core.ground.errors import ContextWindowError, MarginalError, NormalizationError
 from marginal_core.lattice.conditioning import context_ids, harness_pair
 from marginal_core.lattice.graph import lattice_of
@@ -165,3 +167,40 @@ def test_a_candidate_past_the_window_is_named(smollm_model, monkeypatch):
 def test_a_candidate_the_tokenizer_rewrites_is_named(gemma_model):
     with pytest.raises(NormalizationError, match="candidate 1 \\('a\u2581b'\\)"):
         score_continuations("Hi", ["a\u2581b"], gemma_model, time_budget=0)
+
+
+SETUP = ["--model", "smollm2-135m", "--device", "cpu", "--dtype", "float32"]
+
+
+def test_the_cli_scores_candidates_beside_the_next_characters(smollm_model, tmp_path, capsys):
+    """`marginal next PROMPT --candidate A --candidates FILE --json`: the next characters, then
+    ``candidates`` in the order given (the flags' first, then the file's lines, whitespace kept),
+    each with its marginal log P, interval and lm-eval's score; the table marks a rank that differs."""
+    file = tmp_path / "candidates.txt"
+    file.write_text(" Paris\n Lyon\n", encoding="utf-8")
+    argv = ["next", "The capital of France is", *SETUP, "--k", "2", "--time-budget", "5"]
+    assert cli_main([*argv, "--candidate", " Rome", "--candidates", str(file), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [c["text"] for c in out["candidates"]] == [" Rome", " Paris", " Lyon"] and out["next"]
+    for c in out["candidates"]:
+        assert c["lower"] - 1e-9 <= c["logprob"] <= c["upper"] + 1e-9 <= 1e-9 and c["lm_eval"] is not None
+    assert max(out["candidates"], key=lambda c: c["logprob"])["text"] == " Paris"
+    assert cli_main([*argv, "--candidate", " Paris", "--candidate", " Lyon"]) == 0
+    table = capsys.readouterr().out
+    assert "lm-eval rank" in table and "␣Paris" in table and "over every tokenization" in table
+
+
+@pytest.mark.parametrize(("extra", "content", "message"), [
+    (["--candidate", ""], None, "candidate 1 is empty"),
+    ([], b"\xff\xfe oops\n", "is not UTF-8"),
+    ([], "".join(f"c{i}\n" for i in range(MAX_CANDIDATES + 1)).encode(), f"more than {MAX_CANDIDATES}"),
+])
+def test_bad_cli_candidates_are_one_line_and_exit_status_2(extra, content, message, tmp_path, capsys):
+    """Refused before the model loads: one line on standard error, exit status 2."""
+    argv = ["next", "Hi", *extra]
+    if content is not None:
+        (tmp_path / "c.txt").write_bytes(content)
+        argv += ["--candidates", str(tmp_path / "c.txt")]
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
