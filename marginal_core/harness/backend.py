@@ -7,6 +7,13 @@ share its KV (one prefill per distinct context). ``loglikelihood_rolling`` is th
 of the whole text after BOS (no rolling windows: the text must fit the model's window), and
 ``generate_until`` is greedy generation through the LM adapter.
 
+``method=prefix`` has no seam: log P(continuation | context) = log P(context + continuation as a
+prefix) − log P(context as a prefix), over every tokenization of the two joined (the prefix
+search, ``mc.prefix``; after BOS, nothing moved), each continuation extending its context's
+state; is_greedy says whether the greedy character continuation from the marginal writes the
+continuation, and ``loglikelihood_rolling`` is log P(text as a prefix). ``time_budget`` bounds
+each search (seconds, "auto": the default stop, or "none").
+
 The tokenization convention is lm-eval's (docs/design.md, "lm-eval"): trailing whitespace of the
 context moves to the continuation; a non-empty context is BOS (where the tokenizer adds one) plus
 its tokens, an empty one is BOS (EOS where there is none); the continuation is tokenized on its
@@ -19,8 +26,9 @@ its shard of the requests and lm-eval gathers the results through this model's c
 from __future__ import annotations
 
 import sys
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lm_eval.models  # noqa: F401  (lm-eval's own models first: a registry that is not empty skips them)
 from lm_eval.api.model import LM as HarnessLM
@@ -31,9 +39,14 @@ from marginal_core.estimators.beam_width import DEFAULT_BEAM_WIDTH, parse_width
 from marginal_core.estimators.methods import TASK_METHODS
 from marginal_core.ground.errors import MarginalError
 from marginal_core.lattice.conditioning import context_ids, split_pair
+from marginal_core.search.settings import AUTO, TimeBudget, check_time_budget, parse_time_budget
 from marginal_core.tasks.options import EvalOptions
 
-MODEL_ARGS = ("model", "method", "samples", "beam_width", "max_len", "seed", "dtype", "device")
+if TYPE_CHECKING:
+    from marginal_core.search.prefix import Prefix
+
+PREFIX = "prefix"  # the method of the joined marginal (module docstring): not a Marginalizer's
+MODEL_ARGS = ("model", "method", "samples", "beam_width", "max_len", "seed", "dtype", "device", "time_budget")
 """What --model_args may set (``pretrained`` is taken as ``model``, as for lm-eval's hf)."""
 HARNESS_ARGS = ("batch_size", "max_batch_size")
 """What lm-eval itself passes to every model; the estimators batch by context, so unused."""
@@ -54,6 +67,7 @@ class MarginalLM(HarnessLM):
         seed: int = 0,
         dtype: str = "auto",
         device: str | None = None,
+        time_budget: TimeBudget | str = AUTO,
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -64,11 +78,16 @@ class MarginalLM(HarnessLM):
                 f"unknown model argument(s) {', '.join(unknown)} for --model marginal; "
                 f"accepted: {', '.join(MODEL_ARGS)}"
             )
+        choices = ", ".join([*TASK_METHODS, PREFIX])
         if "," in str(method):
-            raise MarginalError(f"--model marginal runs one method, not {method!r}; choose from {', '.join(TASK_METHODS)}")
-        options = EvalOptions(samples=int(samples), methods=str(method), seed=int(seed), beam_width=parse_width(beam_width),
+            raise MarginalError(f"--model marginal runs one method, not {method!r}; choose from {choices}")
+        if str(method) not in (*TASK_METHODS, PREFIX):
+            raise MarginalError(f"unknown method {method!r} for --model marginal; choose from {choices}")
+        options = EvalOptions(samples=int(samples), methods="canonical" if method == PREFIX else str(method),
+                              seed=int(seed), beam_width=parse_width(beam_width),
                               max_len=None if max_len in (None, "", "None") else int(max_len))  # checked as a task's
-        (self.method,) = options.methods
+        self.method = PREFIX if method == PREFIX else options.methods[0]
+        self.time_budget = parse_time_budget(time_budget) if isinstance(time_budget, str) else check_time_budget(time_budget)
         self.samples, self.seed, self.max_len, self.beam_width = options.samples, options.seed, options.max_len, \
             options.beam_width
         device = self._distribute(device)
@@ -145,6 +164,9 @@ class MarginalLM(HarnessLM):
         """(index, log marginal, is_greedy) of each (context, continuation) as it is scored,
         grouped by context so that each distinct context is prefilled once. is_greedy is checked
         (on the canonical tokenization, as lm-eval's hf does) only where asked, else False."""
+        if self.method == PREFIX:
+            yield from self._joined(pairs, what, disable_tqdm, greedy)
+            return
         from marginal_core.estimators.marginalizer import by_context
 
         lm = self.lm
@@ -156,6 +178,27 @@ class MarginalLM(HarnessLM):
                 self.scored += 1
                 bar.update(1)
                 yield i, float(est.log_marginal), is_greedy
+
+    def _joined(self, pairs: Sequence[tuple[str | None, str]], what: str, disable_tqdm: bool,
+                greedy: bool) -> Iterator[tuple[int, float, bool]]:
+        """method=prefix's (index, log P(continuation | context) over every tokenization of the two
+        joined, is_greedy), a context's state searched once and each continuation extending it."""
+        from marginal_core.search.prefix import prefix_of
+
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, (context, _) in enumerate(pairs):
+            groups[context or ""].append(i)
+        with tqdm(total=len(pairs), desc=f"marginal prefix {what}", disable=disable_tqdm or self.rank != 0) as bar:
+            for context, indices in groups.items():
+                p = prefix_of(self.lm, context, None, time_budget=self.time_budget)
+                base = p.log_prob().value
+                written = greedy_written(p, [pairs[i][1] for i in indices]) if greedy else set()
+                for i in indices:
+                    continuation = pairs[i][1]
+                    value = (p + continuation).log_prob().value - base
+                    self.scored += 1
+                    bar.update(1)
+                    yield i, value, continuation in written
 
     def _answer(self, requests: list[Any], pairs: Sequence[tuple[str | None, str]], what: str,
                 disable_tqdm: bool, result: Callable[[float, bool], Any], greedy: bool = False) -> list[Any]:
@@ -171,7 +214,7 @@ class MarginalLM(HarnessLM):
         """(log marginal, is_greedy) per request. is_greedy, which tasks such as LAMBADA score, is
         whether greedy decoding produces the continuation's canonical tokenization, as with hf:
         the question of which continuation the model generates is the same for every method."""
-        pairs = [split_pair(*req.args) for req in requests]
+        pairs = [tuple(req.args) if self.method == PREFIX else split_pair(*req.args) for req in requests]
         return self._answer(requests, pairs, "loglikelihood", disable_tqdm, lambda v, g: (v, g), greedy=True)
 
     def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
@@ -199,6 +242,21 @@ class MarginalLM(HarnessLM):
             self.cache_hook.add_partial("generate_until", req.args, text)
             out.append(text)
         return out
+
+
+def greedy_written(p: Prefix, continuations: Sequence[str]) -> set[str]:
+    """The continuations the greedy character continuation from the marginal after ``p`` writes,
+    read a character at a time and stopped once it has left every one."""
+    from marginal_core.search.next.continuations import greedy_characters
+
+    alive, text, written = {c for c in continuations if c}, "", set()
+    for character in greedy_characters(p) if alive else ():
+        text += character
+        written |= {c for c in alive if c == text}
+        alive = {c for c in alive if c != text and c.startswith(text)}
+        if not alive:
+            break
+    return written
 
 
 def _available(device: str | None) -> str | None:

@@ -267,3 +267,26 @@ def test_is_greedy_holds_for_the_greedy_continuation_only(harness, smollm_model)
     for method in ("canonical", "beam"):
         lm = MarginalLM(model=SMOL, method=method, beam_width=2, dtype="float32", device="cpu")
         assert [g for _, g in lm.loglikelihood(requests, disable_tqdm=True)] == [True, False], method
+
+
+def test_prefix_scores_the_joined_text_with_nothing_moved(harness, tasks, smollm_model):
+    """method=prefix: each request's log-likelihood is log P(continuation | context) over every
+    tokenization of the two joined (``mc.score_continuations``' value, the context's trailing
+    space not moved); is_greedy holds for what the greedy character continuation writes only;
+    ARC-Easy runs offline with it."""
+    from lm_eval.api.instance import Instance
+
+    from marginal_core.api.calls import score_continuations
+    from marginal_core.harness.backend import MarginalLM
+
+    lm = MarginalLM(model=SMOL, method="prefix", dtype="float32", device="cpu", time_budget="none")
+    pairs = [("The capital of France is ", "Paris"), ("The capital of France is", " Paris"),
+             ("The capital of France is", " Paris zebra")]
+    found = lm.loglikelihood([Instance("loglikelihood", {}, pair, i) for i, pair in enumerate(pairs)], disable_tqdm=True)
+    for (context, continuation), (value, _) in zip(pairs, found, strict=True):
+        (row,) = score_continuations(context, [continuation], smollm_model, time_budget=None).rows
+        assert value == pytest.approx(row.logprob, abs=1e-9)
+    assert [g for _, g in found] == [True, True, False]
+    model = MarginalLM(model=SMOL, method="prefix", dtype="float32", device="cpu", time_budget="2")
+    metrics, lls, _ = run(harness, model, tasks, limit=1)
+    assert len(lls["marginal_arc_easy"][0]) == 4 and all(v <= 1e-9 for v in lls["marginal_arc_easy"][0])

@@ -59,6 +59,22 @@ def continuations_of(first: PrefixState, chars: int, how: str, seed: int | None)
         yield now()
 
 
+def greedy_characters(first: PrefixState) -> Iterator[str]:
+    """The greedy continuation from the marginal, one whole character at a time (each character's
+    search as continue_text's, on what the ones before kept), until the end of the string, Stop or
+    the time budget."""
+    call = Call(Deadline(first.settings.time_budget), settle=True, top=True)
+    text, p = "", first
+    while not call.over(first):
+        chosen, _ = _greedy(p, call)
+        if first.settings.stopped() or not chosen or not finished(chosen):
+            return
+        character = chosen.decode("utf-8", errors="replace")
+        text += character
+        yield character
+        p = first.extended(text, ahead=0)
+
+
 def _greedy(p: PrefixState, call: Call) -> tuple[bytes, float]:
     """The most probable next character (b"": no byte) and its probability."""
     chars = deque(search_characters(p, 1, call), maxlen=1).pop().chars()
