@@ -29,10 +29,10 @@ if TYPE_CHECKING:
     from marginal_core.search.next.candidate_table import ContinuationScores
     from marginal_core.search.next.results import Continuations, NextCharacters
 
-Found = tuple["NextCharacters", "Continuations | None", "ContinuationScores | None"]
+NextFound = tuple["NextCharacters", "Continuations | None", "ContinuationScores | None"]
 
 
-def next_command(args: argparse.Namespace) -> Found:
+def next_command(args: argparse.Namespace) -> NextFound:
     """The next characters (a bar counting the search's rounds; Ctrl-C exits 130), then the
     continuations and the candidates where asked for, all on one prefix state of the prompt."""
     from marginal_core.models import load_model
@@ -90,7 +90,7 @@ def _whole(value: int | None, flag: str, low: int, high: int | None) -> int:
     return value
 
 
-def show_next(args: argparse.Namespace, result: Found) -> str:
+def show_next(args: argparse.Namespace, result: NextFound) -> str:
     """One JSON object, the characters as CSV, or the readable table."""
     found, more, scores = result
     if args.json:

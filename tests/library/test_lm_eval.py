@@ -285,7 +285,7 @@ def test_prefix_scores_the_joined_text_with_nothing_moved(harness, tasks, smollm
     found = lm.loglikelihood([Instance("loglikelihood", {}, pair, i) for i, pair in enumerate(pairs)], disable_tqdm=True)
     for (context, continuation), (value, _) in zip(pairs, found, strict=True):
         (row,) = score_continuations(context, [continuation], smollm_model, time_budget=None).rows
-        assert value == pytest.approx(row.logprob, abs=1e-9)
+        assert value == pytest.approx(row.logprob, abs=1e-5)  # float32: the searches batch their prefixes apart
     assert [g for _, g in found] == [True, True, False]
     model = MarginalLM(model=SMOL, method="prefix", dtype="float32", device="cpu", time_budget="2")
     metrics, lls, _ = run(harness, model, tasks, limit=1)

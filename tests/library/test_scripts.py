@@ -18,8 +18,8 @@ from marginal_core.ground.errors import MarginalError
 from marginal_core.lattice.conditioning import context_ids
 from marginal_core.lattice.graph import extended, lattice_of
 from marginal_core.search.next.results import END, REST, finished
-from tests.brute_force import float64_lm, forget_float64
-from tests.library.test_next_characters import _exact_step, _paths, brute_next_bytes
+from tests.brute_force import float64_lm, forget_float64, lattice_paths
+from tests.library.test_next_characters import _exact_step, brute_next_bytes
 
 # Single code points, so that a drawn string may end anywhere inside a grapheme cluster: after a
 # ZWJ, before a skin tone or a combining sign, on one regional indicator.
@@ -46,14 +46,14 @@ def test_the_next_byte_after_any_script_equals_brute_force(lm, text):
     probable lead byte (the lattice extended by it)."""
     lm64 = float64_lm(lm)
     lattice = lattice_of(text, lm64.text_tokenizer)
-    assume(len(_paths(lattice)) <= MOST_PATHS)
+    assume(len(lattice_paths(lattice)) <= MOST_PATHS)
     context = context_ids(lm64.text_tokenizer, None)
     step = _exact_step(lm64, lattice, context)
     np.testing.assert_allclose(step.point, brute_next_bytes(lm64, lattice, context), atol=1e-6, rtol=0)
     assert step.point.sum() == pytest.approx(1.0, abs=1e-9)
     lead = max(range(0xC2, 0xF5), key=lambda c: step.point[c])
     after = extended(lattice, bytes([lead]), lattice.vocab)
-    if len(_paths(after)) <= MOST_PATHS:
+    if len(lattice_paths(after)) <= MOST_PATHS:
         np.testing.assert_allclose(_exact_step(lm64, after, context).point, brute_next_bytes(lm64, after, context),
                                    atol=1e-6, rtol=0)
 
