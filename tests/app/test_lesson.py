@@ -57,7 +57,7 @@ def test_every_example_loads_on_every_page_through_the_lesson_links(server, brow
     """Each example, picked in the sidebar's menu, then every view in the lesson's order by its
     "Next in the lesson" link: the text and context stay, no page shows an error. The downstream
     pages, which do not read the text, once."""
-    page = new_page(browser, 1400, 1200)  # room below the sidebar's Example menu for its thirteen options
+    page = new_page(browser, 1400, 1200)  # room below the sidebar's Example menu for its fourteen options
     page.set_default_timeout(120_000)
     page.goto(server.url)
     settle(page, extra_ms=QUICK_MS)
@@ -72,6 +72,8 @@ def test_every_example_loads_on_every_page_through_the_lesson_links(server, brow
         if preset.opens == "next":  # a prompt: its own page, the boundary on its chips (the walk is the texts')
             assert page.locator("h1").first.inner_text() == "What comes next?"
             page.get_by_text("What to look for.").first.wait_for()
+            if preset.candidates:  # the example fills the Candidates box
+                assert page.get_by_label("Candidates (one per line)", exact=True).input_value() == "\n".join(preset.candidates)
             clean(page)
             continue
         if preset.opens:  # an example that opens its own page (Two models disagree: Compare), then the lesson

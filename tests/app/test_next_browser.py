@@ -54,3 +54,24 @@ def test_what_comes_next_keeps_a_typed_trailing_space_and_draws_the_three_views(
         no_traceback(page)
         legend = page.locator(".js-plotly-plot .legendtext").evaluate_all("ts => ts.map(t => t.textContent)")
         assert f"marginal ({SMOL})" in legend and "marginal (gemma3-270m)" in legend, legend
+
+
+def test_two_candidates_typed_in_are_scored_beside_lm_evals_score():
+    """Issue 67: two candidates typed into the Candidates box (one a line, the leading space of
+    “␣Angeles.” kept) are scored after a prompt that stops inside a word: the table shows both,
+    each by the marginal with its interval and by lm-eval's score, and marks the rank that differs
+    (lm-eval's split drops the “don” that crosses the seam)."""
+    with streamlit_server() as server, browser_page(1400, 1600) as page:
+        page.goto(f"{server.url}/next?model={SMOL}&dtype=float32&chars=0&k=3")
+        type_prompt(page, "The capital of England is Lon")
+        box = page.get_by_label("Candidates (one per line)", exact=True)
+        box.fill("don, of course.\n Angeles.")
+        box.press("Control+Enter")
+        settle(page)
+        page.locator(".st-key-run button").first.click()
+        page.get_by_text("Done:").wait_for()
+        settle(page)
+        no_traceback(page)
+        table = page.locator("table", has_text="lm-eval rank").inner_text()
+        assert "don,␣of␣course." in table and "␣Angeles." in table and "≠" in table, table
+        assert page.get_by_text("lm-eval's score puts “␣Angeles.” first").count() == 1

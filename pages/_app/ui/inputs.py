@@ -140,6 +140,8 @@ def _take_example() -> None:
     chosen = next((p for p in presets.PRESETS if p.name == st.session_state.get("example")), None)
     if chosen is not None:
         st.session_state["text"], st.session_state["context"] = chosen.text, chosen.context
+        if chosen.candidates:
+            st.session_state["candidates"] = "\n".join(chosen.candidates)
         if chosen.opens:
             st.session_state[_OPEN] = chosen.opens
 

@@ -15,8 +15,9 @@ QUESTION = "Question: {q}\nAnswer:"
 @dataclass(frozen=True)
 class Preset:
     """One example: its menu name, text, context ('' for none), what a student should look for,
-    the page it opens (URL path; '' stays on the page it was picked on), and what to look for on
-    the Surprisal page ('' for nothing particular)."""
+    the page it opens (URL path; '' stays on the page it was picked on), what to look for on
+    the Surprisal page ('' for nothing particular), and the candidates What comes next scores
+    after it (none: the box keeps what it holds)."""
 
     name: str
     text: str
@@ -24,6 +25,7 @@ class Preset:
     look_for: str
     opens: str = ""
     on_surprisal: str = ""
+    candidates: tuple[str, ...] = ()
 
 
 PRESETS: tuple[Preset, ...] = (
@@ -138,6 +140,17 @@ PRESETS: tuple[Preset, ...] = (
         "दिल्ली) has 0.996 over every tokenization, 0.53 by the canonical tokens, and token healing goes wrong "
         "with 0.39. Under SmolLM2 all three views agree.",
         opens="next",
+    ),
+    Preset(
+        "Candidates: across the seam",
+        "The capital of England is Lon",
+        "",
+        "Two candidates after a prompt that stops inside a word. lm-eval's split encodes prompt and candidate "
+        "joined and cuts at the prompt's token count: ␣London crosses the seam, so it scores “, of course.” after "
+        "“Lon” and, under SmolLM2, puts “␣Angeles.” first (log p −13.4 against −14.4). Over every tokenization of "
+        "the two joined, “don, of course.” is far ahead (−11.2 against −27.4).",
+        opens="next",
+        candidates=("don, of course.", " Angeles."),
     ),
 )
 DEFAULT = PRESETS[0]
