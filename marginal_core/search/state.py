@@ -23,7 +23,7 @@ from marginal_core.search.char_keys import key_groups, key_masses
 from marginal_core.search.clock import Deadline
 from marginal_core.search.masses import ByteStep, PrefixMasses
 from marginal_core.search.memory import PrefixMemory
-from marginal_core.search.rounds import NextByte, search_rounds
+from marginal_core.search.rounds import NextByte, Regions, search_rounds
 from marginal_core.search.settings import SearchSettings
 from marginal_core.search.token_views import TokenViews, token_views
 
@@ -35,7 +35,8 @@ Steps = Iterator[tuple[ByteStep, PrefixMasses | None]]
 class PrefixState:
     """One text under one model and context: its lattice (None when empty), vocabulary, context
     state and settings; ``memory``, what its searches keep for longer texts' (``+`` shares it);
-    its token views once asked for (``views``) and its last finished step (``finished``)."""
+    its token views once asked for (``views``), its last finished step (``finished``) and its
+    bounds on log P(text as a prefix) where a search of the whole text gave them (``kept_bounds``)."""
 
     lm: LM
     text: str
@@ -47,6 +48,7 @@ class PrefixState:
     memory: PrefixMemory
     kept_views: TokenViews | None = None
     finished: tuple[ByteStep, PrefixMasses | None] | None = field(default=None, repr=False)
+    kept_bounds: tuple[float, float] | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls: type[S], lm: LM, text: str, context: str | None = None, settings: SearchSettings | None = None,
@@ -103,10 +105,22 @@ class PrefixState:
             self.finished = deque(self.steps(deadline=deadline), maxlen=1).pop()
         return self.finished
 
-    def log_prob_bounds(self) -> tuple[float, float]:
-        """log P(the text as a prefix): the search's lower and upper bounds (0 for the empty text)."""
-        masses = self.last_step()[1]
-        return (0.0, 0.0) if masses is None else (float(masses.lower[-1]), float(masses.upper[-1]))
+    def log_prob_bounds(self, deadline: Deadline | None = None) -> tuple[float, float]:
+        """log P(the text as a prefix), bounded below and above (0 for the empty text): from the
+        search past the end where it ran, else from a search of one region, the whole text, whose
+        interval the tolerance is about (in nats; no next-byte probabilities to certify), within
+        ``deadline``; kept."""
+        if self.lattice is None:
+            return 0.0, 0.0
+        if self.finished is not None and self.finished[1] is not None:
+            masses = self.finished[1]
+            return float(masses.lower[-1]), float(masses.upper[-1])
+        if self.kept_bounds is None:
+            whole = Regions((0, self.lattice.end))
+            masses = deque(search_rounds(self.lm, self.lattice, self.state, self.settings, whole, self.memory,
+                                         deadline), maxlen=1).pop()
+            self.kept_bounds = (float(masses.lower[-1]), float(masses.upper[-1]))
+        return self.kept_bounds
 
     def views(self) -> TokenViews:
         """The canonical and healed token views, once: from the distributions a search kept where

@@ -67,11 +67,8 @@ def _scores(p: PrefixState, texts: tuple[str, ...], states: list[PrefixState],
 
 def prefix_bounds(q: PrefixState, deadline: Deadline) -> Bounds:
     """log P(the state's text as a prefix), its search run to its end within ``deadline`` (the
-    empty text: 0, no search)."""
-    if q.lattice is None:
-        return 0.0, 0.0
-    q.last_step(deadline)
-    return q.log_prob_bounds()
+    empty text: 0, no search; ``PrefixState.log_prob_bounds``)."""
+    return q.log_prob_bounds(deadline)
 
 
 def lm_eval_scores(p: PrefixState, texts: Sequence[str]) -> list[tuple[float | None, HarnessPair]]:
