@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from marginal_core.cli.model_commands import add_device_arguments
 from marginal_core.cli.surprisal_command import add_time_budget
-from marginal_core.cli.text_input import read_text
+from marginal_core.cli.text_input import decoded, read_text
 from marginal_core.ground.errors import MarginalError
 from marginal_core.ground.progress import tqdm_bar
 from marginal_core.models import DEFAULT_MODEL
@@ -66,18 +66,9 @@ def _candidates(given: list[str] | None, file: str | None) -> tuple[str, ...]:
             data = Path(file).read_bytes()
         except OSError as err:
             raise MarginalError(f"--candidates: cannot read {file}: {err.strerror}") from None
-        text = _decoded(data, file)
+        text = decoded(data, f"--candidates: {file}")
         texts += text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
     return check_candidates(texts) if texts else ()
-
-
-def _decoded(data: bytes, file: str) -> str:
-    """A candidates file's text, or one clear error where it is not UTF-8."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise MarginalError(f"--candidates: {file} is not UTF-8: byte {data[err.start]:#04x} at offset {err.start} "
-                            "does not decode") from None
 
 
 def _whole(value: int | None, flag: str, low: int, high: int | None) -> int:
