@@ -57,18 +57,12 @@ def _scores(p: PrefixState, texts: tuple[str, ...], states: list[PrefixState],
     """The prompt's search, lm-eval's scores, then each candidate's search, within one deadline."""
     harness = lm_eval_scores(p, texts)
     deadline = Deadline(p.settings.time_budget, started=started)
-    prompt = prefix_bounds(p, deadline)
+    prompt = p.log_prob_bounds(deadline)
     rows: list[ContinuationScore] = []
     for text, q, (score, pair) in zip(texts, states, harness, strict=True):
-        rows.append(_row(text, prefix_bounds(q, deadline), prompt, score, pair, p.vocab, p.settings.tolerance))
+        rows.append(_row(text, q.log_prob_bounds(deadline), prompt, score, pair, p.vocab, p.settings.tolerance))
         yield ContinuationScores(p.text, p.lm.name, p.context, ranked(rows), *prompt, time.perf_counter() - started,
                                  p.settings.tolerance, len(rows) == len(texts), p.settings.stopped())
-
-
-def prefix_bounds(q: PrefixState, deadline: Deadline) -> Bounds:
-    """log P(the state's text as a prefix), its search run to its end within ``deadline`` (the
-    empty text: 0, no search; ``PrefixState.log_prob_bounds``)."""
-    return q.log_prob_bounds(deadline)
 
 
 def lm_eval_scores(p: PrefixState, texts: Sequence[str]) -> list[tuple[float | None, HarnessPair]]:
